@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# .ci/install-deps.sh -- install what linattn needs on a fresh Debian machine; idempotent and
+# silent when everything is already present. Called by ./run.sh before every build.
+set -euo pipefail
+
+# Debian packages: compiler, CMake, the test frameworks (Catch2 v2, RapidCheck), Google Benchmark.
+DEB_PACKAGES=(g++ cmake make catch2 librapidcheck-dev libbenchmark-dev)
+missing=()
+for p in "${DEB_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "[install-deps] installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Python packages (bindings, notebooks, plots) are listed here as they are needed.
+PY_PACKAGES=()
+if ((${#PY_PACKAGES[@]})); then
+  py_missing=()
+  for p in "${PY_PACKAGES[@]}"; do
+    python3 -c "import importlib.metadata as m; m.version('${p%%[<>=]*}')" 2>/dev/null || py_missing+=("$p")
+  done
+  if ((${#py_missing[@]})); then
+    echo "[install-deps] installing Python packages: ${py_missing[*]}"
+    python3 -m pip install -q "${py_missing[@]}"
+  fi
+fi

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# run.sh -- the project's front door. Each command installs what is missing, builds, and runs.
+#   ./run.sh main     the main job: the walkthrough "the delta rule by hand"
+#   ./run.sh test     all tests: release build (with CUDA when nvcc exists) and sanitizer build
+#   ./run.sh build    just build the release preset
+# Parallelism: LINATTN_JOBS (default: number of cores).
+set -euo pipefail
+cd "$(dirname "$0")"
+JOBS="${LINATTN_JOBS:-$(nproc)}"
+
+bash .ci/install-deps.sh
+
+build() {  # build <preset>: configure once, then build; quiet unless something goes wrong
+  local preset="$1" log
+  mkdir -p build
+  if [ ! -f "build/$preset/CMakeCache.txt" ]; then
+    log="build/configure-$preset.log"
+    cmake --preset "$preset" >"$log" 2>&1 || { cat "$log"; echo "configure of preset '$preset' failed" >&2; exit 1; }
+  fi
+  log="build/build-$preset.log"
+  if ! cmake --build --preset "$preset" -j "$JOBS" >"$log" 2>&1; then
+    cat "$log"; echo "build of preset '$preset' failed" >&2; exit 1
+  fi
+  grep -E "warning:" "$log" || true
+}
+
+case "${1:-main}" in
+  main)
+    build release
+    ./build/release/walkthroughs/delta_rule_by_hand
+    ;;
+  test)
+    build release
+    ctest --preset release -j "$JOBS"
+    build asan
+    ctest --preset asan -j "$JOBS"
+    ;;
+  build)
+    build release
+    ;;
+  *)
+    echo "usage: ./run.sh [main|test|build]" >&2
+    exit 2
+    ;;
+esac
