@@ -86,11 +86,13 @@ class Tensor {
     return t;
   }
 
-  bool defined() const { return data_ != nullptr || (!shape_.empty() && numel() == 0); }
+  /// False for a default-constructed Tensor (no shape, no storage): "argument not given".
+  bool defined() const { return data_ != nullptr || !shape_.empty(); }
   const std::vector<index_t>& shape() const { return shape_; }
   index_t dim() const { return static_cast<index_t>(shape_.size()); }
   index_t size(index_t d) const { return shape_.at(static_cast<size_t>(d < 0 ? d + dim() : d)); }
   index_t numel() const {
+    if (!defined()) return 0;
     index_t n = 1;
     for (index_t s : shape_) n *= s;
     return n;
