@@ -1,0 +1,35 @@
+"""linattn: the C++ reference of linear attention (DeltaNet, GDN, KDA, GDN2) for Python.
+
+Sequence-level operators take NumPy arrays in flash-linear-attention's layout (q, k [B, T, H, K],
+v [B, T, H, V], log-space gates, states [N, H, K, V]) and fla's keyword arguments, and return
+(o, final_state). Inputs are borrowed, never silently copied: they must be C-contiguous float32 or
+float64 arrays of one dtype, or the call raises ValueError (pass copy=True to allow a conversion).
+Bad input raises linattn.Error, a ValueError whose message names the argument, the expected and
+the actual value. See docs/python.md; the harness for kernel authors is linattn.testing and
+`python -m linattn.check`.
+"""
+from ._core import (  # noqa: F401
+    Error,
+    W_to_S,
+    S_to_W,
+    deltanet_step,
+    feature_map,
+    gdn2_step,
+    gdn2_step_S,
+    gdn_step,
+    gdn_step_decay_after_error,
+    kda_step,
+    linear_attention_parallel,
+    linear_attention_recurrent,
+    linear_attention_step,
+    naive_recurrent_delta_rule,
+    naive_recurrent_gated_delta_rule,
+    naive_recurrent_gdn2,
+    naive_recurrent_kda,
+    naive_recurrent_linear_attn,
+    naive_softmax_attn,
+    read,
+)
+from ._ops import OPS, GATES, reference  # noqa: F401
+
+__version__ = "0.1.0"

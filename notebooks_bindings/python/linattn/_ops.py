@@ -1,0 +1,55 @@
+"""The operator table: which gates each sequence-level operator takes, their shapes, and a
+dispatcher `reference(op, ...)` over the naive recurrent reference (used by linattn.testing and
+linattn.check)."""
+from . import _core
+
+#: The sequence-level operators, from the simplest up (each is a special case of the next).
+OPS = ("linear_attn", "delta_rule", "gated_delta_rule", "kda", "gdn2")
+
+#: The gate arguments of each operator, in call order.
+GATES = {
+    "linear_attn": (),
+    "delta_rule": ("beta",),
+    "gated_delta_rule": ("g", "beta"),
+    "kda": ("g", "beta"),
+    "gdn2": ("g", "b", "w"),
+}
+
+#: Trailing dimension of each gate: None for [B, T, H], "K" for [B, T, H, K], "V" for [B, T, H, V].
+GATE_DIM = {
+    ("gated_delta_rule", "g"): None,
+    ("kda", "g"): "K",
+    ("gdn2", "g"): "K",
+    ("delta_rule", "beta"): None,
+    ("gated_delta_rule", "beta"): None,
+    ("kda", "beta"): None,
+    ("gdn2", "b"): "K",
+    ("gdn2", "w"): "V",
+}
+
+_REFERENCE = {
+    "linear_attn": _core.naive_recurrent_linear_attn,
+    "delta_rule": _core.naive_recurrent_delta_rule,
+    "gated_delta_rule": _core.naive_recurrent_gated_delta_rule,
+    "kda": _core.naive_recurrent_kda,
+    "gdn2": _core.naive_recurrent_gdn2,
+}
+
+
+def check_op(op):
+    if op not in GATES:
+        raise ValueError(f"unknown operator {op!r}; expected one of {', '.join(OPS)}")
+
+
+def reference(op, q, k, v, *, g=None, beta=None, b=None, w=None, **kwargs):
+    """Run the naive recurrent reference of `op` (one of OPS) with fla's keyword arguments.
+
+    Gates that `op` does not take must be None. Returns what naive_recurrent_<op> returns:
+    (o, final_state) or, with return_trace=True, (o, final_state, trace)."""
+    check_op(op)
+    given = {"g": g, "beta": beta, "b": b, "w": w}
+    extra = [n for n, x in given.items() if x is not None and n not in GATES[op]]
+    if extra:
+        raise ValueError(f"reference: operator {op!r} takes gates {GATES[op]} but got {extra}")
+    gates = [given[n] for n in GATES[op]]
+    return _REFERENCE[op](q, k, v, *gates, **kwargs)

@@ -1,0 +1,79 @@
+// notebooks_bindings/src/bindings.hpp -- the generic sequence-level call shared by every operator
+// binding (reference naive_recurrent_<op>, and the chunked CPU kernels when built), and the
+// per-part registration functions that module.cpp calls.
+#pragma once
+
+#include "common.hpp"
+#include "reference/recurrent.hpp"
+
+namespace linattn::pyb {
+
+/// The fla-style arguments of one sequence-level call, as they came from Python.
+struct RecurrentCall {
+  std::string fn;
+  ref::Op op;
+  py::object q, k, v, g, beta, b, w, initial_state;
+  std::optional<double> scale;
+  bool output_final_state = false;
+  py::object cu_seqlens;
+  bool use_qk_l2norm = false;
+  bool return_trace = false;
+  bool copy = false;
+};
+
+/// Build the tensors and options of a call in dtype T, run `runner` with the GIL released and hand
+/// the result back as (o, final_state) or (o, final_state, trace). `configure(opt)` may adjust the
+/// options (the chunked kernels add chunk_size and num_threads through a derived options type).
+template <class T, class Opt, class Runner>
+py::tuple run_typed(const RecurrentCall& c, std::vector<Arg>& a, Opt opt, Runner&& runner) {
+  const std::string& fn = c.fn;
+  Tensor<T> q = borrow<T>(fn, a[0]), k = borrow<T>(fn, a[1]), v = borrow<T>(fn, a[2]);
+  ref::Gates<T> gates;
+  gates.g = borrow<T>(fn, a[3]);
+  gates.beta = borrow<T>(fn, a[4]);
+  gates.b = borrow<T>(fn, a[5]);
+  gates.w = borrow<T>(fn, a[6]);
+  const bool needs_beta =
+      c.op == ref::Op::delta_rule || c.op == ref::Op::gated_delta_rule || c.op == ref::Op::kda;
+  if (needs_beta && !gates.beta.defined() && q.dim() == 4)  // fla: beta=None means ones
+    gates.beta = Tensor<T>({q.size(0), q.size(1), q.size(2)}, T(1));
+  opt.initial_state = borrow<T>(fn, a[7]);
+  if (c.scale) opt.scale = static_cast<T>(*c.scale);
+  opt.output_final_state = c.output_final_state;
+  opt.cu_seqlens = offsets(fn, c.cu_seqlens);
+  opt.use_qk_l2norm = c.use_qk_l2norm;
+  opt.return_trace = c.return_trace;
+  ref::RecurrentOutput<T> out;
+  {
+    py::gil_scoped_release nogil;
+    out = runner(q, k, v, gates, opt);
+  }
+  if (!c.return_trace) return py::make_tuple(to_numpy(out.o), to_numpy(out.final_state));
+  py::dict trace;
+  trace["v_bar"] = to_numpy(out.v_bar);
+  trace["r"] = to_numpy(out.r);
+  trace["written"] = to_numpy(out.written);
+  return py::make_tuple(to_numpy(out.o), to_numpy(out.final_state), trace);
+}
+
+/// The argument list of a call in a fixed order: q, k, v, g, beta, b, w, initial_state.
+inline std::vector<Arg> call_args(const RecurrentCall& c) {
+  return {{"q", c.q}, {"k", c.k}, {"v", c.v}, {"g", c.g}, {"beta", c.beta},
+          {"b", c.b}, {"w", c.w}, {"initial_state", c.initial_state}};
+}
+
+/// Dispatch a call on its dtype. `make_opt<T>()` gives the options object (RecurrentOptions<T> or
+/// a type derived from it); `runner(q, k, v, gates, opt)` computes the RecurrentOutput<T>.
+template <template <class> class OptT = ref::RecurrentOptions, class Runner>
+py::tuple call_recurrent(const RecurrentCall& c, Runner&& runner,
+                         const OptT<double>& opt64 = {}, const OptT<float>& opt32 = {}) {
+  std::vector<Arg> a = call_args(c);
+  if (c.copy) convert_all(a);
+  if (common_dtype(c.fn, a) == DType::f64) return run_typed<double>(c, a, opt64, runner);
+  return run_typed<float>(c, a, opt32, runner);
+}
+
+void bind_reference(py::module_& m);
+void bind_steps(py::module_& m);
+
+}  // namespace linattn::pyb
