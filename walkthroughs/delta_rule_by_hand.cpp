@@ -12,11 +12,12 @@
 // 3 the reductions of SPEC section 2; 4 the order of the read (Eq.3) and decay before error
 // (Eq.15); 5 the kernel-library layout S = W^T.   Usage: delta_rule_by_hand [--section N]
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "reference/delta_rules.hpp"
@@ -432,7 +433,7 @@ void section3() {
   two_mats("GDN2", gdn2_d.W.back(), "lin. attn", la_d.W.back());
   check_equal("GDN2(b = 0, w = 1, a = 1) vs lin. attn", max_abs_diff(gdn2_d, la_d));
 
-  text("\n(e) beta = 0 (GDN2: b = w = 0) with no decay leaves W unchanged: W_3 = W_0");
+  text("\n(e) beta = 0 (GDN2: b = w = 0) and no decay leave W unchanged (linear attention has no gate)");
   Gate ge;  // alpha = 1, a = 1 by default
   ge.beta = 0;
   ge.b = Vec(d_phi, 0);
@@ -445,7 +446,6 @@ void section3() {
     for (const Mat& Wt : R.W) d = std::max(d, max_abs_diff(Wt, W0));
     check_equal(std::string(name) + ": W_1, W_2, W_3 vs W_0", d);
   }
-  text("    (linear attention has no gate: it always adds v kappa^T.)");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -463,12 +463,13 @@ void section4() {
   mat_line("W_3 (linear attention, 1.1)", W3);
   line("phi(q_3)", vec_str(q3));
   line("y_3 = W_3 phi(q_3)", vec_str(ref::read(W3, q3)), "Eq.5/8");
-  try {  // phi(q)^T W = (W^T phi(q))^T would need phi(q) in R^{d_v} = R^2
+  ++g_checks;  // phi(q)^T W = (W^T phi(q))^T would need phi(q) in R^{d_v} = R^2: must be refused
+  try {
     ref::read(ref::transpose(W3), q3);
     line("phi(q_3)^T W_3", "was accepted -- it should not be", "FAILS");
-    ++g_checks, ++g_failed;
+    ++g_failed;
   } catch (const Error& e) {
-    std::printf("    phi(q_3)^T W_3 = (W_3^T phi(q_3))^T:\n      linattn::Error: %s\n", e.what());
+    std::printf("    phi(q_3)^T W_3 = (W_3^T phi(q_3))^T is refused:\n      linattn::Error: %s\n", e.what());
   }
   text("The only product with phi(q) on the left that type-checks is phi(q)^T W^T = (W phi(q))^T: the");
   text("same numbers read from S = W^T, the kernels' layout (section 5).");
@@ -504,7 +505,8 @@ void section4() {
   for (index_t i = 0; i < d_v; ++i) coef[i] = -beta * (1 - alpha) * W0k[i];
   ref::add_outer(predicted, coef, tok.kappa);
   for (index_t i = 0; i < actual.numel(); ++i) actual.data()[i] = Ww.data()[i] - Wr.data()[i];
-  text("By hand: W_wrong - W_right = beta (r_wrong - r_right) kappa^T = -beta (1 - alpha) (W_0 kappa) kappa^T.");
+  text("By hand: W_wrong - W_right = beta (r_wrong - r_right) kappa^T");
+  text("                          = -beta (1 - alpha) (W_0 kappa) kappa^T.");
   two_mats("wrong - right", actual, "by hand", predicted);
   check_equal("wrong - right vs by hand", max_abs_diff(actual, predicted));
   Mat Wr1 = W0.clone(), Ww1 = W0.clone();
