@@ -1,0 +1,53 @@
+// optimized/cuda/bench/capi.cu -- a C ABI over linattn::cuda::forward_device, built as the shared
+// library liblinattn_cuda_capi.so, so that the Python benchmark driver (bench_forward.py) can call
+// the kernels with ctypes on the very tensors it hands to flash-linear-attention and PyTorch.
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+
+#include "optimized/cuda/chunk_cuda.hpp"
+
+extern "C" {
+
+/// Mirrors linattn::cuda::DeviceArgs field by field (see bench_forward.py's ctypes Structure).
+struct LinattnArgs {
+  std::int64_t op, dtype, gate_dtype;  // ref::Op, DType, DType as integers
+  std::int64_t B, T, H, K, V;
+  const void *q, *k, *v, *g, *beta, *b, *w;
+  void* o;
+  double scale;
+  const float* initial_state;
+  float* final_state;
+  const std::int64_t* cu_seqlens;  // host
+  std::int64_t num_seqs;
+  void* stream;
+};
+
+/// Returns 0 on success; otherwise 1 and the message in err.
+int linattn_cuda_forward(const LinattnArgs* a, int version, char* err, int errlen) {
+  try {
+    linattn::cuda::DeviceArgs d;
+    d.op = static_cast<linattn::ref::Op>(a->op);
+    d.dtype = static_cast<linattn::cuda::DType>(a->dtype);
+    d.gate_dtype = static_cast<linattn::cuda::DType>(a->gate_dtype);
+    d.B = a->B, d.T = a->T, d.H = a->H, d.K = a->K, d.V = a->V;
+    d.q = a->q, d.k = a->k, d.v = a->v, d.g = a->g, d.beta = a->beta, d.b = a->b, d.w = a->w;
+    d.o = a->o;
+    d.scale = static_cast<float>(a->scale);
+    d.initial_state = a->initial_state;
+    d.final_state = a->final_state;
+    d.cu_seqlens = a->cu_seqlens;
+    d.num_seqs = a->num_seqs;
+    d.stream = a->stream;
+    linattn::cuda::forward_device(d, static_cast<linattn::cuda::Version>(version));
+    return 0;
+  } catch (const std::exception& e) {
+    if (err && errlen > 0) std::snprintf(err, std::size_t(errlen), "%s", e.what());
+    return 1;
+  }
+}
+
+const char* linattn_cuda_version_name(int version) {
+  return linattn::cuda::version_name(static_cast<linattn::cuda::Version>(version));
+}
+}

@@ -1,0 +1,326 @@
+// optimized/cuda/chunk_cuda.cu -- the host side of the CUDA kernels: argument checks, the chunk
+// table of packed batches, the workspace, dispatch to a version of the ladder, and the host-Tensor
+// convenience functions declared in chunk_cuda.hpp.
+#include "optimized/cuda/chunk_cuda.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+
+#include "optimized/cuda/versions.cuh"
+
+namespace linattn::cuda {
+
+const char* version_name(Version v) {
+  switch (v) {
+    case Version::best: return "best";
+    case Version::v1_simple: return "v1_simple";
+    case Version::v2_tensorcore: return "v2_tensorcore";
+  }
+  return "?";
+}
+
+bool device_available(std::string* why) {
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess || n == 0) {
+    if (why)
+      *why = err != cudaSuccess ? std::string("cudaGetDeviceCount: ") + cudaGetErrorString(err)
+                                : std::string("no CUDA device found");
+    cudaGetLastError();  // clear the sticky-free error state
+    return false;
+  }
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+    if (why) *why = "cudaGetDeviceProperties failed";
+    return false;
+  }
+  if (prop.major != 9) {
+    if (why)
+      *why = std::string("the kernels are built for sm_90a (Hopper) but device 0 (") + prop.name +
+             ") has compute capability " + std::to_string(prop.major) + "." +
+             std::to_string(prop.minor);
+    return false;
+  }
+  return true;
+}
+
+namespace {
+
+using detail::KParams;
+
+/// Grow-only device buffer shared by every call of the process.
+struct Workspace {
+  void* ptr = nullptr;
+  std::size_t bytes = 0;
+  void* get(std::size_t need) {
+    if (need <= bytes) return ptr;
+    if (ptr) LINATTN_CUDA_CHECK(cudaFree(ptr));
+    ptr = nullptr;
+    bytes = 0;
+    LINATTN_CUDA_CHECK(cudaMalloc(&ptr, need));
+    bytes = need;
+    return ptr;
+  }
+};
+Workspace& workspace() {
+  static Workspace ws;
+  return ws;
+}
+
+std::size_t align256(std::size_t x) { return (x + 255) / 256 * 256; }
+
+void require(bool ok, const std::string& arg, const std::string& expected, const std::string& got) {
+  if (!ok) fail("linattn::cuda::forward_device", arg, expected, got);
+}
+
+}  // namespace
+
+void forward_device(const DeviceArgs& a, Version version) {
+  const std::string fn = "linattn::cuda::forward_device";
+  require(a.op != Op::linear_attn, "op", "delta_rule, gated_delta_rule, kda or gdn2", "linear_attn");
+  require(a.B >= 0 && a.T >= 0, "q.shape", "non-negative B and T",
+          "B = " + std::to_string(a.B) + ", T = " + std::to_string(a.T));
+  require(a.H >= 1, "q.shape[2] (H)", "a positive size", std::to_string(a.H));
+  require(a.K >= 1 && a.K <= kMaxDim, "q.shape[3] (K)", "1 <= K <= 256", std::to_string(a.K));
+  require(a.V >= 1 && a.V <= kMaxDim, "v.shape[3] (V)", "1 <= V <= 256", std::to_string(a.V));
+  require(a.B * a.T < (std::int64_t(1) << 31) / 64, "q.shape", "B * T < 2^25 tokens",
+          std::to_string(a.B * a.T));
+  require(std::isfinite(a.scale), "scale", "a finite value", num_str(a.scale));
+  const std::int64_t numel_qk = a.B * a.T * a.H * a.K;
+  require(numel_qk == 0 || (a.q && a.k && a.v && a.o), "q, k, v, o", "device pointers", "null");
+  const bool gdn2 = a.op == Op::gdn2;
+  const bool gated = a.op != Op::delta_rule;
+  require(numel_qk == 0 || !gated || a.g, "g", "a device pointer for " + std::string(ref::op_name(a.op)), "null");
+  require(numel_qk == 0 || gdn2 || a.beta, "beta", "a device pointer", "null");
+  require(numel_qk == 0 || !gdn2 || (a.b && a.w), "b, w", "device pointers for gdn2", "null");
+
+  KParams p;
+  p.op = static_cast<int>(a.op);
+  p.gate = a.op == Op::delta_rule ? detail::kGateNone
+                                  : (a.op == Op::gated_delta_rule ? detail::kGateScalar : detail::kGateChannel);
+  p.gdn2 = gdn2;
+  p.B = int(a.B), p.T = int(a.T), p.H = int(a.H), p.K = int(a.K), p.V = int(a.V);
+  p.q = a.q, p.k = a.k, p.v = a.v, p.g = a.g, p.beta = a.beta, p.b = a.b, p.w = a.w, p.o = a.o;
+  p.scale = a.scale;
+  p.h0 = a.initial_state;
+  p.ht = a.final_state;
+
+  // Sequences and the chunk table.
+  std::vector<int> cu, tok0, seq;
+  if (a.cu_seqlens) {
+    require(a.B == 1, "q.shape[0] (B)", "1 when cu_seqlens is given (packed sequences)", std::to_string(a.B));
+    require(a.num_seqs >= 1, "num_seqs", "at least 1 sequence", std::to_string(a.num_seqs));
+    std::vector<index_t> offs(a.cu_seqlens, a.cu_seqlens + a.num_seqs + 1);
+    check_offsets(fn, offs, a.B, a.T);
+    p.N = int(a.num_seqs);
+    cu.assign(offs.begin(), offs.end());
+    for (int n = 0; n < p.N; ++n)
+      for (int t = cu[n]; t < cu[n + 1]; t += kChunk) tok0.push_back(t), seq.push_back(n);
+    p.num_chunks = int(tok0.size());
+  } else {
+    p.N = int(a.B);
+    p.chunks_per_seq = int((a.T + kChunk - 1) / kChunk);
+    p.num_chunks = p.N * p.chunks_per_seq;
+  }
+
+  detail::Call call;
+  call.dtype = static_cast<int>(a.dtype);
+  call.gate_dtype = static_cast<int>(a.gate_dtype);
+  call.stream = static_cast<cudaStream_t>(a.stream);
+
+  std::string why;
+  if (version == Version::best) version = detail::v2_supports({p, call.dtype, call.gate_dtype, call.stream}, &why)
+                                              ? Version::v2_tensorcore
+                                              : Version::v1_simple;
+  std::size_t ws_bytes = 0;
+  if (version == Version::v1_simple) {
+    ws_bytes = detail::v1_workspace_bytes(p);
+  } else if (version == Version::v2_tensorcore) {
+    call.p = p;
+    if (!detail::v2_supports(call, &why)) fail(fn, "version", "a call that v2_tensorcore supports", why);
+    ws_bytes = detail::v2_workspace_bytes(p);
+  } else {
+    fail(fn, "version", "a version of the ladder", std::to_string(static_cast<int>(version)));
+  }
+
+  const std::size_t table_bytes = align256(sizeof(int) * (cu.size() + tok0.size() + seq.size()));
+  char* base = static_cast<char*>(workspace().get(table_bytes + align256(ws_bytes) + 256));
+  if (!cu.empty()) {
+    std::vector<int> table;
+    table.reserve(cu.size() + tok0.size() + seq.size());
+    table.insert(table.end(), cu.begin(), cu.end());
+    table.insert(table.end(), tok0.begin(), tok0.end());
+    table.insert(table.end(), seq.begin(), seq.end());
+    LINATTN_CUDA_CHECK(cudaMemcpyAsync(base, table.data(), sizeof(int) * table.size(),
+                                       cudaMemcpyHostToDevice, call.stream));
+    int* t = reinterpret_cast<int*>(base);
+    p.cu = t;
+    p.chunk_tok0 = t + cu.size();
+    p.chunk_seq = t + cu.size() + tok0.size();
+  }
+  p.ws = base + table_bytes;
+  call.p = p;
+  if (p.N == 0) return;
+  if (version == Version::v1_simple) detail::v1_launch(call);
+  else detail::v2_launch(call);
+}
+
+namespace {
+
+std::uint16_t to_bf16_bits(float x) {
+  const float r = round_to_bf16(x);
+  std::uint32_t u;
+  std::memcpy(&u, &r, 4);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+
+/// A device copy of a host tensor in the requested element type.
+struct DevBuf {
+  void* p = nullptr;
+  DevBuf() = default;
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  ~DevBuf() { if (p) cudaFree(p); }
+  void alloc(std::size_t bytes) { LINATTN_CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1)); }
+  void upload(const Tensor<float>& t, DType dt) {
+    if (!t.defined()) return;
+    const std::size_t n = std::size_t(t.numel());
+    if (dt == DType::f32) {
+      alloc(4 * n);
+      LINATTN_CUDA_CHECK(cudaMemcpy(p, t.data(), 4 * n, cudaMemcpyHostToDevice));
+    } else {
+      std::vector<std::uint16_t> h(n);
+      for (std::size_t i = 0; i < n; ++i) h[i] = to_bf16_bits(t.data()[i]);
+      alloc(2 * n);
+      LINATTN_CUDA_CHECK(cudaMemcpy(p, h.data(), 2 * n, cudaMemcpyHostToDevice));
+    }
+  }
+};
+
+Tensor<float> download(const void* p, std::vector<index_t> shape, DType dt) {
+  Tensor<float> t(std::move(shape));
+  const std::size_t n = std::size_t(t.numel());
+  if (dt == DType::f32) {
+    LINATTN_CUDA_CHECK(cudaMemcpy(t.data(), p, 4 * n, cudaMemcpyDeviceToHost));
+  } else {
+    std::vector<std::uint16_t> h(n);
+    LINATTN_CUDA_CHECK(cudaMemcpy(h.data(), p, 2 * n, cudaMemcpyDeviceToHost));
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint32_t u = std::uint32_t(h[i]) << 16;
+      std::memcpy(t.data() + i, &u, 4);
+    }
+  }
+  return t;
+}
+
+Tensor<float> l2norm_rows(const Tensor<float>& x) {
+  Tensor<float> y = x.clone();
+  const index_t D = x.size(3), rows = x.numel() / (D ? D : 1);
+  for (index_t r = 0; r < rows; ++r) {
+    float* a = y.data() + r * D;
+    double ss = 0;
+    for (index_t d = 0; d < D; ++d) ss += double(a[d]) * a[d];
+    const double inv = 1.0 / std::sqrt(ss + 1e-6);  // as ref::l2_normalize: eps inside the root
+    for (index_t d = 0; d < D; ++d) a[d] = float(a[d] * inv);
+  }
+  return y;
+}
+
+}  // namespace
+
+ref::RecurrentOutput<float> chunk_forward(Op op, const Tensor<float>& q, const Tensor<float>& k,
+                                          const Tensor<float>& v, const ref::Gates<float>& gates,
+                                          const ref::RecurrentOptions<float>& opt, DType dtype,
+                                          DType gate_dtype, Version version) {
+  const std::string fn = std::string("linattn::cuda::chunk_") + ref::op_name(op);
+  if (op == Op::linear_attn) fail(fn, "op", "delta_rule, gated_delta_rule, kda or gdn2", "linear_attn");
+  const index_t N = ref::validate_recurrent(fn, op, q, k, v, gates, opt);
+  const index_t B = q.size(0), Tn = q.size(1), H = q.size(2), K = q.size(3), V = v.size(3);
+  if (K > kMaxDim) fail(fn, "q.shape[3] (K)", "K <= 256", std::to_string(K));
+  if (V > kMaxDim) fail(fn, "v.shape[3] (V)", "V <= 256", std::to_string(V));
+  if (opt.return_trace) fail(fn, "return_trace", "false (the CUDA kernels return no trace)", "true");
+
+  const Tensor<float> qq = opt.use_qk_l2norm ? l2norm_rows(q) : q;
+  const Tensor<float> kk = opt.use_qk_l2norm ? l2norm_rows(k) : k;
+  DevBuf dq, dk, dv, dg, dbeta, db, dw, dh0, dout, dht;
+  dq.upload(qq, dtype), dk.upload(kk, dtype), dv.upload(v, dtype);
+  dg.upload(gates.g, gate_dtype), dbeta.upload(gates.beta, gate_dtype);
+  db.upload(gates.b, gate_dtype), dw.upload(gates.w, gate_dtype);
+  dh0.upload(opt.initial_state, DType::f32);
+  const std::size_t esz = dtype == DType::f32 ? 4 : 2;
+  const std::size_t n_o = std::size_t(B * Tn * H * V), n_s = std::size_t(N * H * K * V);
+  dout.alloc(esz * n_o);
+  LINATTN_CUDA_CHECK(cudaMemset(dout.p, 0xff, esz * n_o));  // all-ones bits: NaN in f32 and bf16
+  if (opt.output_final_state) {
+    dht.alloc(4 * n_s);
+    LINATTN_CUDA_CHECK(cudaMemset(dht.p, 0xff, 4 * n_s));
+  }
+
+  DeviceArgs a;
+  a.op = op, a.dtype = dtype, a.gate_dtype = gate_dtype;
+  a.B = B, a.T = Tn, a.H = H, a.K = K, a.V = V;
+  a.q = dq.p, a.k = dk.p, a.v = dv.p, a.g = dg.p, a.beta = dbeta.p, a.b = db.p, a.w = dw.p;
+  a.o = dout.p;
+  a.scale = opt.scale ? *opt.scale : 1.0f / std::sqrt(float(K));
+  a.initial_state = static_cast<const float*>(dh0.p);
+  a.final_state = static_cast<float*>(dht.p);
+  if (!opt.cu_seqlens.empty()) {
+    a.cu_seqlens = opt.cu_seqlens.data();
+    a.num_seqs = N;
+  }
+  forward_device(a, version);
+  LINATTN_CUDA_CHECK(cudaGetLastError());
+  LINATTN_CUDA_CHECK(cudaDeviceSynchronize());
+
+  ref::RecurrentOutput<float> out;
+  out.o = download(dout.p, {B, Tn, H, V}, dtype);
+  if (opt.output_final_state) out.final_state = download(dht.p, {N, H, K, V}, DType::f32);
+  return out;
+}
+
+ref::RecurrentOutput<float> chunk_delta_rule(const Tensor<float>& q, const Tensor<float>& k,
+                                             const Tensor<float>& v, const Tensor<float>& beta,
+                                             const ref::RecurrentOptions<float>& opt, DType dtype,
+                                             Version version) {
+  ref::Gates<float> gt;
+  gt.beta = beta;
+  return chunk_forward(Op::delta_rule, q, k, v, gt, opt, dtype, DType::f32, version);
+}
+
+ref::RecurrentOutput<float> chunk_gated_delta_rule(const Tensor<float>& q, const Tensor<float>& k,
+                                                   const Tensor<float>& v, const Tensor<float>& g,
+                                                   const Tensor<float>& beta,
+                                                   const ref::RecurrentOptions<float>& opt,
+                                                   DType dtype, Version version) {
+  ref::Gates<float> gt;
+  gt.g = g;
+  gt.beta = beta;
+  return chunk_forward(Op::gated_delta_rule, q, k, v, gt, opt, dtype, DType::f32, version);
+}
+
+ref::RecurrentOutput<float> chunk_kda(const Tensor<float>& q, const Tensor<float>& k,
+                                      const Tensor<float>& v, const Tensor<float>& g,
+                                      const Tensor<float>& beta,
+                                      const ref::RecurrentOptions<float>& opt, DType dtype,
+                                      Version version) {
+  ref::Gates<float> gt;
+  gt.g = g;
+  gt.beta = beta;
+  return chunk_forward(Op::kda, q, k, v, gt, opt, dtype, DType::f32, version);
+}
+
+ref::RecurrentOutput<float> chunk_gdn2(const Tensor<float>& q, const Tensor<float>& k,
+                                       const Tensor<float>& v, const Tensor<float>& g,
+                                       const Tensor<float>& b, const Tensor<float>& w,
+                                       const ref::RecurrentOptions<float>& opt, DType dtype,
+                                       Version version) {
+  ref::Gates<float> gt;
+  gt.g = g;
+  gt.b = b;
+  gt.w = w;
+  return chunk_forward(Op::gdn2, q, k, v, gt, opt, dtype, DType::f32, version);
+}
+
+}  // namespace linattn::cuda

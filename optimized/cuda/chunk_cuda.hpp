@@ -1,0 +1,136 @@
+// optimized/cuda/chunk_cuda.hpp -- host API of the CUDA chunked forward kernels (SPEC section 4).
+//
+// DeltaNet, Gated DeltaNet (GDN), Kimi Delta Attention (KDA) and Gated DeltaNet-2 (GDN2) in the
+// chunked UT-transform form with chunk C = 64, in the layout of SPEC section 1 (that of
+// reference/recurrent.hpp and of flash-linear-attention):
+//   q, k [B, T, H, K]; v, o [B, T, H, V]; g [B, T, H] (GDN) or [B, T, H, K] (KDA, GDN2), log-space;
+//   beta [B, T, H] (DeltaNet, GDN, KDA); b [B, T, H, K], w [B, T, H, V] (GDN2);
+//   initial / final state [N, H, K, V] in float32; packed batches via cu_seqlens (B = 1).
+// K and V may be anything from 1 to 256 (64 and 128 are the tuned sizes). Inputs are float32 or
+// bfloat16; accumulation, cumulative gates and the state are float32 always.
+//
+// Two levels:
+//   * forward_device(): device pointers, any stream; what the benchmark and bindings call.
+//   * chunk_forward() and the per-operator wrappers: host Tensor<float> in and out, validated with
+//     the same checks (ref::validate_recurrent) and messages as the reference; for DType::bf16 the
+//     inputs are rounded to bfloat16 on the way in (round_to_bf16 shows exactly how) and the output
+//     comes back widened to float. Not a fast path: it allocates, copies and synchronises.
+// The ladder of kernel versions (Version) is kept selectable so every rung stays tested; each
+// version's file (v1_simple.cu, ...) says what it changes and what it measured.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "reference/recurrent.hpp"
+
+namespace linattn::cuda {
+
+using ref::Op;
+
+/// Element type of q, k, v, o (DType of the inputs) or of the gates g, beta, b, w.
+enum class DType : int { f32 = 0, bf16 = 1 };
+
+/// The rungs of the ladder. `best` picks the fastest version that supports the call.
+enum class Version : int {
+  best = 0,
+  v1_simple = 1,    ///< two plain kernels (per-chunk UT transform; sequential state pass), FFMA
+  v2_tensorcore = 2 ///< bf16 tensor-core (mma.sync) kernels; bf16 inputs only, K, V <= 128 multiples of 16... see v2 file
+};
+
+const char* version_name(Version v);
+
+/// Largest K and V supported.
+inline constexpr int kMaxDim = 256;
+/// Chunk length of every version.
+inline constexpr int kChunk = 64;
+
+/// Arguments of one forward call on device memory. Tensors are contiguous in the layout above.
+struct DeviceArgs {
+  Op op = Op::delta_rule;
+  DType dtype = DType::f32;       ///< of q, k, v and o
+  DType gate_dtype = DType::f32;  ///< of g, beta, b, w
+  std::int64_t B = 1, T = 0, H = 1, K = 1, V = 1;
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const void* g = nullptr;     ///< GDN, KDA, GDN2 (log decays, <= 0)
+  const void* beta = nullptr;  ///< DeltaNet, GDN, KDA
+  const void* b = nullptr;     ///< GDN2
+  const void* w = nullptr;     ///< GDN2
+  void* o = nullptr;
+  float scale = 0.f;                        ///< multiplies q (the caller resolves the default)
+  const float* initial_state = nullptr;     ///< [N, H, K, V] or null (zeros)
+  float* final_state = nullptr;             ///< [N, H, K, V] or null (not written)
+  const std::int64_t* cu_seqlens = nullptr; ///< HOST array of N + 1 offsets, or null (N = B)
+  std::int64_t num_seqs = 0;                ///< N when cu_seqlens is given
+  void* stream = nullptr;                   ///< cudaStream_t (null: the default stream)
+};
+
+/// Run one forward call. Checks the sizes it depends on (not the values: those live on the
+/// device) and throws linattn::Error for bad arguments, std::runtime_error for CUDA failures.
+/// Uses a process-wide, grow-only workspace (not thread-safe).
+void forward_device(const DeviceArgs& args, Version version = Version::best);
+
+/// True when a CUDA device can be used; otherwise `why` says what is missing.
+bool device_available(std::string* why = nullptr);
+
+/// Round a float to the nearest bfloat16 (ties to even) and widen it back: what DType::bf16 does
+/// to every input on the way in. NaN stays NaN.
+inline float round_to_bf16(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return x;  // NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  u &= 0xffff0000u;
+  float y;
+  std::memcpy(&y, &u, 4);
+  return y;
+}
+inline Tensor<float> round_to_bf16(const Tensor<float>& x) {
+  if (!x.defined()) return {};
+  Tensor<float> y = x.clone();
+  for (float& e : y) e = round_to_bf16(e);
+  return y;
+}
+
+/// Host convenience: validate (ref::validate_recurrent), copy to the device, run, copy back.
+/// `dtype` is the element type q, k, v, o have on the device, `gate_dtype` that of the gates.
+/// o and the final state are filled with NaN on the device before the launch, so an element a
+/// kernel fails to write cannot pass for a value. use_qk_l2norm is applied on the host (float64)
+/// before rounding; return_trace is not supported (linattn::Error).
+ref::RecurrentOutput<float> chunk_forward(Op op, const Tensor<float>& q, const Tensor<float>& k,
+                                          const Tensor<float>& v, const ref::Gates<float>& gates,
+                                          const ref::RecurrentOptions<float>& opt,
+                                          DType dtype = DType::f32, DType gate_dtype = DType::f32,
+                                          Version version = Version::best);
+
+/// DeltaNet (Eq.14), chunked (SPEC section 4).
+ref::RecurrentOutput<float> chunk_delta_rule(const Tensor<float>& q, const Tensor<float>& k,
+                                             const Tensor<float>& v, const Tensor<float>& beta,
+                                             const ref::RecurrentOptions<float>& opt = {},
+                                             DType dtype = DType::f32,
+                                             Version version = Version::best);
+/// Gated DeltaNet (Eqs.15-17), chunked.
+ref::RecurrentOutput<float> chunk_gated_delta_rule(const Tensor<float>& q, const Tensor<float>& k,
+                                                   const Tensor<float>& v, const Tensor<float>& g,
+                                                   const Tensor<float>& beta,
+                                                   const ref::RecurrentOptions<float>& opt = {},
+                                                   DType dtype = DType::f32,
+                                                   Version version = Version::best);
+/// Kimi Delta Attention (Eqs.18-20), chunked.
+ref::RecurrentOutput<float> chunk_kda(const Tensor<float>& q, const Tensor<float>& k,
+                                      const Tensor<float>& v, const Tensor<float>& g,
+                                      const Tensor<float>& beta,
+                                      const ref::RecurrentOptions<float>& opt = {},
+                                      DType dtype = DType::f32, Version version = Version::best);
+/// Gated DeltaNet-2 (Eqs.21-24), chunked.
+ref::RecurrentOutput<float> chunk_gdn2(const Tensor<float>& q, const Tensor<float>& k,
+                                       const Tensor<float>& v, const Tensor<float>& g,
+                                       const Tensor<float>& b, const Tensor<float>& w,
+                                       const ref::RecurrentOptions<float>& opt = {},
+                                       DType dtype = DType::f32, Version version = Version::best);
+
+}  // namespace linattn::cuda

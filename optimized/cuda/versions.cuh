@@ -1,0 +1,29 @@
+// optimized/cuda/versions.cuh -- the entry points of each rung of the kernel ladder, called by the
+// dispatcher in chunk_cuda.cu. Each version reports the workspace it needs, whether it supports a
+// call (and why not), and launches on a stream.
+#pragma once
+
+#include <string>
+
+#include "optimized/cuda/common.cuh"
+
+namespace linattn::cuda::detail {
+
+/// dtype / gate_dtype: 0 = float32, 1 = bfloat16 (DType).
+struct Call {
+  KParams p;
+  int dtype = 0;
+  int gate_dtype = 0;
+  cudaStream_t stream = nullptr;
+};
+
+// v1_simple.cu
+std::size_t v1_workspace_bytes(const KParams& p);
+void v1_launch(Call c);
+
+// v2_tensorcore.cu
+bool v2_supports(const Call& c, std::string* why);
+std::size_t v2_workspace_bytes(const KParams& p);
+void v2_launch(Call c);
+
+}  // namespace linattn::cuda::detail

@@ -1,0 +1,356 @@
+// proofs_tests/test_cuda_forward.cu -- the CUDA chunked forward kernels (optimized/cuda) against the
+// float64 naive reference (reference/recurrent.hpp), for DeltaNet, GDN, KDA and GDN2, for every
+// rung of the kernel ladder and both input types.
+//
+// The reference runs on exactly the inputs the device sees (float32 inputs, or the same inputs
+// rounded to bfloat16, widened to float64), so the comparison measures the kernel alone. Bounds
+// (relative RMS error, generators.hpp's compare()):
+//   float32 inputs: 1e-5 for o and for the final state (float32 arithmetic throughout);
+//   bfloat16 inputs: 5e-3 for o (o itself is rounded to bfloat16: about 1.1e-3 RMS from that
+//   alone; the tensor-core rungs also round intermediates to bfloat16), 5e-3 for the final state.
+// The host API fills o and the final state with NaN before every launch, so an element a kernel
+// does not write fails the comparison (compare() counts non-finite values).
+// Without a usable GPU every test that needs one says why (Catch2 WARN) and returns, so CTest
+// passes on CI machines; the argument checks run everywhere.
+#include <catch2/catch.hpp>
+#include <rapidcheck/catch.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "generators.hpp"
+#include "optimized/cuda/chunk_cuda.hpp"
+
+using namespace linattn;
+using namespace linattn::testing;
+using cuda::DType;
+using cuda::Version;
+
+namespace {
+
+bool gpu_ok(std::string& why) {
+  static std::string reason;
+  static const bool ok = cuda::device_available(&reason);
+  why = reason;
+  return ok;
+}
+
+#define SKIP_WITHOUT_GPU()                                                  \
+  do {                                                                      \
+    std::string why_;                                                       \
+    if (!gpu_ok(why_)) {                                                    \
+      WARN("no CUDA device: " << why_ << " -- this CUDA test is skipped");  \
+      return;                                                               \
+    }                                                                       \
+  } while (0)
+
+const Op kOps[] = {Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2};
+const Version kVersions[] = {Version::v1_simple, Version::v2_tensorcore};
+
+double tol(DType dt) { return dt == DType::f32 ? 1e-5 : 5e-3; }
+const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
+
+/// Round every input the device will see in bfloat16 (q, k, v; the gates when gdt is bf16).
+Problem<float> as_device_sees(Problem<float> p, DType dt, DType gdt) {
+  if (dt == DType::bf16) {
+    p.q = cuda::round_to_bf16(p.q), p.k = cuda::round_to_bf16(p.k), p.v = cuda::round_to_bf16(p.v);
+  }
+  if (gdt == DType::bf16) {
+    p.gates.g = cuda::round_to_bf16(p.gates.g), p.gates.beta = cuda::round_to_bf16(p.gates.beta);
+    p.gates.b = cuda::round_to_bf16(p.gates.b), p.gates.w = cuda::round_to_bf16(p.gates.w);
+  }
+  return p;
+}
+
+struct Result {
+  Comparison o, state;
+  bool supported = true;
+};
+
+/// Run version `ver` on `pd` (cast to float, rounded as the device sees it) and compare with the
+/// float64 reference run on the same inputs.
+Result run_and_compare(const Problem<double>& pd, DType dt, Version ver, DType gdt = DType::f32) {
+  const Problem<float> pf = as_device_sees(cast_problem<float>(pd), dt, gdt);
+  const auto want = run_reference(cast_problem<double>(pf));
+  Result r;
+  ref::RecurrentOutput<float> got;
+  try {
+    got = cuda::chunk_forward(pf.op, pf.q, pf.k, pf.v, pf.gates, pf.opt, dt, gdt, ver);
+  } catch (const Error& e) {
+    // A rung that does not support this call says so with an Error naming 'version'.
+    if (std::string(e.what()).find("'version'") == std::string::npos) throw;
+    r.supported = false;
+    return r;
+  }
+  r.o = compare(got.o, want.o);
+  r.state = compare(got.final_state, want.final_state);
+  return r;
+}
+
+std::string describe(const Problem<double>& p, DType dt, Version ver, const Result& r) {
+  return std::string(ref::op_name(p.op)) + " " + dname(dt) + " " + cuda::version_name(ver) +
+         ": o " + r.o.str() + "; state " + r.state.str();
+}
+
+/// The property: every operator, any structure gen_case draws, equals the reference.
+void prop_matches_reference(Version ver, DType dt, DType gdt = DType::f32) {
+  CaseLimits lim;
+  lim.max_B = 2, lim.max_T = 150, lim.max_H = 2, lim.max_K = 40, lim.max_V = 40;
+  for (Op op : kOps) {
+    rc::prop(std::string(ref::op_name(op)) + " equals the reference", [=] {
+      const Case c = *gen_case(lim);
+      const Problem<double> p = make_problem<double>(op, c);
+      const Result r = run_and_compare(p, dt, ver, gdt);
+      RC_PRE(r.supported);
+      RC_LOG() << describe(p, dt, ver, r) << "\n";
+      RC_ASSERT(r.o.within(tol(dt)));
+      RC_ASSERT(r.state.within(tol(dt)));
+    });
+  }
+}
+
+/// One deterministic case.
+Case fixed_case(index_t B, index_t T, index_t H, index_t K, index_t V, GateMode gm, bool init,
+                std::uint64_t seed, std::vector<index_t> cu = {}) {
+  Case c;
+  c.B = B, c.T = T, c.H = H, c.K = K, c.V = V, c.gates = gm, c.initial_state = init, c.seed = seed;
+  c.cu_seqlens = std::move(cu);
+  return c;
+}
+
+void check_case(const Case& c, DType dt, Version ver) {
+  for (Op op : kOps) {
+    const Problem<double> p = make_problem<double>(op, c);
+    const Result r = run_and_compare(p, dt, ver);
+    if (!r.supported) continue;
+    INFO(describe(p, dt, ver, r));
+    CHECK(r.o.within(tol(dt)));
+    CHECK(r.state.within(tol(dt)));
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Properties against the reference, per rung and input type.
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("CUDA v1 chunked forward equals the float64 reference for every operator in float32") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(Version::v1_simple, DType::f32);
+}
+
+TEST_CASE("CUDA v1 chunked forward equals the float64 reference for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(Version::v1_simple, DType::bf16);
+}
+
+TEST_CASE("CUDA v1 chunked forward with bfloat16 gates equals the reference on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(Version::v1_simple, DType::bf16, DType::bf16);
+}
+
+TEST_CASE("CUDA v2 tensor-core chunked forward equals the float64 reference for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(Version::v2_tensorcore, DType::bf16);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Edge cases, each for every operator, rung and input type.
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("CUDA chunked forward is exact at the tuned and the largest head sizes up to K = V = 256") {
+  SKIP_WITHOUT_GPU();
+  const index_t sizes[][2] = {{64, 64}, {128, 128}, {256, 256}, {200, 129}, {1, 256}, {256, 3}, {48, 80}};
+  std::uint64_t seed = 11;
+  for (Version ver : kVersions)
+    for (DType dt : {DType::f32, DType::bf16})
+      for (const auto& kv : sizes) check_case(fixed_case(1, 130, 2, kv[0], kv[1], GateMode::random, true, seed++), dt, ver);
+}
+
+TEST_CASE("CUDA chunked forward at T = 1 equals one step of the reference") {
+  SKIP_WITHOUT_GPU();
+  for (Version ver : kVersions)
+    for (DType dt : {DType::f32, DType::bf16}) {
+      check_case(fixed_case(3, 1, 2, 64, 64, GateMode::random, true, 5), dt, ver);
+      check_case(fixed_case(1, 1, 1, 128, 128, GateMode::mixed, false, 6), dt, ver);
+    }
+}
+
+TEST_CASE("CUDA chunked forward with ragged last chunks equals the reference for lengths around 64") {
+  SKIP_WITHOUT_GPU();
+  std::uint64_t seed = 100;
+  for (Version ver : kVersions)
+    for (DType dt : {DType::f32, DType::bf16})
+      for (index_t T : {63, 64, 65, 127, 128, 129, 200})
+        check_case(fixed_case(2, T, 2, 128, 128, GateMode::random, true, seed++), dt, ver);
+}
+
+TEST_CASE("CUDA chunked forward stays finite and exact with log-decays of 0 and -1000 and gates of 0 and 1") {
+  SKIP_WITHOUT_GPU();
+  std::uint64_t seed = 300;
+  for (Version ver : kVersions)
+    for (DType dt : {DType::f32, DType::bf16})
+      for (GateMode gm : {GateMode::zero, GateMode::extreme, GateMode::mixed})
+        check_case(fixed_case(1, 150, 2, 128, 128, gm, true, seed++), dt, ver);
+}
+
+TEST_CASE("CUDA chunked forward of a packed batch of many short sequences equals the reference") {
+  SKIP_WITHOUT_GPU();
+  std::vector<index_t> cu = {0};
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int> len(0, 9);
+  for (int s = 0; s < 60; ++s) cu.push_back(cu.back() + len(rng));
+  cu.push_back(cu.back() + 70);  // one sequence longer than a chunk
+  cu.push_back(cu.back());       // and an empty one at the end
+  const index_t T = cu.back();
+  for (Version ver : kVersions)
+    for (DType dt : {DType::f32, DType::bf16}) {
+      check_case(fixed_case(1, T, 2, 64, 64, GateMode::random, true, 17, cu), dt, ver);
+      check_case(fixed_case(1, T, 1, 128, 128, GateMode::mixed, false, 18, cu), dt, ver);
+    }
+}
+
+TEST_CASE("CUDA chunked forward over 0 to T equals 0 to t then t to T with the state carried") {
+  SKIP_WITHOUT_GPU();
+  for (Version ver : kVersions)
+    for (DType dt : {DType::f32, DType::bf16})
+      for (Op op : kOps) {
+        const index_t T = 200, t = 77;  // the cut is not on a chunk boundary
+        const Problem<double> pd = make_problem<double>(op, fixed_case(2, T, 2, 64, 96, GateMode::random, true, 23));
+        const Problem<float> p = as_device_sees(cast_problem<float>(pd), dt, DType::f32);
+        auto slice = [&](const Tensor<float>& x, index_t a, index_t b) {
+          if (!x.defined()) return Tensor<float>();
+          std::vector<index_t> s = x.shape();
+          const index_t inner = x.numel() / (s[0] * s[1]);
+          s[1] = b - a;
+          Tensor<float> y(s);
+          for (index_t n = 0; n < s[0]; ++n)
+            std::memcpy(y.data() + n * (b - a) * inner, x.data() + (n * x.size(1) + a) * inner,
+                        sizeof(float) * (b - a) * inner);
+          return y;
+        };
+        auto part = [&](index_t a, index_t b, const Tensor<float>& h0) {
+          ref::Gates<float> gt;
+          gt.g = slice(p.gates.g, a, b), gt.beta = slice(p.gates.beta, a, b);
+          gt.b = slice(p.gates.b, a, b), gt.w = slice(p.gates.w, a, b);
+          ref::RecurrentOptions<float> opt;
+          opt.initial_state = h0;
+          opt.output_final_state = true;
+          return cuda::chunk_forward(op, slice(p.q, a, b), slice(p.k, a, b), slice(p.v, a, b), gt, opt, dt, DType::f32, ver);
+        };
+        ref::RecurrentOutput<float> whole, first, second;
+        try {
+          whole = part(0, T, p.opt.initial_state);
+        } catch (const Error&) {
+          continue;  // this rung does not support the call (checked by the version tests)
+        }
+        first = part(0, t, p.opt.initial_state);
+        second = part(t, T, first.final_state);
+        INFO(ref::op_name(op) << " " << dname(dt) << " " << cuda::version_name(ver));
+        // Both paths run the same kernels on the same inputs; they differ only in where chunk
+        // boundaries fall and in the rounding of the carried state, so float32 bounds apply.
+        CHECK(compare(second.final_state, whole.final_state).within(dt == DType::f32 ? 1e-5 : 5e-3));
+        CHECK(compare(slice(whole.o, 0, t), first.o).within(dt == DType::f32 ? 1e-6 : 5e-3));
+        CHECK(compare(second.o, slice(whole.o, t, T)).within(dt == DType::f32 ? 1e-5 : 5e-3));
+      }
+}
+
+TEST_CASE("CUDA chunked forward is deterministic: two runs give bitwise equal outputs") {
+  SKIP_WITHOUT_GPU();
+  for (Version ver : kVersions)
+    for (Op op : kOps) {
+      const Problem<float> p = as_device_sees(
+          cast_problem<float>(make_problem<double>(op, fixed_case(2, 300, 4, 128, 128, GateMode::random, true, 31))),
+          DType::bf16, DType::f32);
+      ref::RecurrentOutput<float> a, b;
+      try {
+        a = cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, DType::f32, ver);
+      } catch (const Error&) {
+        continue;
+      }
+      b = cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, DType::f32, ver);
+      INFO(ref::op_name(op) << " " << cuda::version_name(ver));
+      CHECK(std::memcmp(a.o.data(), b.o.data(), sizeof(float) * a.o.numel()) == 0);
+      CHECK(std::memcmp(a.final_state.data(), b.final_state.data(), sizeof(float) * a.final_state.numel()) == 0);
+    }
+}
+
+TEST_CASE("CUDA best version is v2 for bfloat16 at K = V = 128 and agrees with v1") {
+  SKIP_WITHOUT_GPU();
+  for (Op op : kOps) {
+    const Problem<float> p = as_device_sees(
+        cast_problem<float>(make_problem<double>(op, fixed_case(1, 257, 3, 128, 128, GateMode::random, true, 41))),
+        DType::bf16, DType::f32);
+    const auto v1 = cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, DType::f32, Version::v1_simple);
+    const auto best = cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, DType::f32, Version::best);
+    const auto v2 = cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, DType::f32, Version::v2_tensorcore);
+    INFO(ref::op_name(op));
+    CHECK(compare(best.o, v2.o).within(0.0));
+    CHECK(compare(v2.o, v1.o).within(5e-3));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Argument checks (no GPU needed: they fail before any device work).
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("CUDA chunked forward rejects bad arguments with a linattn Error naming the argument") {
+  const Problem<float> p = cast_problem<float>(make_problem<double>(Op::kda, fixed_case(1, 10, 2, 8, 8, GateMode::random, false, 1)));
+  auto err = [&](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  using Catch::Matchers::Contains;
+  CHECK_THAT(err([&] {
+               Tensor<float> q({1, 10, 2, 257}), k({1, 10, 2, 257}), g({1, 10, 2, 257});
+               cuda::chunk_kda(q, k, p.v, g, p.gates.beta);
+             }),
+             Contains("'q.shape[3] (K)'") && Contains("K <= 256") && Contains("257"));
+  CHECK_THAT(err([&] {
+               Tensor<float> v({1, 10, 2, 300});
+               cuda::chunk_kda(p.q, p.k, v, p.gates.g, p.gates.beta);
+             }),
+             Contains("'v.shape[3] (V)'") && Contains("300"));
+  CHECK_THAT(err([&] {
+               ref::RecurrentOptions<float> opt;
+               opt.return_trace = true;
+               cuda::chunk_kda(p.q, p.k, p.v, p.gates.g, p.gates.beta, opt);
+             }),
+             Contains("'return_trace'"));
+  CHECK_THAT(err([&] { cuda::chunk_forward(Op::linear_attn, p.q, p.k, p.v, {}, {}); }),
+             Contains("'op'") && Contains("linear_attn"));
+  CHECK_THAT(err([&] {
+               Tensor<float> g = p.gates.g.clone();
+               g.data()[5] = 0.5f;  // a log-decay must be <= 0
+               cuda::chunk_kda(p.q, p.k, p.v, g, p.gates.beta);
+             }),
+             Contains("chunk_kda") && Contains("'g'") && Contains("0.5"));
+  CHECK_THAT(err([&] {
+               Tensor<float> beta({1, 10, 3});
+               cuda::chunk_kda(p.q, p.k, p.v, p.gates.g, beta);
+             }),
+             Contains("'beta'") && Contains("[1, 10, 3]"));
+  CHECK_THAT(err([&] {
+               ref::RecurrentOptions<float> opt;
+               opt.cu_seqlens = {0, 4, 9};  // must end at T = 10
+               cuda::chunk_kda(p.q, p.k, p.v, p.gates.g, p.gates.beta, opt);
+             }),
+             Contains("'cu_seqlens'") && Contains("9"));
+  CHECK_THAT(err([&] {
+               cuda::DeviceArgs a;
+               a.op = Op::gated_delta_rule;
+               a.B = 1, a.T = 4, a.H = 1, a.K = 4, a.V = 4;
+               float x = 0;
+               a.q = a.k = a.v = a.beta = &x;
+               a.o = &x;
+               a.scale = 1;
+               cuda::forward_device(a);  // g missing
+             }),
+             Contains("'g'"));
+}
