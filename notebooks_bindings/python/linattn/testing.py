@@ -1,0 +1,482 @@
+"""linattn.testing -- the ground-truth harness for kernel authors.
+
+Three layers, each usable alone:
+
+* ``assert_close(actual, expected, rtol_rms=..., name=...)``: compare by relative RMS error
+  ||actual - expected|| / ||expected|| (absolute RMS when expected is all zero) and, on failure,
+  raise AssertionError with a readable report: shapes, NaN/Inf counts and where, the largest
+  absolute difference and where, and the worst elements with their indices.
+* Random inputs with the field's conventions: ``random_inputs(op, ...)`` gives a dict of fla-style
+  keyword arguments (q, k, v, the gates of ``op``, scale, initial_state, output_final_state,
+  cu_seqlens) with L2-normalised keys, log-space gates g = log(alpha) <= 0 in selectable modes
+  (random, exactly 0, extreme, mixed, a uniform range), gates b/w/beta in [0, 1] (hitting 0 and
+  1 exactly in mixed mode), ragged variable-length offsets and initial states.
+* ``check_kernel(kernel, op, ...)``: a property check built on hypothesis. It draws shapes, gate
+  modes, packed batches and initial states, calls ``kernel(**inputs)`` (fla's calling
+  convention), compares every output with the float64 reference, and on failure raises
+  ``KernelMismatch`` naming the smallest failing case it shrank to, with the comparison report
+  and a line that reproduces the inputs.
+
+The reference is always computed in float64 from the (exactly widened) inputs the kernel saw.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from . import _core
+from ._ops import GATE_DIM, GATES, OPS, check_op, reference
+
+__all__ = [
+    "Comparison",
+    "compare",
+    "assert_close",
+    "default_rtol_rms",
+    "GATE_MODES",
+    "log_gates",
+    "unit_gates",
+    "l2_normalize",
+    "random_cu_seqlens",
+    "random_inputs",
+    "reference_outputs",
+    "check_outputs",
+    "Case",
+    "cases",
+    "check_kernel",
+    "KernelMismatch",
+]
+
+# --------------------------------------------------------------------------------------------
+# Comparison
+# --------------------------------------------------------------------------------------------
+
+#: Default relative-RMS tolerance by the dtype of the output under test (vs a float64 reference).
+#: float64: room for a reordering of sums; float32: the float32 reference itself stays below 3e-7
+#: (T <= 256, K, V <= 32; docs/python.md), so 1e-5 leaves room for blocked sums and long sequences
+#: (TF32 matrix units need about 2e-3: pass rtol_rms); 16-bit outputs (fp16, bf16 read as float32
+#: by the caller): 1e-2.
+_DEFAULT_RTOL = {8: 1e-10, 4: 1e-5, 2: 1e-2}
+
+
+def default_rtol_rms(dtype) -> float:
+    """The default relative-RMS tolerance for outputs of `dtype` (compared with float64)."""
+    return _DEFAULT_RTOL.get(np.dtype(dtype).itemsize, 1e-2)
+
+
+@dataclasses.dataclass
+class Comparison:
+    """How far `actual` is from `expected`."""
+
+    name: str
+    shape_ok: bool
+    actual_shape: tuple
+    expected_shape: tuple
+    rel_rms: float = math.nan
+    max_abs: float = math.nan
+    max_abs_index: Optional[tuple] = None
+    expected_rms: float = math.nan
+    n_nan: int = 0
+    n_inf: int = 0
+    first_nonfinite: Optional[tuple] = None
+    worst: list = dataclasses.field(default_factory=list)  # [(index, actual, expected, |diff|)]
+    rtol_rms: float = math.nan
+
+    @property
+    def ok(self) -> bool:
+        return self.shape_ok and self.n_nan == 0 and self.n_inf == 0 and self.rel_rms <= self.rtol_rms
+
+    def report(self) -> str:
+        """A readable multi-line account of the comparison."""
+        head = f"{self.name}: "
+        if not self.shape_ok:
+            return head + f"shape mismatch: actual {self.actual_shape} vs expected {self.expected_shape}"
+        verdict = "ok" if self.ok else "MISMATCH"
+        lines = [
+            head + f"{verdict}: rel_rms = {self.rel_rms:.3e} (tolerance {self.rtol_rms:.1e}), "
+            f"max |diff| = {self.max_abs:.3e} at {self.max_abs_index}, "
+            f"rms(expected) = {self.expected_rms:.3e}, shape {self.actual_shape}"
+        ]
+        if self.n_nan or self.n_inf:
+            lines.append(f"  non-finite values in actual: {self.n_nan} NaN, {self.n_inf} Inf; first at {self.first_nonfinite}")
+        if self.worst and not self.ok:
+            lines.append("  worst elements (index: actual vs expected, |diff|):")
+            for idx, a, e, d in self.worst:
+                lines.append(f"    {idx}: {a!r} vs {e!r}, {d:.3e}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.report()
+
+
+def _as_numpy(x) -> np.ndarray:
+    """NumPy view of an array-like; torch tensors (any device, bf16 included) become float arrays."""
+    if hasattr(x, "detach"):  # torch.Tensor without importing torch
+        x = x.detach().cpu()
+        if str(x.dtype) == "torch.bfloat16":
+            x = x.float()
+        x = x.numpy()
+    return np.asarray(x)
+
+
+def compare(actual, expected, *, rtol_rms: Optional[float] = None, name: str = "output", n_worst: int = 5) -> Comparison:
+    """Compare by relative RMS error (float64 arithmetic). See assert_close."""
+    a = _as_numpy(actual)
+    e = _as_numpy(expected)
+    tol = default_rtol_rms(a.dtype if a.dtype.kind == "f" else np.float64) if rtol_rms is None else float(rtol_rms)
+    c = Comparison(name=name, shape_ok=a.shape == e.shape, actual_shape=a.shape, expected_shape=e.shape, rtol_rms=tol)
+    if not c.shape_ok:
+        return c
+    a64 = a.astype(np.float64)
+    e64 = e.astype(np.float64)
+    nan = np.isnan(a64)
+    inf = np.isinf(a64)
+    c.n_nan, c.n_inf = int(nan.sum()), int(inf.sum())
+    bad = nan | inf
+    if bad.any():
+        c.first_nonfinite = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), a.shape))
+    finite = ~bad
+    diff = np.where(finite, a64 - e64, 0.0)
+    num = float(np.sum(diff * diff))
+    den = float(np.sum(np.where(finite, e64, 0.0) ** 2))
+    n = max(a.size, 1)
+    c.expected_rms = math.sqrt(float(np.sum(e64 * e64)) / n)
+    c.rel_rms = math.sqrt(num / den) if den > 0 else math.sqrt(num / n)
+    if a.size:
+        ad = np.abs(diff)
+        flat = int(np.argmax(ad))
+        c.max_abs = float(ad.reshape(-1)[flat])
+        c.max_abs_index = tuple(int(i) for i in np.unravel_index(flat, a.shape))
+        k = min(n_worst, a.size)
+        order = np.argsort(-ad.reshape(-1), kind="stable")[:k]
+        for f in order:
+            idx = tuple(int(i) for i in np.unravel_index(int(f), a.shape))
+            c.worst.append((idx, a64.reshape(-1)[f].item(), e64.reshape(-1)[f].item(), float(ad.reshape(-1)[f])))
+    else:
+        c.max_abs = 0.0
+    return c
+
+
+def assert_close(actual, expected, rtol_rms: Optional[float] = None, name: str = "output", n_worst: int = 5) -> Comparison:
+    """Assert ||actual - expected|| / ||expected|| <= rtol_rms (absolute RMS when expected is 0).
+
+    Shapes must match exactly and `actual` must be finite. The default tolerance follows the
+    dtype of `actual` (default_rtol_rms: 1e-10 float64, 1e-5 float32, 1e-2 16-bit). Returns the
+    Comparison on success; raises AssertionError with its report otherwise."""
+    c = compare(actual, expected, rtol_rms=rtol_rms, name=name, n_worst=n_worst)
+    if not c.ok:
+        raise AssertionError(c.report())
+    return c
+
+
+# --------------------------------------------------------------------------------------------
+# Random inputs with the field's conventions
+# --------------------------------------------------------------------------------------------
+
+#: Gate modes (as in proofs_tests/generators.hpp): "random" g = log(sigmoid(N(2.5, 1.5)));
+#: "zero" g = 0 exactly (no decay); "extreme" g in {-30, -1000} (decay to ~0 in one token);
+#: "mixed" a mixture of 0, -1000 and random, with b, w, beta hitting 0 and 1 exactly;
+#: "uniform" g uniform in gate_range = (low, high), low <= high <= 0.
+GATE_MODES = ("random", "zero", "extreme", "mixed", "uniform")
+
+
+def log_gates(rng: np.random.Generator, shape, mode: str = "random", gate_range=None, dtype=np.float64) -> np.ndarray:
+    """Log-space decays g = log(alpha) <= 0 of `shape` under `mode` (see GATE_MODES)."""
+    shape = tuple(shape)
+    rnd = lambda: -np.log1p(np.exp(-rng.normal(2.5, 1.5, size=shape)))  # log(sigmoid(x))
+    if mode == "random":
+        g = rnd()
+    elif mode == "zero":
+        g = np.zeros(shape)
+    elif mode == "extreme":
+        g = np.where(rng.integers(0, 2, size=shape) == 1, -30.0, -1000.0)
+    elif mode == "mixed":
+        pick = rng.integers(0, 4, size=shape)
+        g = np.where(pick == 0, 0.0, np.where(pick == 1, -1000.0, rnd()))
+    elif mode == "uniform":
+        if gate_range is None:
+            raise ValueError("log_gates: mode 'uniform' needs gate_range=(low, high) with low <= high <= 0")
+        lo, hi = map(float, gate_range)
+        if not (lo <= hi <= 0.0) or not math.isfinite(lo):
+            raise ValueError(f"log_gates: argument 'gate_range' expected finite low <= high <= 0 but got {gate_range}")
+        g = rng.uniform(lo, hi, size=shape)
+    else:
+        raise ValueError(f"log_gates: argument 'mode' expected one of {GATE_MODES} but got {mode!r}")
+    return np.ascontiguousarray(np.minimum(g, 0.0), dtype=dtype)
+
+
+def unit_gates(rng: np.random.Generator, shape, mode: str = "random", dtype=np.float64) -> np.ndarray:
+    """Gates in [0, 1] (beta, b, w): uniform; in "mixed" mode 0 and 1 exactly one time in five each."""
+    shape = tuple(shape)
+    x = rng.uniform(0.0, 1.0, size=shape)
+    if mode == "mixed":
+        pick = rng.integers(0, 5, size=shape)
+        x = np.where(pick == 0, 0.0, np.where(pick == 1, 1.0, x))
+    return np.ascontiguousarray(x, dtype=dtype)
+
+
+def l2_normalize(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """x / ||x|| along `axis` (zero vectors stay zero), computed in float64."""
+    x64 = np.asarray(x, dtype=np.float64)
+    n = np.sqrt(np.sum(x64 * x64, axis=axis, keepdims=True))
+    return np.where(n > 0, x64 / np.where(n > 0, n, 1.0), 0.0).astype(np.asarray(x).dtype)
+
+
+def random_cu_seqlens(rng: np.random.Generator, T: int, n_seqs: int, allow_empty: bool = True) -> np.ndarray:
+    """Ragged offsets [0, t_1, ..., T] of `n_seqs` packed sequences (int64, fla's cu_seqlens)."""
+    if n_seqs < 1:
+        raise ValueError(f"random_cu_seqlens: argument 'n_seqs' expected >= 1 but got {n_seqs}")
+    if not allow_empty and T < n_seqs:
+        raise ValueError(f"random_cu_seqlens: T = {T} cannot hold {n_seqs} non-empty sequences")
+    if allow_empty:
+        cuts = np.sort(rng.integers(0, T + 1, size=n_seqs - 1))
+    else:
+        cuts = np.sort(rng.choice(np.arange(1, T), size=n_seqs - 1, replace=False)) if n_seqs > 1 else np.array([], int)
+    return np.concatenate([[0], cuts, [T]]).astype(np.int64)
+
+
+def random_inputs(
+    op: str,
+    *,
+    B: int = 1,
+    T: int = 16,
+    H: int = 2,
+    K: int = 8,
+    V: int = 6,
+    dtype=np.float32,
+    gates: str = "random",
+    gate_range=None,
+    unit_keys: bool = True,
+    cu_seqlens=None,
+    initial_state: bool = False,
+    scale: Optional[float] = None,
+    seed: int = 0,
+) -> dict:
+    """Random fla-style keyword arguments for `op` (one of linattn.OPS).
+
+    Returns {'q', 'k', 'v', <gates of op>, 'scale', 'initial_state', 'output_final_state': True,
+    'cu_seqlens'}: q, k [B, T, H, K] (k L2-normalised per head unless unit_keys=False), v [B, T, H, V],
+    gates by GATE_DIM, initial_state [N, H, K, V] or None. cu_seqlens: None, an int (that many
+    ragged sequences packed into B = 1) or explicit offsets. Arrays are C-contiguous `dtype`."""
+    check_op(op)
+    rng = np.random.default_rng(seed)
+    if cu_seqlens is not None:
+        if B != 1:
+            raise ValueError(f"random_inputs: packed sequences (cu_seqlens) need B = 1 but got B = {B}")
+        cu = random_cu_seqlens(rng, T, int(cu_seqlens)) if np.ndim(cu_seqlens) == 0 else np.asarray(cu_seqlens, np.int64)
+        N = len(cu) - 1
+    else:
+        cu, N = None, B
+    dt = np.dtype(dtype)
+    q = rng.standard_normal((B, T, H, K))
+    k = rng.standard_normal((B, T, H, K))
+    if unit_keys:
+        k = l2_normalize(k)
+    v = rng.standard_normal((B, T, H, V))
+    out = {"q": q.astype(dt), "k": k.astype(dt), "v": v.astype(dt)}
+    for name in GATES[op]:
+        last = GATE_DIM[(op, name)]
+        shape = (B, T, H) + ((K,) if last == "K" else (V,) if last == "V" else ())
+        if name == "g":
+            out[name] = log_gates(rng, shape, gates, gate_range, dt)
+        else:
+            out[name] = unit_gates(rng, shape, gates, dt)
+    out["scale"] = scale
+    out["initial_state"] = (0.5 * rng.standard_normal((N, H, K, V))).astype(dt) if initial_state else None
+    out["output_final_state"] = True
+    out["cu_seqlens"] = cu
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Comparing a kernel's outputs with the reference
+# --------------------------------------------------------------------------------------------
+
+_ARRAY_KEYS = ("q", "k", "v", "g", "beta", "b", "w", "initial_state")
+
+
+def reference_outputs(op: str, inputs: dict) -> dict:
+    """The float64 reference outputs {'o', 'final_state'} for fla-style `inputs` (float arrays are
+    widened to float64 exactly; other keys pass through)."""
+    kw = dict(inputs)
+    for key in _ARRAY_KEYS:
+        if kw.get(key) is not None:
+            kw[key] = np.ascontiguousarray(_as_numpy(kw[key]), dtype=np.float64)
+    if kw.get("cu_seqlens") is not None:
+        kw["cu_seqlens"] = np.asarray(_as_numpy(kw["cu_seqlens"]), dtype=np.int64)
+    kw["output_final_state"] = True
+    o, final_state = reference(op, **kw)
+    return {"o": o, "final_state": final_state}
+
+
+def _split_outputs(out) -> dict:
+    """A kernel's return value as {'o', 'final_state'}: (o, final_state), o alone, or a dict."""
+    if isinstance(out, dict):
+        return {k: out[k] for k in ("o", "final_state") if k in out and out[k] is not None}
+    if isinstance(out, (tuple, list)):
+        if len(out) < 1:
+            raise ValueError("kernel returned an empty tuple; expected (o, final_state)")
+        d = {"o": out[0]}
+        if len(out) > 1 and out[1] is not None:
+            d["final_state"] = out[1]
+        return d
+    return {"o": out}
+
+
+def check_outputs(op: str, inputs: dict, outputs, *, rtol_rms: Optional[float] = None,
+                  require_final_state: bool = False) -> list:
+    """Compare a kernel's outputs for `inputs` with the reference; returns [Comparison]. `outputs`:
+    (o, final_state), o alone, or {'o', 'final_state'}. Tolerance default: by each output's dtype."""
+    got = _split_outputs(outputs)
+    want = reference_outputs(op, inputs)
+    if require_final_state and "final_state" not in got:
+        raise AssertionError("final_state: missing from the kernel's outputs (output_final_state=True was passed)")
+    return [compare(got[key], want[key], rtol_rms=rtol_rms, name=key) for key in ("o", "final_state") if key in got]
+
+
+# --------------------------------------------------------------------------------------------
+# The property-check harness (hypothesis)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """The structure of one random case; `inputs()` fills it deterministically from `seed`.
+    Its repr is a valid Python expression (reproduce a failure with Case(...).inputs())."""
+
+    op: str
+    B: int
+    T: int
+    H: int
+    K: int
+    V: int
+    gates: str = "random"
+    cu_seqlens: Optional[tuple] = None
+    initial_state: bool = False
+    seed: int = 0
+    dtype: str = "float32"
+    scale: Optional[float] = None
+    gate_range: Optional[tuple] = None
+
+    def inputs(self) -> dict:
+        return random_inputs(
+            self.op, B=self.B, T=self.T, H=self.H, K=self.K, V=self.V, dtype=np.dtype(self.dtype),
+            gates=self.gates, gate_range=self.gate_range,
+            cu_seqlens=None if self.cu_seqlens is None else np.asarray(self.cu_seqlens, np.int64),
+            initial_state=self.initial_state, scale=self.scale, seed=self.seed)
+
+
+class KernelMismatch(AssertionError):
+    """A kernel disagreed with the reference. `.case` is the smallest failing case found,
+    `.comparisons` the comparisons on it (or `.error` the exception the kernel raised)."""
+
+    def __init__(self, message, case=None, comparisons=None, error=None):
+        super().__init__(message)
+        self.case, self.comparisons, self.error = case, comparisons or [], error
+
+
+def _dim_strategy(st, spec, name):
+    if isinstance(spec, int):
+        return st.just(spec)
+    if isinstance(spec, tuple) and len(spec) == 2:
+        return st.integers(int(spec[0]), int(spec[1]))
+    if hasattr(spec, "example") or hasattr(spec, "map"):  # a hypothesis strategy
+        return spec
+    raise ValueError(f"cases: argument '{name}' expected an int, a (low, high) tuple or a strategy but got {spec!r}")
+
+
+def cases(op: str, *, B=(1, 2), T=(1, 40), H=(1, 2), K=(1, 9), V=(1, 9), gate_modes: Sequence[str] = ("random", "zero", "extreme", "mixed"),
+          varlen: bool = True, initial_state: bool = True, dtype=np.float32, scale=None, gate_range=None):
+    """A hypothesis strategy of Case for `op`. Each dimension is an int, a (low, high) range or a
+    strategy; V="K" draws V equal to K (for kernels that need K == V). Packed variable-length batches (B = 1, up to 4 ragged sequences, empty ones
+    included) are drawn one time in four when varlen=True; initial states half the time."""
+    import hypothesis.strategies as st
+
+    check_op(op)
+    dt = np.dtype(dtype).name
+
+    @st.composite
+    def draw_case(draw):
+        t = draw(_dim_strategy(st, T, "T"))
+        h = draw(_dim_strategy(st, H, "H"))
+        kd = draw(_dim_strategy(st, K, "K"))
+        vd = kd if isinstance(V, str) and V == "K" else draw(_dim_strategy(st, V, "V"))
+        mode = draw(st.sampled_from(tuple(gate_modes)))
+        init = draw(st.booleans()) if initial_state else False
+        seed = draw(st.integers(0, 2**32 - 1))
+        packed = varlen and draw(st.sampled_from((False, False, False, True)))
+        cu, b = None, None
+        if packed:
+            n = draw(st.integers(1, 4))
+            cuts = sorted(draw(st.lists(st.integers(0, t), min_size=n - 1, max_size=n - 1)))
+            cu, b = tuple([0] + cuts + [t]), 1
+        else:
+            b = draw(_dim_strategy(st, B, "B"))
+        return Case(op=op, B=b, T=t, H=h, K=kd, V=vd, gates=mode, cu_seqlens=cu, initial_state=init,
+                    seed=seed, dtype=dt, scale=scale, gate_range=gate_range)
+
+    return draw_case()
+
+
+def check_kernel(
+    kernel: Callable[..., Any],
+    op: str,
+    *,
+    dtype=np.float32,
+    rtol_rms: Optional[float] = None,
+    max_examples: int = 50,
+    seed: int = 0,
+    name: Optional[str] = None,
+    **case_options,
+) -> int:
+    """Property-check `kernel` against the reference of `op` over random cases (hypothesis).
+
+    `kernel(**inputs)` is called with fla's keyword arguments (q, k, v, the gates of `op`, scale,
+    initial_state, output_final_state=True, cu_seqlens), arrays of `dtype`, and returns
+    (o, final_state), o alone, or a dict. Every output is compared with the float64 reference by
+    relative RMS (rtol_rms; default by the output dtype, see default_rtol_rms); final_state is
+    required. A kernel that raises counts as failing. `case_options` go to `cases()` (B, T, H, K,
+    V, gate_modes, varlen, initial_state, scale, gate_range). Deterministic for a given `seed`.
+
+    Returns the number of cases checked; raises KernelMismatch naming the smallest failing case."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hyp_seed
+
+    label = name or getattr(kernel, "__name__", repr(kernel))
+    strategy = cases(op, dtype=dtype, **case_options)
+    state = {"n": 0, "last": None}
+
+    @hyp_seed(seed)
+    @settings(max_examples=max_examples, deadline=None, database=None, report_multiple_bugs=False,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example], print_blob=False,
+              phases=(Phase.explicit, Phase.generate, Phase.shrink))
+    @given(strategy)
+    def prop(case: Case):
+        state["n"] += 1
+        inputs = case.inputs()
+        failure = None
+        try:
+            out = kernel(**inputs)
+            comps = check_outputs(op, inputs, out, rtol_rms=rtol_rms, require_final_state=True)
+            if not all(c.ok for c in comps):
+                failure = KernelMismatch("\n".join(c.report() for c in comps), case, comps)
+        except KernelMismatch:
+            raise
+        except Exception as e:  # the kernel crashed or returned something unusable
+            failure = KernelMismatch(f"the kernel raised {type(e).__name__}: {e}", case, error=e)
+        if failure is not None:
+            state["last"] = failure
+            raise failure
+
+    try:
+        prop()
+    except KernelMismatch:
+        f = state["last"]
+        raise KernelMismatch(
+            f"kernel {label} disagrees with the linattn reference ({op}, {np.dtype(dtype).name} inputs);\n"
+            f"smallest failing case: {f.case!r}\n"
+            f"reproduce: inputs = linattn.testing.{f.case!r}.inputs()\n{f}",
+            f.case, f.comparisons, f.error) from None
+    return state["n"]
