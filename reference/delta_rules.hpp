@@ -42,6 +42,7 @@ struct StepTrace {
 template <class T>
 Vec<T> read(const Tensor<T>& W, const Vec<T>& x) {
   check_rank("read", "W", W, 2);
+  check_finite("read", "W", W);
   check_vec("read", "x", x, W.size(1));
   Vec<T> y(static_cast<size_t>(W.size(0)), T(0));
   for (index_t i = 0; i < W.size(0); ++i)
@@ -52,6 +53,9 @@ Vec<T> read(const Tensor<T>& W, const Vec<T>& x) {
 /// W <- W + a b^T (outer-product write).
 template <class T>
 void add_outer(const Tensor<T>& W, const Vec<T>& a, const Vec<T>& b) {
+  check_rank("add_outer", "W", W, 2);
+  check_vec("add_outer", "a", a, W.size(0));
+  check_vec("add_outer", "b", b, W.size(1));
   for (index_t i = 0; i < W.size(0); ++i)
     for (index_t j = 0; j < W.size(1); ++j) W(i, j) += a[i] * b[j];
 }
@@ -205,6 +209,7 @@ void gdn2_step_S(const Tensor<T>& S, const Vec<T>& k, const Vec<T>& v, const Vec
                  const Vec<T>& b, const Vec<T>& w) {
   const std::string fn = "gdn2_step_S";
   check_rank(fn, "S", S, 2);
+  check_finite(fn, "S", S);
   check_vec(fn, "k", k, S.size(0));
   check_vec(fn, "v", v, S.size(1));
   check_vec_range(fn, "alpha_vec", alpha_vec, S.size(0), 0.0, 1.0);

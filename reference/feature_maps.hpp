@@ -28,6 +28,8 @@ inline const char* to_string(FeatureMap f) {
 /// code, SPEC section 5). eps = 0 gives the exact unit vector (x must then be non-zero).
 template <class T>
 std::vector<T> l2_normalize(const std::vector<T>& x, T eps = T(1e-6)) {
+  check_vec("l2_normalize", "x", x, static_cast<index_t>(x.size()));
+  check_scalar_range("l2_normalize", "eps", eps, 0.0, INFINITY);
   T ss = 0;
   for (T xi : x) ss += xi * xi;
   const T inv = T(1) / std::sqrt(ss + eps);

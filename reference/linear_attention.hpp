@@ -47,6 +47,7 @@ template <class T>
 Tensor<T> linear_attention_recurrent(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v,
                                      const LinearAttnOptions<T>& opt = {}) {
   detail::check_seq("linear_attention_recurrent", q, k, v);
+  check_scalar_range("linear_attention_recurrent", "eps", opt.eps, 0.0, INFINITY);
   const index_t Tn = q.size(0), dk = q.size(1), dv = v.size(1);
   Tensor<T> W({dv, dk});
   Vec<T> z(dk, T(0));
@@ -71,6 +72,7 @@ template <class T>
 Tensor<T> linear_attention_parallel(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v,
                                     const LinearAttnOptions<T>& opt = {}) {
   detail::check_seq("linear_attention_parallel", q, k, v);
+  check_scalar_range("linear_attention_parallel", "eps", opt.eps, 0.0, INFINITY);
   const index_t Tn = q.size(0), dk = q.size(1), dv = v.size(1);
   Tensor<T> y({Tn, dv});
   for (index_t i = 0; i < Tn; ++i) {

@@ -47,6 +47,8 @@ Tensor<T> naive_softmax_attn(const Tensor<T>& q, const Tensor<T>& k, const Tenso
       if (std::isnan(m) || m == std::numeric_limits<T>::infinity())
         fail(fn, "mask", "finite values or -inf", num_str(m));
   }
+  if (opt.scale && !std::isfinite(*opt.scale))
+    fail(fn, "scale", "a finite value", num_str(*opt.scale));
   const T scale = opt.scale ? *opt.scale : T(1) / std::sqrt(T(K));
   const index_t group = H / Hkv;
   Tensor<T> y({B, Tn, H, V});

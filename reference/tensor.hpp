@@ -106,13 +106,14 @@ class Tensor {
   T& operator()(I... idx) const {
     const index_t ix[] = {static_cast<index_t>(idx)...};
     if (sizeof...(I) != shape_.size())
-      throw Error("Tensor::operator(): expected " + std::to_string(shape_.size()) +
+      throw Error("Tensor::operator(): argument 'indices' expected " + std::to_string(shape_.size()) +
                   " indices but got " + std::to_string(sizeof...(I)));
     index_t off = 0;
     for (size_t d = 0; d < sizeof...(I); ++d) {
       if (ix[d] < 0 || ix[d] >= shape_[d])
-        throw Error("Tensor::operator(): index " + std::to_string(ix[d]) + " out of range for dim " +
-                    std::to_string(d) + " of shape " + shape_str(shape_));
+        throw Error("Tensor::operator(): argument 'indices' expected an index in [0, " +
+                    std::to_string(shape_[d]) + ") for dim " + std::to_string(d) + " of shape " +
+                    shape_str(shape_) + " but got " + std::to_string(ix[d]));
       off = off * shape_[d] + ix[d];
     }
     return data_[off];
@@ -129,10 +130,11 @@ class Tensor {
   Tensor reshape(std::vector<index_t> shape) const {
     Tensor t = *this;
     t.shape_ = std::move(shape);
+    count(t.shape_, "Tensor::reshape");
     if (t.numel() != numel())
-      throw Error("Tensor::reshape: argument 'shape' " + shape_str(t.shape_) + " has " +
-                  std::to_string(t.numel()) + " elements but the tensor " + shape_str(shape_) +
-                  " has " + std::to_string(numel()));
+      throw Error("Tensor::reshape: argument 'shape' expected " + std::to_string(numel()) +
+                  " elements (the tensor's shape is " + shape_str(shape_) + ") but got " +
+                  shape_str(t.shape_) + " with " + std::to_string(t.numel()) + " elements");
     return t;
   }
 
@@ -151,7 +153,9 @@ class Tensor {
   static index_t count(const std::vector<index_t>& shape, const char* who) {
     index_t n = 1;
     for (index_t s : shape) {
-      if (s < 0) throw Error(std::string(who) + ": negative dimension in shape " + shape_str(shape));
+      if (s < 0)
+        throw Error(std::string(who) + ": argument 'shape' expected non-negative dimensions but got " +
+                    shape_str(shape));
       n *= s;
     }
     return n;
