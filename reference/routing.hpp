@@ -213,22 +213,29 @@ Tensor<T> add(const Tensor<T>& a, const Tensor<T>& b) {
   return y;
 }
 
+/// Messages name the fields of a Projection called `arg` arg.P, arg.U, arg.D (plain P, U, D when
+/// `arg` is empty: the tensor overloads of residual_inject).
+inline std::string field_name(const std::string& arg, const char* field) {
+  return arg.empty() ? std::string(field) : arg + "." + field;
+}
+
 template <class T>
 void check_projection(const std::string& fn, const std::string& arg, const Projection<T>& proj,
                       index_t d_model, index_t HV) {
+  auto name = [&](const char* field) { return field_name(arg, field); };
   if (!proj.low_rank()) {
-    check_shape(fn, arg + ".P", proj.P, {d_model, HV});
-    check_finite(fn, arg + ".P", proj.P);
+    check_shape(fn, name("P"), proj.P, {d_model, HV});
+    check_finite(fn, name("P"), proj.P);
     return;
   }
   if (proj.P.defined())
     fail(fn, arg, "either a full P or low-rank factors U, D", "both P and U or D");
-  check_rank(fn, arg + ".U", proj.U, 2);
-  check_shape(fn, arg + ".U", proj.U, {d_model, -1});
-  check_positive(fn, arg + ".U.shape[1] (rank r)", proj.U.size(1));
-  check_shape(fn, arg + ".D", proj.D, {proj.U.size(1), HV});
-  check_finite(fn, arg + ".U", proj.U);
-  check_finite(fn, arg + ".D", proj.D);
+  check_rank(fn, name("U"), proj.U, 2);
+  check_shape(fn, name("U"), proj.U, {d_model, -1});
+  check_positive(fn, name("U") + ".shape[1] (rank r)", proj.U.size(1));
+  check_shape(fn, name("D"), proj.D, {proj.U.size(1), HV});
+  check_finite(fn, name("U"), proj.U);
+  check_finite(fn, name("D"), proj.D);
 }
 
 /// Validate h [B, T, d_model] and s [B, T, H, V]; returns H*V.
@@ -246,10 +253,11 @@ index_t check_residual_args(const std::string& fn, const Tensor<T>& h, const Ten
 template <class T>
 Tensor<T> inject(const std::string& fn, const std::string& arg, const Tensor<T>& h,
                  const Tensor<T>& s, const Projection<T>& proj) {
-  const Tensor<T> eps = proj.low_rank()
-                            ? per_token_matvec(fn, arg + ".U", proj.U,
-                                               per_token_matvec(fn, arg + ".D", proj.D, s))
-                            : per_token_matvec(fn, arg + ".P", proj.P, s);
+  const Tensor<T> eps =
+      proj.low_rank()
+          ? per_token_matvec(fn, field_name(arg, "U"), proj.U,
+                             per_token_matvec(fn, field_name(arg, "D"), proj.D, s))
+          : per_token_matvec(fn, field_name(arg, "P"), proj.P, s);
   return add(h, eps);
 }
 }  // namespace detail
@@ -262,8 +270,8 @@ Tensor<T> residual_inject(const Tensor<T>& h, const Tensor<T>& s, const Tensor<T
   const index_t HV = detail::check_residual_args(fn, h, s);
   Projection<T> proj;
   proj.P = P;
-  detail::check_projection(fn, "P", proj, h.size(2), HV);
-  return detail::inject(fn, "P", h, s, proj);
+  detail::check_projection(fn, "", proj, h.size(2), HV);
+  return detail::inject(fn, "", h, s, proj);
 }
 
 /// Eq.29 with low-rank P = U D: h + U (D s), never forming P. U [d_model, r], D [r, H*V].
@@ -276,8 +284,8 @@ Tensor<T> residual_inject(const Tensor<T>& h, const Tensor<T>& s, const Tensor<T
   proj.U = U;
   proj.D = D;
   if (!U.defined()) fail(fn, "U", "a tensor of shape [d_model, r]", "an empty tensor");
-  detail::check_projection(fn, "P", proj, h.size(2), HV);
-  return detail::inject(fn, "P", h, s, proj);
+  detail::check_projection(fn, "", proj, h.size(2), HV);
+  return detail::inject(fn, "", h, s, proj);
 }
 
 /// Eq.29 with either form of P.
