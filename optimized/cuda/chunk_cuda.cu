@@ -108,7 +108,7 @@ void forward_device(const DeviceArgs& a, Version version) {
   p.ht = a.final_state;
 
   // Sequences and the chunk table.
-  std::vector<int> cu, tok0, seq;
+  std::vector<int> cu, tok0, seq, first;
   if (a.cu_seqlens) {
     require(a.B == 1, "q.shape[0] (B)", "1 when cu_seqlens is given (packed sequences)", std::to_string(a.B));
     require(a.num_seqs >= 1, "num_seqs", "at least 1 sequence", std::to_string(a.num_seqs));
@@ -116,8 +116,10 @@ void forward_device(const DeviceArgs& a, Version version) {
     check_offsets(fn, offs, a.B, a.T);
     p.N = int(a.num_seqs);
     cu.assign(offs.begin(), offs.end());
-    for (int n = 0; n < p.N; ++n)
+    for (int n = 0; n < p.N; ++n) {
+      first.push_back(int(tok0.size()));
       for (int t = cu[n]; t < cu[n + 1]; t += kChunk) tok0.push_back(t), seq.push_back(n);
+    }
     p.num_chunks = int(tok0.size());
   } else {
     p.N = int(a.B);
@@ -145,20 +147,22 @@ void forward_device(const DeviceArgs& a, Version version) {
     fail(fn, "version", "a version of the ladder", std::to_string(static_cast<int>(version)));
   }
 
-  const std::size_t table_bytes = align256(sizeof(int) * (cu.size() + tok0.size() + seq.size()));
+  const std::size_t table_bytes = align256(sizeof(int) * (cu.size() + tok0.size() + seq.size() + first.size()));
   char* base = static_cast<char*>(workspace().get(table_bytes + align256(ws_bytes) + 256));
   if (!cu.empty()) {
     std::vector<int> table;
-    table.reserve(cu.size() + tok0.size() + seq.size());
+    table.reserve(cu.size() + tok0.size() + seq.size() + first.size());
     table.insert(table.end(), cu.begin(), cu.end());
     table.insert(table.end(), tok0.begin(), tok0.end());
     table.insert(table.end(), seq.begin(), seq.end());
+    table.insert(table.end(), first.begin(), first.end());
     LINATTN_CUDA_CHECK(cudaMemcpyAsync(base, table.data(), sizeof(int) * table.size(),
                                        cudaMemcpyHostToDevice, call.stream));
     int* t = reinterpret_cast<int*>(base);
     p.cu = t;
     p.chunk_tok0 = t + cu.size();
     p.chunk_seq = t + cu.size() + tok0.size();
+    p.seq_chunk0 = t + cu.size() + tok0.size() + seq.size();
   }
   p.ws = base + table_bytes;
   call.p = p;

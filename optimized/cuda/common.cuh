@@ -46,6 +46,7 @@ struct KParams {
   const int* cu = nullptr;    ///< device [N + 1] token offsets; null: sequence n = [n T, n T + T)
   const int* chunk_tok0 = nullptr;  ///< device [num_chunks]: first token of each chunk
   const int* chunk_seq = nullptr;   ///< device [num_chunks]: its sequence
+  const int* seq_chunk0 = nullptr;  ///< device [N]: index of the first chunk of each sequence
   int num_chunks = 0;
   int chunks_per_seq = 0;  ///< when cu is null: ceil(T / 64)
   void* ws = nullptr;      ///< workspace of the version

@@ -1,11 +1,733 @@
-// optimized/cuda/v2_tensorcore.cu -- rung 2 (placeholder while it is written): supports nothing.
+// optimized/cuda/v2_tensorcore.cu -- rung 2 of the CUDA ladder: the chunked algorithm of SPEC
+// section 4 on bf16 tensor cores (mma.sync m16n8k16, float32 accumulation), bf16 inputs,
+// K <= 128 (padded to 64 or 128 and masked), any V <= 256. Same two-kernel split as v1:
+//
+//   v2_intra  one block (8 warps) per (chunk, head), all chunks in parallel:
+//     G = cumulative log-decays (float32, in log2 units), L and the intra-chunk read P:
+//       scalar gates (DeltaNet, GDN): K K^T and Q K^T on tensor cores, then the factor
+//       exp(G_i - G_j) per entry;
+//       per-channel gates (KDA, GDN2): SPEC's sub-block factorisation -- for 16-row blocks I > J
+//       with reference row r = 16 I, (e_i . exp(G_i - G_r)) . (k_j . exp(G_r - G_j)), both factors
+//       <= 1, on tensor cores; the four 16 x 16 diagonal blocks entry by entry with exp(G_i - G_j);
+//     A = (I + L)^-1 in float32 (16 x 16 diagonal blocks by forward substitution, one lane per
+//       column; off-diagonal blocks level by level: A_IJ = -A_II sum_M L_IM A_MJ);
+//     w_aux = A (e . exp(G)), u = A u0 on tensor cores with A split into bf16 hi + lo parts;
+//     written to a chunk-major workspace: w_aux, q . exp(G) * scale, k . exp(G_C - G), P (bf16),
+//     u and exp(G_C) (float32).
+//   v2_state  one block (8 warps) per (sequence, head, BV value columns), chunks in order, the
+//     next chunk's tiles loaded with cp.async while the current one computes (two stages):
+//       v_new = u - w_aux S, o = (q . exp(G)) S + P v_new, S = Diag(exp(G_C)) S + (k . exp(G_C - G))^T v_new,
+//     S kept in float32 registers as mma accumulators; its bf16 copy for the products with
+//     w_aux and q is split into hi + lo parts so that S is not rounded to 8 bits.
+//
+// Measured: see RESULTS.md (the ladder table) for this rung's times against fla.
+#include <cstdlib>
+
+#include "optimized/cuda/mma.cuh"
 #include "optimized/cuda/versions.cuh"
 
 namespace linattn::cuda::detail {
-bool v2_supports(const Call&, std::string* why) {
-  if (why) *why = "v2 is not written yet";
-  return false;
+namespace {
+
+using bf16 = __nv_bfloat16;
+constexpr int C = 64;
+constexpr int kThreads = 256;
+constexpr float kLog2e = 1.4426950408889634f;
+
+__host__ __device__ constexpr int ldk(int KP) { return KP + 8; }
+__host__ __device__ inline int vpad(int V) { return (V + 63) / 64 * 64; }
+
+/// Chunk-major workspace of one call; (chunk c, head h) owns block cw = c * H + h of each array.
+struct V2Ws {
+  bf16* w;    // [cw][64][KP]  w_aux
+  bf16* qg;   // [cw][64][KP]  scale * q . exp(G)
+  bf16* kd;   // [cw][64][KP]  k . exp(G_C - G)
+  bf16* P;    // [cw][64][64]  intra-chunk read (lower triangle incl. diagonal)
+  float* u;   // [cw][64][VP]  u = A u0
+  float* gC;  // [cw][KP]      exp(G_C)
+};
+
+__host__ __device__ inline V2Ws v2_ws(const KParams& p, int KP) {
+  const std::int64_t blocks = std::int64_t(p.num_chunks) * p.H;
+  V2Ws w;
+  char* base = static_cast<char*>(p.ws);
+  w.w = reinterpret_cast<bf16*>(base);
+  w.qg = w.w + blocks * C * KP;
+  w.kd = w.qg + blocks * C * KP;
+  w.P = w.kd + blocks * C * KP;
+  w.u = reinterpret_cast<float*>(w.P + blocks * C * C);
+  w.gC = w.u + blocks * C * vpad(p.V);
+  return w;
 }
-std::size_t v2_workspace_bytes(const KParams&) { return 0; }
-void v2_launch(Call) {}
+
+template <int KP>
+struct IntraSmem {
+  static constexpr int LDK = ldk(KP);
+  // byte offsets
+  static constexpr int sK = 0;
+  static constexpr int sQ = sK + 64 * LDK * 2;
+  static constexpr int sE = sQ + 64 * LDK * 2;
+  static constexpr int sX = sE + 64 * LDK * 2;
+  static constexpr int sKt = sX + 64 * LDK * 2;         // [96][LDK] (per-channel gates only)
+  static constexpr int sL = sKt + 96 * LDK * 2;          // f32 [64][65]
+  static constexpr int sA = sL + 64 * 65 * 4;            // f32 [64][65]
+  static constexpr int sT = sA + 64 * 65 * 4;            // f32 [3][16][17]
+  static constexpr int sAh = sT + 3 * 16 * 17 * 4;       // bf16 [64][72] A hi
+  static constexpr int sAl = sAh + 64 * 72 * 2;          // bf16 [64][72] A lo
+  static constexpr int sP = sAl + 64 * 72 * 2;           // bf16 [64][72]
+  static constexpr int sBeta = sP + 64 * 72 * 2;         // f32 [64]
+  static constexpr int sG = sBeta + 64 * 4;              // f32 [64][KP] or [64]
+  static constexpr int bytes(bool channel) { return sG + (channel ? 64 * KP : 64) * 4; }
+};
+
+__device__ __forceinline__ float bf(bf16 x) { return __bfloat162float(x); }
+
+// GATE: kGateNone, kGateScalar, kGateChannel. GDN2: b, w gates instead of beta.
+template <int KP, int GATE, bool GDN2, class Tg>
+__global__ void __launch_bounds__(kThreads) v2_intra(KParams p) {
+  using S = IntraSmem<KP>;
+  constexpr int LDK = S::LDK;
+  constexpr bool CH = GATE == kGateChannel;
+  extern __shared__ __align__(16) char smem[];
+  bf16* sK = reinterpret_cast<bf16*>(smem + S::sK);
+  bf16* sQ = reinterpret_cast<bf16*>(smem + S::sQ);
+  bf16* sE = reinterpret_cast<bf16*>(smem + S::sE);
+  bf16* sX = reinterpret_cast<bf16*>(smem + S::sX);
+  bf16* sKt = reinterpret_cast<bf16*>(smem + S::sKt);
+  float* sL = reinterpret_cast<float*>(smem + S::sL);
+  float* sA = reinterpret_cast<float*>(smem + S::sA);
+  float* sT = reinterpret_cast<float*>(smem + S::sT);
+  bf16* sAh = reinterpret_cast<bf16*>(smem + S::sAh);
+  bf16* sAl = reinterpret_cast<bf16*>(smem + S::sAl);
+  bf16* sP = reinterpret_cast<bf16*>(smem + S::sP);
+  float* sBeta = reinterpret_cast<float*>(smem + S::sBeta);
+  float* sG = reinterpret_cast<float*>(smem + S::sG);
+
+  const int K = p.K, V = p.V, H = p.H, h = blockIdx.y, c = blockIdx.x;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
+  const bf16* q = static_cast<const bf16*>(p.q);
+  const bf16* k = static_cast<const bf16*>(p.k);
+  const bf16* v = static_cast<const bf16*>(p.v);
+  const Tg* gg = static_cast<const Tg*>(p.g);
+  const Tg* beta = static_cast<const Tg*>(p.beta);
+  const Tg* bgate = static_cast<const Tg*>(p.b);
+  const Tg* wgate = static_cast<const Tg*>(p.w);
+  int tok0, Lc;
+  chunk_of(p, c, tok0, Lc);
+  auto row = [&](int i) { return std::int64_t(tok0 + i) * H + h; };
+  const V2Ws ws = v2_ws(p, KP);
+  const std::int64_t cw = std::int64_t(c) * H + h;
+  const int VP = vpad(V);
+
+  // ---- Phase 1: load k, q (bf16, zero-padded), the gates; clear L and P.
+  const bool vec = (K % 8) == 0;
+  for (int idx = tid; idx < 64 * (KP / 8); idx += kThreads) {
+    const int i = idx / (KP / 8), d8 = (idx % (KP / 8)) * 8;
+    uint4 kv = make_uint4(0, 0, 0, 0), qv = make_uint4(0, 0, 0, 0);
+    if (i < Lc && d8 < K) {
+      if (vec) {
+        kv = *reinterpret_cast<const uint4*>(k + row(i) * K + d8);
+        qv = *reinterpret_cast<const uint4*>(q + row(i) * K + d8);
+      } else {
+        bf16* kb = reinterpret_cast<bf16*>(&kv);
+        bf16* qb = reinterpret_cast<bf16*>(&qv);
+        for (int e = 0; e < 8 && d8 + e < K; ++e) kb[e] = k[row(i) * K + d8 + e], qb[e] = q[row(i) * K + d8 + e];
+      }
+    }
+    *reinterpret_cast<uint4*>(sK + i * LDK + d8) = kv;
+    *reinterpret_cast<uint4*>(sQ + i * LDK + d8) = qv;
+  }
+  if (CH) {
+    for (int idx = tid; idx < 64 * KP; idx += kThreads) {
+      const int i = idx / KP, d = idx % KP;
+      sG[idx] = (i < Lc && d < K) ? ld(gg + row(i) * K + d) : 0.f;
+    }
+  } else {
+    for (int i = tid; i < 64; i += kThreads) sG[i] = (GATE == kGateScalar && i < Lc) ? ld(gg + row(i)) : 0.f;
+  }
+  if (!GDN2)
+    for (int i = tid; i < 64; i += kThreads) sBeta[i] = i < Lc ? ld(beta + row(i)) : 0.f;
+  for (int idx = tid; idx < 64 * 65; idx += kThreads) sL[idx] = 0.f, sA[idx] = 0.f;
+  for (int idx = tid; idx < 64 * 72; idx += kThreads) sP[idx] = __float2bfloat16(0.f);
+  __syncthreads();
+
+  // ---- Phase 2: cumulative log-decays within the chunk, times log2(e) (exp(x) = exp2(x log2 e)).
+  if (CH) {
+    for (int d = tid; d < KP; d += kThreads) {
+      float acc = 0.f;
+#pragma unroll 8
+      for (int i = 0; i < 64; ++i) acc += sG[i * KP + d], sG[i * KP + d] = acc * kLog2e;
+    }
+  } else if (GATE == kGateScalar) {
+    if (warp == 0) {  // inclusive scan of 64 values: lane l holds rows l and l + 32
+      float a = sG[lane], b = sG[lane + 32];
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const float x = __shfl_up_sync(0xffffffffu, a, o), y = __shfl_up_sync(0xffffffffu, b, o);
+        if (lane >= o) a += x, b += y;
+      }
+      b += __shfl_sync(0xffffffffu, a, 31);
+      sG[lane] = a * kLog2e, sG[lane + 32] = b * kLog2e;
+    }
+  }
+  __syncthreads();
+  auto Gs = [&](int i) { return GATE == kGateScalar ? sG[i] : 0.f; };  // scalar-gate G (log2 units)
+  const float scale = p.scale;
+
+  // ---- Phase 3: L (strictly lower) and P (lower incl. diagonal).
+  if (!CH) {
+    const int mi = warp >> 1, nh = warp & 1;  // rows 16 mi.., cols 32 nh..
+    float kk[4][4] = {}, qk[4][4] = {};
+    if (32 * nh <= 16 * mi + 15) {
+#pragma unroll
+      for (int k0 = 0; k0 < KP; k0 += 16) {
+        unsigned ak[4], aq[4], b[4];
+        load_a(ak, sK, LDK, 16 * mi, k0);
+        load_a(aq, sQ, LDK, 16 * mi, k0);
+#pragma unroll
+        for (int np = 0; np < 2; ++np) {
+          load_b_nk(b, sK, LDK, 32 * nh + 16 * np, k0);
+          mma_bf16(kk[2 * np], ak, b[0], b[1]);
+          mma_bf16(kk[2 * np + 1], ak, b[2], b[3]);
+          mma_bf16(qk[2 * np], aq, b[0], b[1]);
+          mma_bf16(qk[2 * np + 1], aq, b[2], b[3]);
+        }
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = 16 * mi + g8 + (e >> 1) * 8, j = 32 * nh + 8 * nt + 2 * t4 + (e & 1);
+        const float ex = j <= i ? exp2f(Gs(i) - Gs(j)) : 0.f;
+        sL[i * 65 + j] = j < i ? sBeta[i] * kk[nt][e] * ex : 0.f;
+        sP[i * 72 + j] = __float2bfloat16(j <= i ? scale * qk[nt][e] * ex : 0.f);
+      }
+  } else {
+    // Factored operands of the off-diagonal blocks. Rows i >= 16 of sE / sX: e_i . exp(G_i - G_r)
+    // and q_i . exp(G_i - G_r), r = 16 * (i / 16). sKt: for I = 1, 2, 3 the rows j < 16 I of
+    // k_j . exp(G_r - G_j), r = 16 I, stored from row offset 0, 16, 48.
+    for (int idx = tid; idx < 48 * KP; idx += kThreads) {
+      const int i = 16 + idx / KP, d = idx % KP, r = i & ~15;
+      const float f = exp2f(sG[i * KP + d] - sG[r * KP + d]);
+      const float kv = bf(sK[i * LDK + d]);
+      const float e = GDN2 ? (d < K && i < Lc ? ld(bgate + row(i) * K + d) : 0.f) * kv : kv;
+      sE[i * LDK + d] = __float2bfloat16(e * f);
+      sX[i * LDK + d] = __float2bfloat16(bf(sQ[i * LDK + d]) * f);
+    }
+    for (int idx = tid; idx < 96 * KP; idx += kThreads) {
+      const int rr = idx / KP, d = idx % KP;
+      const int I = rr < 16 ? 1 : (rr < 48 ? 2 : 3);
+      const int j = rr - (I == 1 ? 0 : (I == 2 ? 16 : 48)), r = 16 * I;
+      sKt[rr * LDK + d] = __float2bfloat16(bf(sK[j * LDK + d]) * exp2f(sG[r * KP + d] - sG[j * KP + d]));
+    }
+    // The four 16 x 16 diagonal blocks, entry by entry: 4 x 136 pairs j <= i.
+    for (int pidx = tid; pidx < 4 * 136; pidx += kThreads) {
+      const int I = pidx / 136;
+      int rem = pidx % 136, ii = 0;
+      while (rem > ii) rem -= ii + 1, ++ii;  // pair (ii, rem) with rem <= ii
+      const int i = 16 * I + ii, j = 16 * I + rem;
+      float lsum = 0.f, psum = 0.f;
+      for (int d8 = 0; d8 < KP; d8 += 8) {
+        const uint4 kiv = *reinterpret_cast<const uint4*>(sK + i * LDK + d8);
+        const uint4 kjv = *reinterpret_cast<const uint4*>(sK + j * LDK + d8);
+        const uint4 qiv = *reinterpret_cast<const uint4*>(sQ + i * LDK + d8);
+        const bf16* ki = reinterpret_cast<const bf16*>(&kiv);
+        const bf16* kj = reinterpret_cast<const bf16*>(&kjv);
+        const bf16* qi = reinterpret_cast<const bf16*>(&qiv);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const int d = d8 + e;
+          const float ex = exp2f(sG[i * KP + d] - sG[j * KP + d]);
+          const float kjx = bf(kj[e]) * ex;
+          float ei = bf(ki[e]);
+          if (GDN2) ei *= (d < K && i < Lc) ? ld(bgate + row(i) * K + d) : 0.f;
+          lsum += ei * kjx;
+          psum += bf(qi[e]) * kjx;
+        }
+      }
+      if (j < i) sL[i * 65 + j] = GDN2 ? lsum : sBeta[i] * lsum;
+      sP[i * 72 + j] = __float2bfloat16(scale * psum);
+    }
+    __syncthreads();
+    // Off-diagonal blocks on tensor cores: 6 blocks of L and 6 of P, 16 x 16 each.
+    for (int task = warp; task < 12; task += 8) {
+      const int blk = task % 6;
+      const bool isP = task >= 6;
+      const int I = blk < 1 ? 1 : (blk < 3 ? 2 : 3);
+      const int J = blk - (I == 1 ? 0 : (I == 2 ? 1 : 3));
+      const int off = I == 1 ? 0 : (I == 2 ? 16 : 48);
+      float acc[2][4] = {};
+#pragma unroll
+      for (int k0 = 0; k0 < KP; k0 += 16) {
+        unsigned a[4], b[4];
+        load_a(a, isP ? sX : sE, LDK, 16 * I, k0);
+        load_b_nk(b, sKt, LDK, off + 16 * J, k0);
+        mma_bf16(acc[0], a, b[0], b[1]);
+        mma_bf16(acc[1], a, b[2], b[3]);
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = 16 * I + g8 + (e >> 1) * 8, j = 16 * J + 8 * nt + 2 * t4 + (e & 1);
+          if (isP) sP[i * 72 + j] = __float2bfloat16(scale * acc[nt][e]);
+          else sL[i * 65 + j] = GDN2 ? acc[nt][e] : sBeta[i] * acc[nt][e];
+        }
+    }
+  }
+  __syncthreads();
+
+  // ---- Phase 4: A = (I + L)^-1 (float32). Diagonal blocks: lanes of warps 0, 1, one per column.
+  if (warp < 2) {
+    const int I = 2 * warp + (lane >> 4), j = lane & 15;
+    const float* Lb = sL + (16 * I) * 65 + 16 * I;
+    float a[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) a[i] = i == j ? 1.f : 0.f;
+#pragma unroll
+    for (int i = 1; i < 16; ++i) {
+      float s = 0.f;
+#pragma unroll
+      for (int m = 0; m < i; ++m) s += Lb[i * 65 + m] * a[m];  // a[m] = 0 for m < j
+      if (i > j) a[i] = -s;
+    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) sA[(16 * I + i) * 65 + 16 * I + j] = a[i];
+  }
+  __syncthreads();
+  for (int lev = 1; lev < 4; ++lev) {  // blocks (I, I - lev)
+    const int nb = 4 - lev;
+    for (int e = tid; e < nb * 256; e += kThreads) {
+      const int I = lev + e / 256, J = I - lev, a = (e % 256) / 16, b = e % 16;
+      float s = 0.f;
+      for (int M = J; M < I; ++M)
+#pragma unroll 4
+        for (int cc = 0; cc < 16; ++cc) s += sL[(16 * I + a) * 65 + 16 * M + cc] * sA[(16 * M + cc) * 65 + 16 * J + b];
+      sT[(e / 256) * 272 + a * 17 + b] = s;
+    }
+    __syncthreads();
+    for (int e = tid; e < nb * 256; e += kThreads) {
+      const int I = lev + e / 256, J = I - lev, a = (e % 256) / 16, b = e % 16;
+      float s = 0.f;
+#pragma unroll 4
+      for (int cc = 0; cc < 16; ++cc) s += sA[(16 * I + a) * 65 + 16 * I + cc] * sT[(e / 256) * 272 + cc * 17 + b];
+      sA[(16 * I + a) * 65 + 16 * J + b] = -s;
+    }
+    __syncthreads();
+  }
+  // A = hi + lo in bf16 (hi = round(A), lo = round(A - hi)): 16 bits of A reach the tensor cores.
+  for (int idx = tid; idx < 64 * 64; idx += kThreads) {
+    const int i = idx >> 6, j = idx & 63;
+    const float a = sA[i * 65 + j];
+    const bf16 hi = __float2bfloat16(a);
+    sAh[i * 72 + j] = hi;
+    sAl[i * 72 + j] = __float2bfloat16(a - bf(hi));
+  }
+
+  // ---- Phase 5: e . exp(G) for w_aux; write q . exp(G) * scale, k . exp(G_C - G), exp(G_C), P.
+  for (int idx = tid; idx < 64 * KP; idx += kThreads) {
+    const int i = idx / KP, d = idx % KP;
+    const float G = CH ? sG[i * KP + d] : Gs(i);
+    const float GC = CH ? sG[63 * KP + d] : Gs(63);
+    const float kv = bf(sK[i * LDK + d]);
+    float e = GDN2 ? ((d < K && i < Lc) ? ld(bgate + row(i) * K + d) : 0.f) * kv : sBeta[i] * kv;
+    sE[i * LDK + d] = __float2bfloat16(e * exp2f(G));
+    ws.qg[(cw * 64 + i) * KP + d] = __float2bfloat16(scale * bf(sQ[i * LDK + d]) * exp2f(G));
+    ws.kd[(cw * 64 + i) * KP + d] = __float2bfloat16(kv * exp2f(GC - G));
+    if (i == 0) ws.gC[cw * KP + d] = exp2f(GC);
+  }
+  for (int idx = tid; idx < 64 * 8; idx += kThreads) {
+    const int i = idx >> 3, j8 = (idx & 7) * 8;
+    *reinterpret_cast<uint4*>(ws.P + (cw * 64 + i) * 64 + j8) = *reinterpret_cast<const uint4*>(sP + i * 72 + j8);
+  }
+  __syncthreads();
+
+  // w_aux = A (e . exp(G)): warp -> rows 16 mi.., columns nb.. (KP / 2 of them).
+  {
+    constexpr int NT = KP / 16;  // n-tiles of 8 per warp
+    const int mi = warp >> 1, nb = (warp & 1) * (KP / 2);
+    float acc[NT][4] = {};
+#pragma unroll
+    for (int k0 = 0; k0 < 64; k0 += 16) {
+      if (k0 > 16 * mi) break;  // A is lower triangular
+      unsigned ah[4], al[4], b[4];
+      load_a(ah, sAh, 72, 16 * mi, k0);
+      load_a(al, sAl, 72, 16 * mi, k0);
+#pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        load_b_kn(b, sE, LDK, k0, nb + 16 * np);
+        mma_bf16(acc[2 * np], ah, b[0], b[1]);
+        mma_bf16(acc[2 * np + 1], ah, b[2], b[3]);
+        mma_bf16(acc[2 * np], al, b[0], b[1]);
+        mma_bf16(acc[2 * np + 1], al, b[2], b[3]);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int i = 16 * mi + g8, j = nb + 8 * nt + 2 * t4;
+      *reinterpret_cast<unsigned*>(sX + i * LDK + j) = pack_bf16(acc[nt][0], acc[nt][1]);
+      *reinterpret_cast<unsigned*>(sX + (i + 8) * LDK + j) = pack_bf16(acc[nt][2], acc[nt][3]);
+    }
+  }
+  __syncthreads();
+  for (int idx = tid; idx < 64 * (KP / 8); idx += kThreads) {
+    const int i = idx / (KP / 8), d8 = (idx % (KP / 8)) * 8;
+    *reinterpret_cast<uint4*>(ws.w + (cw * 64 + i) * KP + d8) = *reinterpret_cast<const uint4*>(sX + i * LDK + d8);
+  }
+
+  __syncthreads();  // sX (w_aux) read out before it is reused below
+  // u = A u0, 64 value columns at a time; u0_j = beta_j v_j (GDN2: w_j . v_j), staged in sE.
+  for (int v0 = 0; v0 < VP; v0 += 64) {
+    for (int idx = tid; idx < 64 * 64; idx += kThreads) {
+      const int i = idx >> 6, cc = idx & 63, col = v0 + cc;
+      float u0 = 0.f;
+      if (i < Lc && col < V) {
+        const float vv = bf(v[row(i) * V + col]);
+        u0 = GDN2 ? ld(wgate + row(i) * V + col) * vv : sBeta[i] * vv;
+      }
+      sE[i * LDK + cc] = __float2bfloat16(u0);
+      sX[i * LDK + cc] = __float2bfloat16(u0 - bf(__float2bfloat16(u0)));  // lo part of u0
+    }
+    __syncthreads();
+    const int mi = warp >> 1, nb = (warp & 1) * 32;
+    float acc[4][4] = {};
+#pragma unroll
+    for (int k0 = 0; k0 < 64; k0 += 16) {
+      if (k0 > 16 * mi) break;
+      unsigned ah[4], al[4], b[4], bl[4];
+      load_a(ah, sAh, 72, 16 * mi, k0);
+      load_a(al, sAl, 72, 16 * mi, k0);
+#pragma unroll
+      for (int np = 0; np < 2; ++np) {
+        load_b_kn(b, sE, LDK, k0, nb + 16 * np);
+        load_b_kn(bl, sX, LDK, k0, nb + 16 * np);
+        mma_bf16(acc[2 * np], ah, b[0], b[1]);
+        mma_bf16(acc[2 * np + 1], ah, b[2], b[3]);
+        mma_bf16(acc[2 * np], al, b[0], b[1]);
+        mma_bf16(acc[2 * np + 1], al, b[2], b[3]);
+        mma_bf16(acc[2 * np], ah, bl[0], bl[1]);
+        mma_bf16(acc[2 * np + 1], ah, bl[2], bl[3]);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      const int i = 16 * mi + g8, j = v0 + nb + 8 * nt + 2 * t4;
+      *reinterpret_cast<float2*>(ws.u + (cw * 64 + i) * VP + j) = make_float2(acc[nt][0], acc[nt][1]);
+      *reinterpret_cast<float2*>(ws.u + (cw * 64 + i + 8) * VP + j) = make_float2(acc[nt][2], acc[nt][3]);
+    }
+    __syncthreads();
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// The sequential pass over the chunks of one sequence, for one head and BV value columns.
+template <int KP, int BV>
+struct StateSmem {
+  static constexpr int LDK = ldk(KP);
+  static constexpr int LDV = BV + 8;
+  static constexpr int LDU = BV + 4;  // float
+  static constexpr int tileK = 64 * LDK * 2;
+  static constexpr int sW = 0;                       // [2] bf16 [64][LDK]
+  static constexpr int sQg = sW + 2 * tileK;
+  static constexpr int sKd = sQg + 2 * tileK;
+  static constexpr int sP = sKd + 2 * tileK;         // [2] bf16 [64][72]
+  static constexpr int sU = sP + 2 * 64 * 72 * 2;    // [2] f32 [64][LDU]
+  static constexpr int sgC = sU + 2 * 64 * LDU * 4;  // [2] f32 [KP]
+  static constexpr int sSh = sgC + 2 * KP * 4;       // bf16 [KP][LDV] state, hi part
+  static constexpr int sSl = sSh + KP * LDV * 2;     // bf16 [KP][LDV] lo part
+  static constexpr int sVn = sSl + KP * LDV * 2;     // bf16 [64][LDV]
+  static constexpr int bytes = sVn + 64 * LDV * 2;
+};
+
+template <int KP, int BV>
+__global__ void __launch_bounds__(kThreads) v2_state(KParams p) {
+  using S = StateSmem<KP, BV>;
+  constexpr int LDK = S::LDK, LDV = S::LDV, LDU = S::LDU;
+  extern __shared__ __align__(16) char smem[];
+  bf16* sSh = reinterpret_cast<bf16*>(smem + S::sSh);
+  bf16* sSl = reinterpret_cast<bf16*>(smem + S::sSl);
+  bf16* sVn = reinterpret_cast<bf16*>(smem + S::sVn);
+  const int K = p.K, V = p.V, H = p.H;
+  const int n = blockIdx.x, h = blockIdx.y, v0 = blockIdx.z * BV;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
+  const V2Ws ws = v2_ws(p, KP);
+  const int VP = vpad(V);
+  bf16* o = static_cast<bf16*>(p.o);
+
+  const int t_begin = seq_begin(p, n), t_end = seq_end(p, n);
+  const int nchunks = (t_end - t_begin + C - 1) / C;
+  const int c_first = p.seq_chunk0 ? p.seq_chunk0[n] : n * p.chunks_per_seq;
+
+  // State fragment ownership: m-tile sm (rows 16 sm of S), n-tiles sn0 .. sn0 + SNT.
+  constexpr int MT = KP / 16;           // m-tiles of S
+  constexpr int NG = 8 / MT;            // warps sharing an m-tile
+  constexpr int SNT = BV / 8 / NG;      // n-tiles per warp
+  static_assert(SNT >= 1, "BV too small for this KP");
+  const int sm = warp % MT, sn0 = (warp / MT) * SNT;
+  // Chunk-row products (64 x BV): m-tile wm = warp & 3, n-tiles wn0 .. wn0 + ONT.
+  constexpr int ONT = BV / 16;
+  const int wm = warp & 3, wn0 = (warp >> 2) * ONT;
+
+  float st[SNT][4];
+  const std::int64_t sbase = (std::int64_t(n) * H + h) * K * V;
+#pragma unroll
+  for (int nt = 0; nt < SNT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = 16 * sm + g8 + (e >> 1) * 8, col = v0 + 8 * (sn0 + nt) + 2 * t4 + (e & 1);
+      st[nt][e] = (p.h0 && r < K && col < V) ? p.h0[sbase + std::int64_t(r) * V + col] : 0.f;
+    }
+  auto store_state_bf16 = [&]() {
+#pragma unroll
+    for (int nt = 0; nt < SNT; ++nt) {
+      const int r = 16 * sm + g8, col = 8 * (sn0 + nt) + 2 * t4;
+      const unsigned h01 = pack_bf16(st[nt][0], st[nt][1]), h23 = pack_bf16(st[nt][2], st[nt][3]);
+      const __nv_bfloat162 a = *reinterpret_cast<const __nv_bfloat162*>(&h01);
+      const __nv_bfloat162 b = *reinterpret_cast<const __nv_bfloat162*>(&h23);
+      *reinterpret_cast<unsigned*>(sSh + r * LDV + col) = h01;
+      *reinterpret_cast<unsigned*>(sSh + (r + 8) * LDV + col) = h23;
+      *reinterpret_cast<unsigned*>(sSl + r * LDV + col) =
+          pack_bf16(st[nt][0] - __low2float(a), st[nt][1] - __high2float(a));
+      *reinterpret_cast<unsigned*>(sSl + (r + 8) * LDV + col) =
+          pack_bf16(st[nt][2] - __low2float(b), st[nt][3] - __high2float(b));
+    }
+  };
+  store_state_bf16();
+
+  auto issue = [&](int ci) {  // cp.async the tiles of chunk ci (of this sequence) into stage ci & 1
+    const int stg = ci & 1;
+    const std::int64_t cw = std::int64_t(c_first + ci) * H + h;
+    char* base = smem;
+    bf16* dW = reinterpret_cast<bf16*>(base + S::sW + stg * S::tileK);
+    bf16* dQ = reinterpret_cast<bf16*>(base + S::sQg + stg * S::tileK);
+    bf16* dK = reinterpret_cast<bf16*>(base + S::sKd + stg * S::tileK);
+    bf16* dP = reinterpret_cast<bf16*>(base + S::sP + stg * 64 * 72 * 2);
+    float* dU = reinterpret_cast<float*>(base + S::sU + stg * 64 * LDU * 4);
+    float* dG = reinterpret_cast<float*>(base + S::sgC + stg * KP * 4);
+    constexpr int PK = KP / 8;
+    for (int idx = tid; idx < 64 * PK; idx += kThreads) {
+      const int i = idx / PK, d8 = (idx % PK) * 8;
+      const std::int64_t src = (cw * 64 + i) * KP + d8;
+      cp_async16(dW + i * LDK + d8, ws.w + src);
+      cp_async16(dQ + i * LDK + d8, ws.qg + src);
+      cp_async16(dK + i * LDK + d8, ws.kd + src);
+    }
+    for (int idx = tid; idx < 64 * 8; idx += kThreads) {
+      const int i = idx >> 3, j8 = (idx & 7) * 8;
+      cp_async16(dP + i * 72 + j8, ws.P + (cw * 64 + i) * 64 + j8);
+    }
+    for (int idx = tid; idx < 64 * (BV / 4); idx += kThreads) {
+      const int i = idx / (BV / 4), c4 = (idx % (BV / 4)) * 4;
+      cp_async16(dU + i * LDU + c4, ws.u + (cw * 64 + i) * VP + v0 + c4, v0 + c4 < VP ? 16 : 0);
+    }
+    for (int idx = tid; idx < KP / 4; idx += kThreads) cp_async16(dG + idx * 4, ws.gC + cw * KP + idx * 4);
+    cp_async_commit();
+  };
+
+  if (nchunks > 0) issue(0);
+  for (int ci = 0; ci < nchunks; ++ci) {
+    const int stg = ci & 1, tok0 = t_begin + ci * C, Lc = min(C, t_end - tok0);
+    cp_async_wait<0>();
+    __syncthreads();  // stage stg landed for every thread; previous chunk fully done
+    if (ci + 1 < nchunks) issue(ci + 1);
+    const bf16* sW = reinterpret_cast<const bf16*>(smem + S::sW + stg * S::tileK);
+    const bf16* sQg = reinterpret_cast<const bf16*>(smem + S::sQg + stg * S::tileK);
+    const bf16* sKd = reinterpret_cast<const bf16*>(smem + S::sKd + stg * S::tileK);
+    const bf16* sP = reinterpret_cast<const bf16*>(smem + S::sP + stg * 64 * 72 * 2);
+    const float* sU = reinterpret_cast<const float*>(smem + S::sU + stg * 64 * LDU * 4);
+    const float* sgC = reinterpret_cast<const float*>(smem + S::sgC + stg * KP * 4);
+
+    // v_new = u - w_aux S and o = qg S (rows 16 wm.., columns of n-tiles wn0..).
+    float ws_[ONT][4] = {}, os_[ONT][4] = {};
+#pragma unroll
+    for (int k0 = 0; k0 < KP; k0 += 16) {
+      unsigned aw[4], aq[4];
+      load_a(aw, sW, LDK, 16 * wm, k0);
+      load_a(aq, sQg, LDK, 16 * wm, k0);
+#pragma unroll
+      for (int np = 0; np < ONT / 2; ++np) {
+        unsigned bh[4], bl[4];
+        load_b_kn(bh, sSh, LDV, k0, 8 * wn0 + 16 * np);
+        load_b_kn(bl, sSl, LDV, k0, 8 * wn0 + 16 * np);
+        mma_bf16(ws_[2 * np], aw, bh[0], bh[1]);
+        mma_bf16(ws_[2 * np + 1], aw, bh[2], bh[3]);
+        mma_bf16(ws_[2 * np], aw, bl[0], bl[1]);
+        mma_bf16(ws_[2 * np + 1], aw, bl[2], bl[3]);
+        mma_bf16(os_[2 * np], aq, bh[0], bh[1]);
+        mma_bf16(os_[2 * np + 1], aq, bh[2], bh[3]);
+        mma_bf16(os_[2 * np], aq, bl[0], bl[1]);
+        mma_bf16(os_[2 * np + 1], aq, bl[2], bl[3]);
+      }
+      if (ONT % 2) {  // BV = 16 with 2 n-groups: one n-tile per warp
+        unsigned bh[4], bl[4];
+        const int nn = 8 * wn0;
+        load_b_kn(bh, sSh, LDV, k0, nn & ~15);
+        load_b_kn(bl, sSl, LDV, k0, nn & ~15);
+        const int sel = (nn >> 3) & 1;
+        const unsigned h0 = sel ? bh[2] : bh[0], h1 = sel ? bh[3] : bh[1];
+        const unsigned l0 = sel ? bl[2] : bl[0], l1 = sel ? bl[3] : bl[1];
+        mma_bf16(ws_[ONT - 1], aw, h0, h1);
+        mma_bf16(ws_[ONT - 1], aw, l0, l1);
+        mma_bf16(os_[ONT - 1], aq, h0, h1);
+        mma_bf16(os_[ONT - 1], aq, l0, l1);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < ONT; ++nt) {
+      const int i = 16 * wm + g8, col = 8 * (wn0 + nt) + 2 * t4;
+      const float2 u01 = *reinterpret_cast<const float2*>(sU + i * LDU + col);
+      const float2 u23 = *reinterpret_cast<const float2*>(sU + (i + 8) * LDU + col);
+      ws_[nt][0] = u01.x - ws_[nt][0], ws_[nt][1] = u01.y - ws_[nt][1];
+      ws_[nt][2] = u23.x - ws_[nt][2], ws_[nt][3] = u23.y - ws_[nt][3];
+      *reinterpret_cast<unsigned*>(sVn + i * LDV + col) = pack_bf16(ws_[nt][0], ws_[nt][1]);
+      *reinterpret_cast<unsigned*>(sVn + (i + 8) * LDV + col) = pack_bf16(ws_[nt][2], ws_[nt][3]);
+    }
+    __syncthreads();  // v_new complete in sVn; every read of sSh / sSl done
+
+    // o += P v_new, then store o (rows < Lc, columns < V).
+#pragma unroll
+    for (int k0 = 0; k0 < 64; k0 += 16) {
+      if (k0 > 16 * wm) break;  // P is lower triangular
+      unsigned a[4];
+      load_a(a, sP, 72, 16 * wm, k0);
+#pragma unroll
+      for (int np = 0; np < ONT / 2; ++np) {
+        unsigned b[4];
+        load_b_kn(b, sVn, LDV, k0, 8 * wn0 + 16 * np);
+        mma_bf16(os_[2 * np], a, b[0], b[1]);
+        mma_bf16(os_[2 * np + 1], a, b[2], b[3]);
+      }
+      if (ONT % 2) {
+        unsigned b[4];
+        const int nn = 8 * wn0, sel = (nn >> 3) & 1;
+        load_b_kn(b, sVn, LDV, k0, nn & ~15);
+        mma_bf16(os_[ONT - 1], a, sel ? b[2] : b[0], sel ? b[3] : b[1]);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < ONT; ++nt)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int i = 16 * wm + g8 + 8 * hh, col = v0 + 8 * (wn0 + nt) + 2 * t4;
+        if (i >= Lc) continue;
+        bf16* dst = o + (std::int64_t(tok0 + i) * H + h) * V + col;
+        if (col + 1 < V && (V % 2) == 0) {
+          *reinterpret_cast<unsigned*>(dst) = pack_bf16(os_[nt][2 * hh], os_[nt][2 * hh + 1]);
+        } else {
+          if (col < V) dst[0] = __float2bfloat16(os_[nt][2 * hh]);
+          if (col + 1 < V) dst[1] = __float2bfloat16(os_[nt][2 * hh + 1]);
+        }
+      }
+
+    // S = Diag(exp(G_C)) S + Kd^T v_new (rows 16 sm.. of S, n-tiles sn0..).
+#pragma unroll
+    for (int nt = 0; nt < SNT; ++nt) {
+      const float g0 = sgC[16 * sm + g8], g1 = sgC[16 * sm + g8 + 8];
+      st[nt][0] *= g0, st[nt][1] *= g0, st[nt][2] *= g1, st[nt][3] *= g1;
+    }
+#pragma unroll
+    for (int k0 = 0; k0 < 64; k0 += 16) {
+      unsigned a[4];
+      load_a_t(a, sKd, LDK, 16 * sm, k0);
+#pragma unroll
+      for (int np = 0; np < SNT / 2; ++np) {
+        unsigned b[4];
+        load_b_kn(b, sVn, LDV, k0, 8 * sn0 + 16 * np);
+        mma_bf16(st[2 * np], a, b[0], b[1]);
+        mma_bf16(st[2 * np + 1], a, b[2], b[3]);
+      }
+      if (SNT % 2) {
+        unsigned b[4];
+        const int nn = 8 * sn0, sel = (nn >> 3) & 1;
+        load_b_kn(b, sVn, LDV, k0, nn & ~15);
+        mma_bf16(st[SNT - 1], a, sel ? b[2] : b[0], sel ? b[3] : b[1]);
+      }
+    }
+    store_state_bf16();  // read by the next chunk after its first barrier
+  }
+  if (p.ht) {
+#pragma unroll
+    for (int nt = 0; nt < SNT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = 16 * sm + g8 + (e >> 1) * 8, col = v0 + 8 * (sn0 + nt) + 2 * t4 + (e & 1);
+        if (r < K && col < V) p.ht[sbase + std::int64_t(r) * V + col] = st[nt][e];
+      }
+  }
+}
+
+int pick_kp(int K) { return K <= 64 ? 64 : 128; }
+
+int pick_bv(const KParams& p) {
+  if (const char* env = std::getenv("LINATTN_V2_BV")) return std::atoi(env);
+  const long blocks64 = long(p.N) * p.H * ((p.V + 63) / 64);
+  if (blocks64 >= 2 * 132) return 64;
+  const long blocks32 = long(p.N) * p.H * ((p.V + 31) / 32);
+  return blocks32 >= 132 ? 32 : 16;
+}
+
+template <int KP, int GATE, bool GDN2, class Tg>
+void launch_intra(const Call& c) {
+  const int bytes = IntraSmem<KP>::bytes(GATE == kGateChannel);
+  auto kern = v2_intra<KP, GATE, GDN2, Tg>;
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  kern<<<dim3(c.p.num_chunks, c.p.H), kThreads, bytes, c.stream>>>(c.p);
+  LINATTN_CUDA_CHECK(cudaGetLastError());
+}
+
+template <int KP, class Tg>
+void launch_intra_op(const Call& c) {
+  if (c.p.gate == kGateNone) return launch_intra<KP, kGateNone, false, Tg>(c);
+  if (c.p.gate == kGateScalar) return launch_intra<KP, kGateScalar, false, Tg>(c);
+  if (!c.p.gdn2) return launch_intra<KP, kGateChannel, false, Tg>(c);
+  return launch_intra<KP, kGateChannel, true, Tg>(c);
+}
+
+template <int KP, int BV>
+void launch_state(const Call& c) {
+  const int bytes = StateSmem<KP, BV>::bytes;
+  auto kern = v2_state<KP, BV>;
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  kern<<<dim3(c.p.N, c.p.H, (c.p.V + BV - 1) / BV), kThreads, bytes, c.stream>>>(c.p);
+  LINATTN_CUDA_CHECK(cudaGetLastError());
+}
+
+template <int KP>
+void launch_kp(const Call& c) {
+  if (c.p.num_chunks > 0) {
+    if (c.gate_dtype == 0) launch_intra_op<KP, float>(c);
+    else launch_intra_op<KP, bf16>(c);
+  }
+  const int bv = pick_bv(c.p);
+  if (bv == 64) return launch_state<KP, 64>(c);
+  if (bv == 32) return launch_state<KP, 32>(c);
+  return launch_state<KP, 16>(c);
+}
+
+}  // namespace
+
+bool v2_supports(const Call& c, std::string* why) {
+  if (c.dtype != 1) {
+    if (why) *why = "v2_tensorcore takes bfloat16 q, k, v (float32 inputs: v1_simple)";
+    return false;
+  }
+  if (c.p.K > 128) {
+    if (why) *why = "v2_tensorcore takes K <= 128 (K = " + std::to_string(c.p.K) + ": v1_simple)";
+    return false;
+  }
+  return true;
+}
+
+std::size_t v2_workspace_bytes(const KParams& p) {
+  const int KP = pick_kp(p.K);
+  const std::size_t blocks = std::size_t(p.num_chunks) * p.H;
+  return blocks * (3 * 64 * KP * 2 + 64 * 64 * 2 + 64 * std::size_t(vpad(p.V)) * 4 + KP * 4) + 256;
+}
+
+void v2_launch(Call c) {
+  if (pick_kp(c.p.K) == 64) return launch_kp<64>(c);
+  return launch_kp<128>(c);
+}
+
 }  // namespace linattn::cuda::detail

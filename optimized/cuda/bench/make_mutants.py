@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""optimized/cuda/bench/make_mutants.py -- break the CUDA kernels on purpose, to watch the tests fail.
+
+Copies the source tree to DEST (default /tmp/linattn_mutants), plants every mutation below behind a
+run-time switch (environment variable LINATTN_MUTANT=<n>, read by forward_device), and configures a
+build there; the committed sources are never touched. Build with
+  cmake --build DEST/build --target test_cuda_forward -j2
+and run the test binary with LINATTN_MUTANT=n: each mutant must make the named tests fail, and
+LINATTN_MUTANT unset must pass (device_run.sh's 'mutants' stage does this on the GPU machine).
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+DEST = sys.argv[1] if len(sys.argv) > 1 else "/tmp/linattn_mutants"
+
+# (number, file, original text, mutated text, what it breaks)
+MUTANTS = [
+    (1, "optimized/cuda/v1_simple.cu",
+     "float acc = sgl[d] * sS[idx];",
+     "float acc = (p.mutant == 1 ? 1.f : sgl[d]) * sS[idx];",
+     "v1: the state update forgets the decay Diag(exp(G_C))"),
+    (2, "optimized/cuda/v1_simple.cu",
+     "      if (c >= nv) continue;",
+     "      if (c >= nv || (p.mutant == 2 && i == Lc - 1)) continue;",
+     "v1: the last row of every chunk is never written (o keeps its NaN poison)"),
+    (3, "optimized/cuda/v2_tensorcore.cu",
+     "st[nt][e] = (p.h0 && r < K && col < V)",
+     "st[nt][e] = (p.h0 && p.mutant != 3 && r < K && col < V)",
+     "v2: the initial state is ignored"),
+    (4, "optimized/cuda/v2_tensorcore.cu",
+     "      sP[i * 72 + j] = __float2bfloat16(scale * psum);",
+     "      if (p.mutant != 4 || j < i) sP[i * 72 + j] = __float2bfloat16(scale * psum);",
+     "v2, per-channel gates: the diagonal of the intra-chunk read P is dropped (token i misses its own write)"),
+    (5, "optimized/cuda/chunk_cuda.cu",
+     "      for (int t = cu[n]; t < cu[n + 1]; t += kChunk) tok0.push_back(t), seq.push_back(n);",
+     "      for (int t = cu[n]; t < cu[n + 1]; t += kChunk) tok0.push_back(t), seq.push_back(mutant == 5 && n > 0 ? n - 1 : n);",
+     "packed batches: a chunk is attributed to the previous sequence (wrong chunk length)"),
+    (6, "optimized/cuda/v2_tensorcore.cu",
+     "    __syncthreads();  // v_new complete in sVn; every read of sSh / sSl done",
+     "    if (p.mutant != 6) __syncthreads();  // v_new complete in sVn; every read of sSh / sSl done",
+     "v2: a barrier is removed (a race between writing v_new and reading it)"),
+    (7, "optimized/cuda/v2_tensorcore.cu",
+     "      const float ex = j <= i ? exp2f(Gs(i) - Gs(j)) : 0.f;",
+     "      const float ex = j <= i ? exp2f(p.mutant == 7 ? 0.f : Gs(i) - Gs(j)) : 0.f;",
+     "v2, scalar gates: the intra-chunk decay exp(G_i - G_j) is forgotten"),
+]
+
+HOOKS = [
+    ("optimized/cuda/common.cuh",
+     "  void* ws = nullptr;      ///< workspace of the version\n",
+     "  void* ws = nullptr;      ///< workspace of the version\n  int mutant = 0;\n"),
+    ("optimized/cuda/chunk_cuda.cu",
+     "  KParams p;\n",
+     "  KParams p;\n  const int mutant = std::getenv(\"LINATTN_MUTANT\") ? std::atoi(std::getenv(\"LINATTN_MUTANT\")) : 0;\n  p.mutant = mutant;\n"),
+    ("optimized/cuda/chunk_cuda.cu", "#include <cmath>\n", "#include <cmath>\n#include <cstdlib>\n"),
+]
+
+
+def main():
+    if os.path.exists(DEST):
+        shutil.rmtree(DEST)
+    files = subprocess.check_output(["git", "ls-files", "-co", "--exclude-standard"], cwd=SRC, text=True).split()
+    for f in files:
+        d = os.path.join(DEST, f)
+        os.makedirs(os.path.dirname(d), exist_ok=True)
+        shutil.copy2(os.path.join(SRC, f), d)
+    for f, a, b in HOOKS + [(m[1], m[2], m[3]) for m in MUTANTS]:
+        path = os.path.join(DEST, f)
+        s = open(path).read()
+        if s.count(a) != 1:
+            sys.exit(f"make_mutants: {f}: expected exactly one occurrence of {a!r}, found {s.count(a)}")
+        open(path, "w").write(s.replace(a, b))
+    for n, f, _, _, what in MUTANTS:
+        print(f"mutant {n}: {what} ({f})")
+    subprocess.check_call(["cmake", "-S", DEST, "-B", os.path.join(DEST, "build"), "-DCMAKE_BUILD_TYPE=Release",
+                           "-DLINATTN_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=90a"], stdout=subprocess.DEVNULL)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+// optimized/cuda/mma.cuh -- warp-level bf16 tensor-core helpers (mma.sync m16n8k16, ldmatrix,
+// cp.async) shared by the tensor-core rungs of the ladder.
+//
+// Fragment layouts of mma.sync.m16n8k16 (g = lane / 4, t = lane % 4):
+//   A 16x16 (row-major): a0a1 = A[g][2t..2t+1], a2a3 = A[g+8][2t..], a4a5 = A[g][2t+8..], a6a7 = A[g+8][2t+8..]
+//   B 16x8  (k x n):     b0b1 = B[2t..2t+1][g], b2b3 = B[2t+8..2t+9][g]
+//   C 16x8  (float):     c0c1 = C[g][2t..2t+1], c2c3 = C[g+8][2t..2t+1]
+// Shared-memory tiles are row-major bf16 with a leading dimension `ld` (elements) padded by 8 so
+// that the eight 16-byte rows of an ldmatrix fall in different banks.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace linattn::cuda::detail {
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldsm_x4_t(unsigned (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+
+/// D += A B with bf16 operands and float accumulators.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/// A fragment (16x16 at rows r0.., cols c0..) of a row-major tile.
+__device__ __forceinline__ void load_a(unsigned (&a)[4], const __nv_bfloat16* s, int ld, int r0, int c0) {
+  const int lane = threadIdx.x & 31;
+  ldsm_x4(a, s + (r0 + (lane & 15)) * ld + c0 + (lane >> 4) * 8);
+}
+/// A fragment of A = S^T, where S is a row-major tile: A(m, k) = S[k][m]; m0.., k0...
+__device__ __forceinline__ void load_a_t(unsigned (&a)[4], const __nv_bfloat16* s, int ld, int m0, int k0) {
+  const int lane = threadIdx.x & 31, mi = lane >> 3, rr = lane & 7;
+  ldsm_x4_t(a, s + (k0 + rr + (mi >> 1) * 8) * ld + m0 + (mi & 1) * 8);
+}
+/// B fragments of two n-tiles (n0.. and n0+8..) for k0..k0+15, B stored transposed (row n holds
+/// B[.][n], i.e. a row-major [n][k] tile): b[0], b[1] for n-tile 0, b[2], b[3] for n-tile 1.
+__device__ __forceinline__ void load_b_nk(unsigned (&b)[4], const __nv_bfloat16* s, int ld, int n0, int k0) {
+  const int lane = threadIdx.x & 31, mi = lane >> 3, rr = lane & 7;
+  ldsm_x4(b, s + (n0 + rr + (mi >> 1) * 8) * ld + k0 + (mi & 1) * 8);
+}
+/// B fragments of two n-tiles for k0..k0+15, B stored row-major [k][n].
+__device__ __forceinline__ void load_b_kn(unsigned (&b)[4], const __nv_bfloat16* s, int ld, int k0, int n0) {
+  const int lane = threadIdx.x & 31, mi = lane >> 3, rr = lane & 7;
+  ldsm_x4_t(b, s + (k0 + rr + (mi & 1) * 8) * ld + n0 + (mi >> 1) * 8);
+}
+
+__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<unsigned*>(&v);
+}
+
+/// cp.async of 16 bytes; src_bytes < 16 zero-fills the rest (0: all zeros, src not read).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes = 16) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
+               "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+}  // namespace linattn::cuda::detail
