@@ -19,34 +19,52 @@ struct RecurrentCall {
   bool use_qk_l2norm = false;
   bool return_trace = false;
   bool copy = false;
+  py::object do_ = py::none(), dht = py::none();  ///< backward only: dL/do, dL/d(final state)
 };
 
-/// Build the tensors and options of a call in dtype T, run `runner` with the GIL released and hand
-/// the result back as (o, final_state) or (o, final_state, trace). `configure(opt)` may adjust the
-/// options (the chunked kernels add chunk_size and num_threads through a derived options type).
-template <class T, class Opt, class Runner>
-py::tuple run_typed(const RecurrentCall& c, std::vector<Arg>& a, Opt opt, Runner&& runner) {
-  const std::string& fn = c.fn;
-  Tensor<T> q = borrow<T>(fn, a[0]), k = borrow<T>(fn, a[1]), v = borrow<T>(fn, a[2]);
+/// The tensors and options of a call in dtype T (arguments in the order of call_args()).
+template <class T, class Opt>
+struct TypedCall {
+  Tensor<T> q, k, v, do_, dht;
   ref::Gates<T> gates;
-  gates.g = borrow<T>(fn, a[3]);
-  gates.beta = borrow<T>(fn, a[4]);
-  gates.b = borrow<T>(fn, a[5]);
-  gates.w = borrow<T>(fn, a[6]);
+  Opt opt;
+};
+
+template <class T, class Opt>
+TypedCall<T, Opt> make_typed(const RecurrentCall& c, std::vector<Arg>& a, Opt opt) {
+  const std::string& fn = c.fn;
+  TypedCall<T, Opt> t;
+  t.q = borrow<T>(fn, a[0]), t.k = borrow<T>(fn, a[1]), t.v = borrow<T>(fn, a[2]);
+  t.gates.g = borrow<T>(fn, a[3]);
+  t.gates.beta = borrow<T>(fn, a[4]);
+  t.gates.b = borrow<T>(fn, a[5]);
+  t.gates.w = borrow<T>(fn, a[6]);
   const bool needs_beta =
       c.op == ref::Op::delta_rule || c.op == ref::Op::gated_delta_rule || c.op == ref::Op::kda;
-  if (needs_beta && !gates.beta.defined() && q.dim() == 4)  // fla: beta=None means ones
-    gates.beta = Tensor<T>({q.size(0), q.size(1), q.size(2)}, T(1));
+  if (needs_beta && !t.gates.beta.defined() && t.q.dim() == 4)  // fla: beta=None means ones
+    t.gates.beta = Tensor<T>({t.q.size(0), t.q.size(1), t.q.size(2)}, T(1));
   opt.initial_state = borrow<T>(fn, a[7]);
+  t.do_ = borrow<T>(fn, a[8]);
+  t.dht = borrow<T>(fn, a[9]);
   if (c.scale) opt.scale = static_cast<T>(*c.scale);
   opt.output_final_state = c.output_final_state;
   opt.cu_seqlens = offsets(fn, c.cu_seqlens);
   opt.use_qk_l2norm = c.use_qk_l2norm;
   opt.return_trace = c.return_trace;
+  t.opt = std::move(opt);
+  return t;
+}
+
+/// Build the tensors and options of a call in dtype T, run `runner` with the GIL released and hand
+/// the result back as (o, final_state) or (o, final_state, trace). `opt` may be a type derived
+/// from RecurrentOptions<T> (the chunked kernels add chunk_size and num_threads).
+template <class T, class Opt, class Runner>
+py::tuple run_typed(const RecurrentCall& c, std::vector<Arg>& a, Opt opt, Runner&& runner) {
+  TypedCall<T, Opt> t = make_typed<T>(c, a, std::move(opt));
   ref::RecurrentOutput<T> out;
   {
     py::gil_scoped_release nogil;
-    out = runner(q, k, v, gates, opt);
+    out = runner(t.q, t.k, t.v, t.gates, t.opt);
   }
   if (!c.return_trace) return py::make_tuple(to_numpy(out.o), to_numpy(out.final_state));
   py::dict trace;
@@ -56,10 +74,10 @@ py::tuple run_typed(const RecurrentCall& c, std::vector<Arg>& a, Opt opt, Runner
   return py::make_tuple(to_numpy(out.o), to_numpy(out.final_state), trace);
 }
 
-/// The argument list of a call in a fixed order: q, k, v, g, beta, b, w, initial_state.
+/// The argument list of a call in a fixed order: q, k, v, g, beta, b, w, initial_state, do, dht.
 inline std::vector<Arg> call_args(const RecurrentCall& c) {
-  return {{"q", c.q}, {"k", c.k}, {"v", c.v}, {"g", c.g}, {"beta", c.beta},
-          {"b", c.b}, {"w", c.w}, {"initial_state", c.initial_state}};
+  return {{"q", c.q}, {"k", c.k}, {"v", c.v}, {"g", c.g}, {"beta", c.beta}, {"b", c.b},
+          {"w", c.w}, {"initial_state", c.initial_state}, {"do", c.do_}, {"dht", c.dht}};
 }
 
 /// Dispatch a call on its dtype. `make_opt<T>()` gives the options object (RecurrentOptions<T> or
@@ -75,5 +93,6 @@ py::tuple call_recurrent(const RecurrentCall& c, Runner&& runner,
 
 void bind_reference(py::module_& m);
 void bind_steps(py::module_& m);
+void bind_backward(py::module_& m);
 
 }  // namespace linattn::pyb

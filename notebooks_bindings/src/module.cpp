@@ -10,6 +10,7 @@ PYBIND11_MODULE(_core, m) {
   py::register_exception<linattn::Error>(m, "Error", PyExc_ValueError);
   linattn::pyb::bind_reference(m);
   linattn::pyb::bind_steps(m);
+  linattn::pyb::bind_backward(m);
 #ifdef NDEBUG
   m.attr("build_type") = "release";
 #else

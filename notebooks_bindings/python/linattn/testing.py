@@ -459,13 +459,15 @@ def check_kernel(
         failure = None
         try:
             out = kernel(**inputs)
-            comps = check_outputs(op, inputs, out, rtol_rms=rtol_rms, require_final_state=True)
-            if not all(c.ok for c in comps):
-                failure = KernelMismatch("\n".join(c.report() for c in comps), case, comps)
-        except KernelMismatch:
-            raise
-        except Exception as e:  # the kernel crashed or returned something unusable
+        except Exception as e:  # the kernel crashed
             failure = KernelMismatch(f"the kernel raised {type(e).__name__}: {e}", case, error=e)
+        if failure is None:
+            try:
+                comps = check_outputs(op, inputs, out, rtol_rms=rtol_rms, require_final_state=True)
+                if not all(c.ok for c in comps):
+                    failure = KernelMismatch("\n".join(c.report() for c in comps), case, comps)
+            except (AssertionError, ValueError, TypeError) as e:  # missing or unusable outputs
+                failure = KernelMismatch(f"unusable outputs: {e}", case, error=e)
         if failure is not None:
             state["last"] = failure
             raise failure
