@@ -94,5 +94,6 @@ py::tuple call_recurrent(const RecurrentCall& c, Runner&& runner,
 void bind_reference(py::module_& m);
 void bind_steps(py::module_& m);
 void bind_backward(py::module_& m);
+void bind_routing(py::module_& m);
 
 }  // namespace linattn::pyb

@@ -11,6 +11,7 @@ PYBIND11_MODULE(_core, m) {
   linattn::pyb::bind_reference(m);
   linattn::pyb::bind_steps(m);
   linattn::pyb::bind_backward(m);
+  linattn::pyb::bind_routing(m);
 #ifdef NDEBUG
   m.attr("build_type") = "release";
 #else

@@ -30,6 +30,24 @@ from ._core import (  # noqa: F401
     naive_softmax_attn,
     read,
 )
-from ._ops import OPS, GATES, reference  # noqa: F401
+from ._core import (  # noqa: F401  the reference backward
+    naive_recurrent_delta_rule_backward,
+    naive_recurrent_gated_delta_rule_backward,
+    naive_recurrent_gdn2_backward,
+    naive_recurrent_kda_backward,
+    naive_recurrent_linear_attn_backward,
+    naive_softmax_attn_backward,
+)
+from ._core import (  # noqa: F401  cross-layer routing (Sec.4)
+    cler_inject,
+    dense_layer_kinds,
+    hybrid_layer_kinds,
+    pure_layer_kinds,
+    residual_inject,
+    rho,
+    rms_normalize,
+    routable_predecessor,
+)
+from ._ops import OPS, GATES, reference, reference_backward, routed_error  # noqa: F401
 
 __version__ = "0.1.0"

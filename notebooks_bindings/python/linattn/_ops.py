@@ -53,3 +53,38 @@ def reference(op, q, k, v, *, g=None, beta=None, b=None, w=None, **kwargs):
         raise ValueError(f"reference: operator {op!r} takes gates {GATES[op]} but got {extra}")
     gates = [given[n] for n in GATES[op]]
     return _REFERENCE[op](q, k, v, *gates, **kwargs)
+
+
+_BACKWARD = {
+    "linear_attn": _core.naive_recurrent_linear_attn_backward,
+    "delta_rule": _core.naive_recurrent_delta_rule_backward,
+    "gated_delta_rule": _core.naive_recurrent_gated_delta_rule_backward,
+    "kda": _core.naive_recurrent_kda_backward,
+    "gdn2": _core.naive_recurrent_gdn2_backward,
+}
+
+
+def reference_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=None, **kwargs):
+    """The reference backward of `op`: dict of gradients ('dq', 'dk', 'dv', 'dh0' and the gates'
+    'dg', 'dbeta', 'db', 'dw') for dL/do = `do` and dL/d(final state) = `dht`. Keyword arguments
+    as for `reference` (output_final_state and return_trace are ignored)."""
+    check_op(op)
+    given = {"g": g, "beta": beta, "b": b, "w": w}
+    extra = [n for n, x in given.items() if x is not None and n not in GATES[op]]
+    if extra:
+        raise ValueError(f"reference_backward: operator {op!r} takes gates {GATES[op]} but got {extra}")
+    kwargs.pop("output_final_state", None)
+    kwargs.pop("return_trace", None)
+    gates = [given[n] for n in GATES[op]]
+    return _BACKWARD[op](q, k, v, *gates, do, dht, **kwargs)
+
+
+def routed_error(trace, which="paper_error"):
+    """The error a layer routes (SPEC section 3), from the trace of a recurrence run with
+    return_trace=True: 'paper_error' r = v - v_bar (Eqs.26, 28; the default) or 'written_error'
+    (what the kernel writes along kappa, beta r; the authors' training code, erratum 3)."""
+    if which == "paper_error":
+        return trace["r"]
+    if which == "written_error":
+        return trace["written"]
+    raise ValueError(f"routed_error: argument 'which' expected 'paper_error' or 'written_error' but got {which!r}")

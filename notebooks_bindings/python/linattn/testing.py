@@ -15,7 +15,7 @@ Three layers, each usable alone:
   modes, packed batches and initial states, calls ``kernel(**inputs)`` (fla's calling
   convention), compares every output with the float64 reference, and on failure raises
   ``KernelMismatch`` naming the smallest failing case it shrank to, with the comparison report
-  and a line that reproduces the inputs.
+  and a line that reproduces the inputs. With ``backward=`` it checks the gradients too.
 
 The reference is always computed in float64 from the (exactly widened) inputs the kernel saw.
 """
@@ -28,7 +28,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from . import _core
-from ._ops import GATE_DIM, GATES, OPS, check_op, reference
+from ._ops import GATE_DIM, GATES, OPS, check_op, reference, reference_backward
 
 __all__ = [
     "Comparison",
@@ -43,6 +43,9 @@ __all__ = [
     "random_inputs",
     "reference_outputs",
     "check_outputs",
+    "reference_gradients",
+    "check_gradients",
+    "random_cotangents",
     "Case",
     "cases",
     "check_kernel",
@@ -336,6 +339,44 @@ def check_outputs(op: str, inputs: dict, outputs, *, rtol_rms: Optional[float] =
     return [compare(got[key], want[key], rtol_rms=rtol_rms, name=key) for key in ("o", "final_state") if key in got]
 
 
+def random_cotangents(op: str, inputs: dict, seed: int = 0) -> dict:
+    """Random upstream gradients for a backward check: {'do' [B, T, H, V], 'dht' [N, H, K, V]},
+    standard normal, in the dtype of v."""
+    rng = np.random.default_rng(seed)
+    q, v = _as_numpy(inputs["q"]), _as_numpy(inputs["v"])
+    B, T, H, K = q.shape
+    cu = inputs.get("cu_seqlens")
+    N = B if cu is None else len(cu) - 1
+    return {"do": rng.standard_normal(v.shape).astype(v.dtype),
+            "dht": rng.standard_normal((N, H, K, v.shape[3])).astype(v.dtype)}
+
+
+def reference_gradients(op: str, inputs: dict, do, dht=None) -> dict:
+    """The float64 reference gradients (dict: 'dq', 'dk', 'dv', 'dh0' and the gates' 'dg',
+    'dbeta', 'db', 'dw') of the loss sum(do * o) + sum(dht * final_state) for fla-style `inputs`."""
+    kw = {k: x for k, x in inputs.items() if k not in ("output_final_state",)}
+    for key in _ARRAY_KEYS:
+        if kw.get(key) is not None:
+            kw[key] = np.ascontiguousarray(_as_numpy(kw[key]), dtype=np.float64)
+    if kw.get("cu_seqlens") is not None:
+        kw["cu_seqlens"] = np.asarray(_as_numpy(kw["cu_seqlens"]), dtype=np.int64)
+    f64 = lambda x: None if x is None else np.ascontiguousarray(_as_numpy(x), dtype=np.float64)
+    return reference_backward(op, do=f64(do), dht=f64(dht), **kw)
+
+
+def check_gradients(op: str, inputs: dict, grads: dict, do, dht=None, *, rtol_rms: Optional[float] = None) -> list:
+    """Compare a kernel's gradients (a dict with keys as in reference_gradients) with the reference;
+    returns [Comparison]. dq, dk, dv and the gradient of every gate of `op` are required; dh0 is
+    compared when given."""
+    want = reference_gradients(op, inputs, do, dht)
+    required = ["dq", "dk", "dv"] + ["d" + n for n in GATES[op]]
+    missing = [k for k in required if k not in grads or grads[k] is None]
+    if missing:
+        raise AssertionError(f"gradients: missing {missing} from the kernel's backward (keys {sorted(grads)})")
+    keys = required + (["dh0"] if grads.get("dh0") is not None else [])
+    return [compare(grads[k], want[k], rtol_rms=rtol_rms, name=k) for k in keys]
+
+
 # --------------------------------------------------------------------------------------------
 # The property-check harness (hypothesis)
 # --------------------------------------------------------------------------------------------
@@ -429,6 +470,7 @@ def check_kernel(
     max_examples: int = 50,
     seed: int = 0,
     name: Optional[str] = None,
+    backward: Optional[Callable[..., Any]] = None,
     **case_options,
 ) -> int:
     """Property-check `kernel` against the reference of `op` over random cases (hypothesis).
@@ -439,6 +481,10 @@ def check_kernel(
     relative RMS (rtol_rms; default by the output dtype, see default_rtol_rms); final_state is
     required. A kernel that raises counts as failing. `case_options` go to `cases()` (B, T, H, K,
     V, gate_modes, varlen, initial_state, scale, gate_range). Deterministic for a given `seed`.
+
+    backward (optional): `backward(**inputs, do=..., dht=...)` returns a dict of gradients of the
+    loss sum(do * o) + sum(dht * final_state) ('dq', 'dk', 'dv', the gates' 'dg', 'dbeta', 'db',
+    'dw', and optionally 'dh0'); every one is compared with the reference backward too.
 
     Returns the number of cases checked; raises KernelMismatch naming the smallest failing case."""
     from hypothesis import HealthCheck, Phase, given, settings
@@ -468,6 +514,19 @@ def check_kernel(
                     failure = KernelMismatch("\n".join(c.report() for c in comps), case, comps)
             except (AssertionError, ValueError, TypeError) as e:  # missing or unusable outputs
                 failure = KernelMismatch(f"unusable outputs: {e}", case, error=e)
+        if failure is None and backward is not None:
+            cot = random_cotangents(op, inputs, seed=case.seed)
+            try:
+                grads = backward(**inputs, **cot)
+            except Exception as e:
+                failure = KernelMismatch(f"the backward raised {type(e).__name__}: {e}", case, error=e)
+            if failure is None:
+                try:
+                    comps = check_gradients(op, inputs, grads, cot["do"], cot["dht"], rtol_rms=rtol_rms)
+                    if not all(c.ok for c in comps):
+                        failure = KernelMismatch("\n".join(c.report() for c in comps), case, comps)
+                except (AssertionError, ValueError, TypeError) as e:
+                    failure = KernelMismatch(f"unusable gradients: {e}", case, error=e)
         if failure is not None:
             state["last"] = failure
             raise failure
