@@ -1,0 +1,123 @@
+// optimized/cpu/simd.hpp -- the small SIMD vocabulary of the CPU kernels (internal header).
+//
+// Vectors are GCC vector extensions, vec<T, W> = W lanes of T, so one source compiles to SSE2,
+// AVX2 or AVX-512 depending on the target of the function it is inlined into (see dispatch.hpp:
+// every kernel is compiled three times and the best version for the running CPU is picked at
+// load time). Everything here is always_inline for that reason: a helper compiled for another
+// target would have a different calling convention for vector arguments.
+//
+// vexp is the only transcendental: exp on vectors, accurate to ~2 ulp (float) and ~1 ulp
+// (double) on the domain the kernels use it on, x <= 0 (SPEC section 4: only non-positive
+// differences of cumulative log-gates are exponentiated). Results below the smallest normal
+// number are flushed to 0 by a select (never by multiplying an inf or a NaN by 0).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "reference/tensor.hpp"
+
+#define LINATTN_INLINE [[gnu::always_inline]] inline
+
+namespace linattn::cpu::simd {
+
+template <class T, int W>
+struct VecType {
+  typedef T type __attribute__((vector_size(W * sizeof(T))));
+};
+template <class T, int W>
+using vec = typename VecType<T, W>::type;
+
+/// The integer vector of the same lane count and width (int32 lanes for float, int64 for double).
+template <class T>
+using lane_int = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
+template <class T, int W>
+using ivec = typename VecType<lane_int<T>, W>::type;
+
+template <class T, int W>
+LINATTN_INLINE vec<T, W> load(const T* p) {
+  vec<T, W> v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class T, int W>
+LINATTN_INLINE void store(T* p, vec<T, W> v) {
+  std::memcpy(p, &v, sizeof v);
+}
+template <class T, int W>
+LINATTN_INLINE vec<T, W> splat(T x) {
+  return vec<T, W>{} + x;
+}
+template <class T, int W>
+LINATTN_INLINE T hsum(vec<T, W> v) {
+  T s = 0;
+  for (int i = 0; i < W; ++i) s += v[i];
+  return s;
+}
+
+/// exp(x) lane-wise for x <= 0 (also correct up to x ~ 88 for float, ~ 709 for double).
+/// Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, exp(x) = 2^n p(r).
+template <class T, int W>
+LINATTN_INLINE vec<T, W> vexp(vec<T, W> x) {
+  using V = vec<T, W>;
+  using I = ivec<T, W>;
+  if constexpr (sizeof(T) == 4) {
+    const V lo = splat<float, W>(-87.33654f);  // ln(FLT_MIN): below this the result is subnormal
+    const V xc = x < lo ? lo : (x > splat<float, W>(88.0f) ? splat<float, W>(88.0f) : x);
+    // n = floor(x log2(e) + 1/2)
+    const V fx = xc * 1.44269504088896341f + 0.5f;
+    I n = __builtin_convertvector(fx, I);  // truncation towards 0
+    const V fn0 = __builtin_convertvector(n, V);
+    n = n + (fn0 > fx);  // true lanes are -1: floor for negative fx
+    const V fn = __builtin_convertvector(n, V);
+    const V r = (xc - fn * 0.693359375f) - fn * -2.12194440e-4f;
+    // Cephes expf polynomial (minimax on [-ln2/2, ln2/2], ~1 ulp)
+    V p = splat<float, W>(1.9875691500e-4f);
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    const I bits = (n + 127) << 23;  // 2^n, n >= -126 here
+    const V res = p * (V)bits;
+    return x < lo ? V{} : res;  // select: subnormal range flushed to 0
+  } else {
+    const V lo = splat<double, W>(-708.3964185322641);  // ln(DBL_MIN)
+    const V xc = x < lo ? lo : (x > splat<double, W>(709.0) ? splat<double, W>(709.0) : x);
+    const V fx = xc * 1.4426950408889634074 + 0.5;
+    I n = __builtin_convertvector(fx, I);
+    const V fn0 = __builtin_convertvector(n, V);
+    n = n + (fn0 > fx);
+    const V fn = __builtin_convertvector(n, V);
+    const V r = (xc - fn * 6.93145751953125e-1) - fn * 1.42860682030941723212e-6;
+    // Taylor series to degree 13: |r|^14 / 14! < 5e-18 on |r| <= ln2/2
+    V p = splat<double, W>(1.0 / 6227020800.0);
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    const I bits = (n + 1023) << 52;
+    const V res = p * (V)bits;
+    return x < lo ? V{} : res;
+  }
+}
+
+/// Padded row lengths of the kernels' buffers are multiples of PAD elements: a multiple of every
+/// vector width used (16 floats or 8 doubles for AVX-512), so rows are whole vectors.
+constexpr index_t PAD = 16;
+
+/// Round n up to a multiple of m.
+constexpr index_t round_up(index_t n, index_t m) { return (n + m - 1) / m * m; }
+
+}  // namespace linattn::cpu::simd
