@@ -95,5 +95,6 @@ void bind_reference(py::module_& m);
 void bind_steps(py::module_& m);
 void bind_backward(py::module_& m);
 void bind_routing(py::module_& m);
+void bind_chunk(py::module_& m);
 
 }  // namespace linattn::pyb

@@ -12,6 +12,7 @@ PYBIND11_MODULE(_core, m) {
   linattn::pyb::bind_steps(m);
   linattn::pyb::bind_backward(m);
   linattn::pyb::bind_routing(m);
+  linattn::pyb::bind_chunk(m);
 #ifdef NDEBUG
   m.attr("build_type") = "release";
 #else

@@ -48,6 +48,17 @@ from ._core import (  # noqa: F401  cross-layer routing (Sec.4)
     rms_normalize,
     routable_predecessor,
 )
-from ._ops import OPS, GATES, reference, reference_backward, routed_error  # noqa: F401
+from ._core import (  # noqa: F401  optimized CPU kernels (optimized/cpu)
+    chunk_delta_rule,
+    chunk_gated_delta_rule,
+    chunk_gdn2,
+    chunk_intermediates,
+    chunk_kda,
+    fused_recurrent_delta_rule,
+    fused_recurrent_gated_delta_rule,
+    fused_recurrent_gdn2,
+    fused_recurrent_kda,
+)
+from ._ops import OPS, GATES, chunk, fused_recurrent, reference, reference_backward, routed_error  # noqa: F401
 
 __version__ = "0.1.0"

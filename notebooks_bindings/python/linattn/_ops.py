@@ -36,9 +36,45 @@ _REFERENCE = {
 }
 
 
+_CHUNK = {
+    "delta_rule": _core.chunk_delta_rule,
+    "gated_delta_rule": _core.chunk_gated_delta_rule,
+    "kda": _core.chunk_kda,
+    "gdn2": _core.chunk_gdn2,
+}
+
+_FUSED = {
+    "delta_rule": _core.fused_recurrent_delta_rule,
+    "gated_delta_rule": _core.fused_recurrent_gated_delta_rule,
+    "kda": _core.fused_recurrent_kda,
+    "gdn2": _core.fused_recurrent_gdn2,
+}
+
+
 def check_op(op):
     if op not in GATES:
         raise ValueError(f"unknown operator {op!r}; expected one of {', '.join(OPS)}")
+
+
+def _call(table, who, op, q, k, v, gates, kwargs):
+    check_op(op)
+    if op not in table:
+        raise ValueError(f"{who}: operator {op!r} has no such kernel; expected one of {', '.join(table)}")
+    extra = [n for n, x in gates.items() if x is not None and n not in GATES[op]]
+    if extra:
+        raise ValueError(f"{who}: operator {op!r} takes gates {GATES[op]} but got {extra}")
+    return table[op](q, k, v, *[gates[n] for n in GATES[op]], **kwargs)
+
+
+def chunk(op, q, k, v, *, g=None, beta=None, b=None, w=None, **kwargs):
+    """The chunked CPU kernel chunk_<op> (optimized/cpu; not linear_attn) with fla's keyword
+    arguments plus chunk_size (16, 32, 64) and num_threads. Returns (o, final_state)."""
+    return _call(_CHUNK, "chunk", op, q, k, v, {"g": g, "beta": beta, "b": b, "w": w}, kwargs)
+
+
+def fused_recurrent(op, q, k, v, *, g=None, beta=None, b=None, w=None, **kwargs):
+    """The token-by-token CPU kernel fused_recurrent_<op> (optimized/cpu; not linear_attn)."""
+    return _call(_FUSED, "fused_recurrent", op, q, k, v, {"g": g, "beta": beta, "b": b, "w": w}, kwargs)
 
 
 def reference(op, q, k, v, *, g=None, beta=None, b=None, w=None, **kwargs):
