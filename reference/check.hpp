@@ -70,9 +70,11 @@ inline std::string index_str(const std::vector<index_t>& shape, index_t i) {
 /// Every element finite (no NaN, no Inf).
 template <class T>
 void check_finite(const std::string& fn, const std::string& arg, const Tensor<T>& t) {
-  for (index_t i = 0; i < t.numel(); ++i)
-    if (!std::isfinite(t.data()[i]))
-      fail(fn, arg, "finite values", num_str(t.data()[i]) + " at index " + index_str(t.shape(), i));
+  const index_t n = t.numel();  // hoisted: numel() walks the shape on every call
+  const T* p = t.data();
+  for (index_t i = 0; i < n; ++i)
+    if (!std::isfinite(p[i]))
+      fail(fn, arg, "finite values", num_str(p[i]) + " at index " + index_str(t.shape(), i));
 }
 
 /// Every element in [lo, hi] (or (lo, hi] when lo_open); also rejects NaN/Inf.
@@ -80,8 +82,10 @@ template <class T>
 void check_range(const std::string& fn, const std::string& arg, const Tensor<T>& t, double lo,
                  double hi, bool lo_open = false) {
   const std::string want = std::string(lo_open ? "(" : "[") + num_str(lo) + ", " + num_str(hi) + "]";
-  for (index_t i = 0; i < t.numel(); ++i) {
-    const T x = t.data()[i];
+  const index_t n = t.numel();
+  const T* p = t.data();
+  for (index_t i = 0; i < n; ++i) {
+    const T x = p[i];
     const bool ok = std::isfinite(x) && (lo_open ? x > lo : x >= lo) && x <= hi;
     if (!ok)
       fail(fn, arg, "values in " + want, num_str(x) + " at index " + index_str(t.shape(), i));
