@@ -46,7 +46,7 @@ bool gpu_ok(std::string& why) {
   } while (0)
 
 const Op kOps[] = {Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2};
-const Version kVersions[] = {Version::v1_simple, Version::v2_tensorcore};
+const Version kVersions[] = {Version::v1_simple, Version::v2_tensorcore, Version::v3_async};
 
 double tol(DType dt) { return dt == DType::f32 ? 1e-5 : 5e-3; }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
@@ -154,6 +154,16 @@ TEST_CASE("CUDA v1 chunked forward with bfloat16 gates equals the reference on t
 TEST_CASE("CUDA v2 tensor-core chunked forward equals the float64 reference for every operator in bfloat16") {
   SKIP_WITHOUT_GPU();
   prop_matches_reference(Version::v2_tensorcore, DType::bf16);
+}
+
+TEST_CASE("CUDA v3 chunked forward equals the float64 reference for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(Version::v3_async, DType::bf16);
+}
+
+TEST_CASE("CUDA v3 chunked forward with bfloat16 gates equals the reference on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(Version::v3_async, DType::bf16, DType::bf16);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -277,7 +287,7 @@ TEST_CASE("CUDA chunked forward is deterministic: two runs give bitwise equal ou
     }
 }
 
-TEST_CASE("CUDA best version is v2 for bfloat16 at K = V = 128 and agrees with v1") {
+TEST_CASE("CUDA best version is v3 for bfloat16 at K = V = 128 and agrees with v1 and v2") {
   SKIP_WITHOUT_GPU();
   for (Op op : kOps) {
     const Problem<float> p = as_device_sees(
@@ -286,9 +296,11 @@ TEST_CASE("CUDA best version is v2 for bfloat16 at K = V = 128 and agrees with v
     const auto v1 = cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, DType::f32, Version::v1_simple);
     const auto best = cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, DType::f32, Version::best);
     const auto v2 = cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, DType::f32, Version::v2_tensorcore);
+    const auto v3 = cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, DType::f32, Version::v3_async);
     INFO(ref::op_name(op));
-    CHECK(compare(best.o, v2.o).within(0.0));
+    CHECK(compare(best.o, v3.o).within(0.0));
     CHECK(compare(v2.o, v1.o).within(5e-3));
+    CHECK(compare(v3.o, v1.o).within(5e-3));
   }
 }
 

@@ -36,8 +36,9 @@ enum class DType : int { f32 = 0, bf16 = 1 };
 /// The rungs of the ladder. `best` picks the fastest version that supports the call.
 enum class Version : int {
   best = 0,
-  v1_simple = 1,    ///< two plain kernels (per-chunk UT transform; sequential state pass), FFMA
-  v2_tensorcore = 2 ///< bf16 tensor-core (mma.sync) kernels; bf16 inputs only, K, V <= 128 multiples of 16... see v2 file
+  v1_simple = 1,      ///< two plain kernels (per-chunk UT transform; sequential state pass), FFMA
+  v2_tensorcore = 2,  ///< bf16 tensor cores (mma.sync); bf16 inputs, K <= 128
+  v3_async = 3        ///< v2 with batched asynchronous loads in the intra-chunk kernel
 };
 
 const char* version_name(Version v);

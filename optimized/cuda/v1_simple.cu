@@ -42,12 +42,11 @@ __host__ __device__ inline int gate_width(const KParams& p) {
 
 __host__ __device__ inline V1Ws v1_ws(const KParams& p) {
   const std::int64_t rows = std::int64_t(p.B) * p.T * p.H;
-  float* base = static_cast<float*>(p.ws);
   V1Ws w;
-  w.w = base;
+  w.G = static_cast<double*>(p.ws);  // first: 8-byte alignment whatever K and V are
+  w.w = reinterpret_cast<float*>(w.G + rows * gate_width(p));
   w.u = w.w + rows * p.K;
   w.P = w.u + rows * p.V;
-  w.G = reinterpret_cast<double*>(w.P + rows * C);
   return w;
 }
 

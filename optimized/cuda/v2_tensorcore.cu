@@ -22,43 +22,12 @@
 //
 // Measured: see RESULTS.md (the ladder table) for this rung's times against fla.
 #include <cstdlib>
+#include <string>
 
-#include "optimized/cuda/mma.cuh"
-#include "optimized/cuda/versions.cuh"
+#include "optimized/cuda/tc_common.cuh"
 
 namespace linattn::cuda::detail {
 namespace {
-
-using bf16 = __nv_bfloat16;
-constexpr int C = 64;
-constexpr int kThreads = 256;
-constexpr float kLog2e = 1.4426950408889634f;
-
-__host__ __device__ constexpr int ldk(int KP) { return KP + 8; }
-__host__ __device__ inline int vpad(int V) { return (V + 63) / 64 * 64; }
-
-/// Chunk-major workspace of one call; (chunk c, head h) owns block cw = c * H + h of each array.
-struct V2Ws {
-  bf16* w;    // [cw][64][KP]  w_aux
-  bf16* qg;   // [cw][64][KP]  scale * q . exp(G)
-  bf16* kd;   // [cw][64][KP]  k . exp(G_C - G)
-  bf16* P;    // [cw][64][64]  intra-chunk read (lower triangle incl. diagonal)
-  float* u;   // [cw][64][VP]  u = A u0
-  float* gC;  // [cw][KP]      exp(G_C)
-};
-
-__host__ __device__ inline V2Ws v2_ws(const KParams& p, int KP) {
-  const std::int64_t blocks = std::int64_t(p.num_chunks) * p.H;
-  V2Ws w;
-  char* base = static_cast<char*>(p.ws);
-  w.w = reinterpret_cast<bf16*>(base);
-  w.qg = w.w + blocks * C * KP;
-  w.kd = w.qg + blocks * C * KP;
-  w.P = w.kd + blocks * C * KP;
-  w.u = reinterpret_cast<float*>(w.P + blocks * C * C);
-  w.gC = w.u + blocks * C * vpad(p.V);
-  return w;
-}
 
 template <int KP>
 struct IntraSmem {
@@ -657,8 +626,6 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p) {
   }
 }
 
-int pick_kp(int K) { return K <= 64 ? 64 : 128; }
-
 int pick_bv(const KParams& p) {
   if (const char* env = std::getenv("LINATTN_V2_BV")) return std::atoi(env);
   const long blocks64 = long(p.N) * p.H * ((p.V + 63) / 64);
@@ -695,17 +662,38 @@ void launch_state(const Call& c) {
 
 template <int KP>
 void launch_kp(const Call& c) {
-  if (c.p.num_chunks > 0) {
+  if (c.p.num_chunks > 0 && !skip_kernel("intra")) {
     if (c.gate_dtype == 0) launch_intra_op<KP, float>(c);
     else launch_intra_op<KP, bf16>(c);
   }
-  const int bv = pick_bv(c.p);
-  if (bv == 64) return launch_state<KP, 64>(c);
-  if (bv == 32) return launch_state<KP, 32>(c);
-  return launch_state<KP, 16>(c);
+  tc_state_launch(c, KP);
 }
 
 }  // namespace
+
+bool skip_kernel(const char* which) {
+  const char* only = std::getenv("LINATTN_TC_ONLY");  // benchmark knob: time one kernel alone
+  return only && *only && std::string(only) != which;
+}
+
+void tc_state_launch(const Call& c, int KP) {
+  if (skip_kernel("state")) return;
+  const int bv = pick_bv(c.p);
+  if (KP == 64) {
+    if (bv == 64) return launch_state<64, 64>(c);
+    if (bv == 32) return launch_state<64, 32>(c);
+    return launch_state<64, 16>(c);
+  }
+  if (bv == 64) return launch_state<128, 64>(c);
+  if (bv == 32) return launch_state<128, 32>(c);
+  return launch_state<128, 16>(c);
+}
+
+std::size_t tc_workspace_bytes(const KParams& p) {
+  const int KP = tc_pick_kp(p.K);
+  const std::size_t blocks = std::size_t(p.num_chunks) * p.H;
+  return blocks * (3 * 64 * KP * 2 + 64 * 64 * 2 + 64 * std::size_t(vpad(p.V)) * 4 + KP * 4) + 256;
+}
 
 bool v2_supports(const Call& c, std::string* why) {
   if (c.dtype != 1) {
@@ -719,14 +707,10 @@ bool v2_supports(const Call& c, std::string* why) {
   return true;
 }
 
-std::size_t v2_workspace_bytes(const KParams& p) {
-  const int KP = pick_kp(p.K);
-  const std::size_t blocks = std::size_t(p.num_chunks) * p.H;
-  return blocks * (3 * 64 * KP * 2 + 64 * 64 * 2 + 64 * std::size_t(vpad(p.V)) * 4 + KP * 4) + 256;
-}
+std::size_t v2_workspace_bytes(const KParams& p) { return tc_workspace_bytes(p); }
 
 void v2_launch(Call c) {
-  if (pick_kp(c.p.K) == 64) return launch_kp<64>(c);
+  if (tc_pick_kp(c.p.K) == 64) return launch_kp<64>(c);
   return launch_kp<128>(c);
 }
 

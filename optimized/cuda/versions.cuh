@@ -26,4 +26,9 @@ bool v2_supports(const Call& c, std::string* why);
 std::size_t v2_workspace_bytes(const KParams& p);
 void v2_launch(Call c);
 
+// v3_async.cu
+bool v3_supports(const Call& c, std::string* why);
+std::size_t v3_workspace_bytes(const KParams& p);
+void v3_launch(Call c);
+
 }  // namespace linattn::cuda::detail

@@ -48,6 +48,7 @@ def load_fla(root):
     for name in ("fla", "fla.ops", "fla.modules"):
         m = types.ModuleType(name)
         m.__path__ = [os.path.join(root, *name.split("."))]
+        m.__version__ = "0.0.0-linattn-bench"  # fla/utils reads fla.__version__
         sys.modules[name] = m
     fns = {}
     for op, mod, fn in [("delta_rule", "fla.ops.delta_rule", "chunk_delta_rule"),
@@ -146,6 +147,9 @@ def main():
     ap.add_argument("--rep", type=int, default=200, help="do_bench rep in ms")
     ap.add_argument("--slow-rep", type=int, default=30, help="rep for rungs slower than 20 ms")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--split", action="store_true", help="also time --sweep-versions with only the intra (or only the state) kernel")
+    ap.add_argument("--sweep-versions", default="3", help="rungs that --bv-sweep and --split apply to")
+    ap.add_argument("--bv-sweep", default="", help="also time v2+ with LINATTN_V2_BV set to each of these (e.g. 16,32,64)")
     args = ap.parse_args()
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -201,17 +205,34 @@ def main():
             io = sum(t.numel() * t.element_size() for t in x.values())
             io += B * T * H * V * 2 + B * H * K * V * 4  # o (bf16) and the final state (f32)
             ref_o = ref_h = None
+            outs = {}  # impl -> (o, final state), for the accuracy table against v1 (float32 arithmetic)
             if op in fns:
                 try:
                     ref_o, ref_h = fla_call(fns, op, x, scale)
                     torch.cuda.synchronize()
+                    outs["fla"] = (ref_o, ref_h)
                     ms = bench(lambda: fla_call(fns, op, x, scale), args.rep)
                     record(shape, op, "fla", ms, lin_flops, io)
                 except Exception:
                     print(f"[fla] {op} failed:\n{traceback.format_exc()}", flush=True)
                     ref_o = ref_h = None
-            for ver in versions:
-                name = lin.name(ver)
+            runs = [(ver, None) for ver in versions]
+            sweep = [int(x) for x in args.sweep_versions.split(",") if x]
+            runs += [(ver, bv) for ver in sweep for bv in args.bv_sweep.split(",") if bv]
+            if args.split:
+                runs += [(ver, only) for ver in sweep for only in ("intra", "state")]
+            for ver, bv in runs:
+                only = bv if bv in ("intra", "state") else None
+                bv = None if only else bv
+                name = lin.name(ver) + (f" BV={bv}" if bv else "") + (f" {only} kernel only" if only else "")
+                if bv:
+                    os.environ["LINATTN_V2_BV"] = bv
+                else:
+                    os.environ.pop("LINATTN_V2_BV", None)
+                if only:
+                    os.environ["LINATTN_TC_ONLY"] = only
+                else:
+                    os.environ.pop("LINATTN_TC_ONLY", None)
                 try:
                     run, o, ht = lin.prepare(op, x, scale, ver)
                     o.fill_(float("nan")), ht.fill_(float("nan"))
@@ -223,8 +244,12 @@ def main():
                         eo, eh = rel_rms(o, ref_o), rel_rms(ht, ref_h)
                         check = f"vs fla: o {eo:.1e} state {eh:.1e}"
                         bad = bad or eo > 2e-2 or eh > 2e-2
-                    if bad:
+                    if only:
+                        check = "(partial: one kernel, output not checked)"
+                    elif bad:
                         check += " MISMATCH (or non-finite)"
+                    if not bv and not only:
+                        outs[name] = (o.clone(), ht.clone())
                     t0 = time.time()
                     run()
                     torch.cuda.synchronize()
@@ -233,6 +258,14 @@ def main():
                     record(shape, op, "linattn " + name, ms, lin_flops, io, check)
                 except Exception:
                     print(f"[linattn {name}] {op} failed:\n{traceback.format_exc()}", flush=True)
+            os.environ.pop("LINATTN_V2_BV", None)
+            os.environ.pop("LINATTN_TC_ONLY", None)
+            if "v1_simple" in outs:  # v1 computes in float32 from the same bf16 inputs
+                r_o, r_h = outs["v1_simple"]
+                acc = "  ".join(f"{k}: o {rel_rms(a, r_o):.1e} state {rel_rms(b, r_h):.1e}" for k, (a, b) in outs.items() if k != "v1_simple")
+                print(f"  accuracy vs linattn v1 (float32 arithmetic), {op}: {acc}", flush=True)
+                results.setdefault("accuracy", []).append({"shape": s, "op": op, "text": acc})
+            del outs
             del x
             torch.cuda.empty_cache()
         # Softmax attention baseline: causal SDPA on the same q, k, v shapes ([B, H, T, D] views).

@@ -4,13 +4,13 @@
 # the benchmark against fla and SDPA. Built here, run there: the binaries and fla's source are
 # carried (build/cuda/..., .fla); logs go to $OUT. Stages are bounded with timeout so a slow stage
 # cannot eat the whole call. Usage: bash optimized/cuda/bench/device_run.sh [stages...]
-#   stages: tests sanitize bench (default: all). BENCH_ARGS adds arguments to bench_forward.py.
+#   stages: tests sanitize mutants bench (default: all). BENCH_ARGS adds arguments to bench_forward.py.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 B=build/cuda
 TEST=$B/proofs_tests/test_cuda_forward
 LIB=$B/optimized/cuda/liblinattn_cuda_capi.so
-stages=${*:-tests sanitize bench}
+stages=${*:-tests sanitize mutants bench}
 export PYTHONUNBUFFERED=1
 export TRITON_CACHE_DIR=/tmp/triton_cache TRITON_CACHE_AUTOTUNING=1
 if [ -f .tcache/triton_cache.tgz ]; then mkdir -p /tmp/triton_cache && tar -xzf .tcache/triton_cache.tgz -C /tmp/triton_cache; fi
@@ -26,6 +26,31 @@ for s in $stages; do
         echo "=== compute-sanitizer --tool $tool: $F"
         ( time timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 "$TEST" "$F" ) 2>&1 | tee "$OUT/sanitize_$tool.log" | tail -8
       done ;;
+    mutants)
+      # Each planted bug (make_mutants.py) must make the tests aimed at it fail.
+      M=build/mutants/test_cuda_forward
+      P1='CUDA v1 chunked forward equals the float64 reference for every operator in float32'
+      P2='CUDA v2 tensor-core chunked forward equals the float64 reference for every operator in bfloat16'
+      P3='CUDA v3 chunked forward equals the float64 reference for every operator in bfloat16'
+      T1='CUDA chunked forward at T = 1 equals one step of the reference'
+      CT='CUDA chunked forward over 0 to T equals 0 to t then t to T with the state carried'
+      PK='CUDA chunked forward of a packed batch of many short sequences equals the reference'
+      DT='CUDA chunked forward is deterministic: two runs give bitwise equal outputs'
+      RG='CUDA chunked forward with ragged last chunks equals the reference for lengths around 64'
+      run_m() { local n=$1; shift; for t in "$@"; do
+          r=$(LINATTN_MUTANT=$n RC_PARAMS="seed=20261129 max_success=30" timeout 60 $M "$t" 2>&1 | grep -E "^test cases|^All tests passed" | tail -1)
+          echo "mutant $n | $t | ${r:-no summary (crash or timeout)}"; done; }
+      {
+        run_m 0 "$P1" "$P3"
+        run_m 1 "$P1"
+        run_m 2 "$P1" "$T1"
+        run_m 3 "$P2" "$P3" "$CT"
+        run_m 4 "$P2"
+        run_m 5 "$PK" "$P1"
+        run_m 6 "$DT" "$P3"
+        run_m 7 "$P2"
+        run_m 8 "$P3" "$RG"
+      } 2>&1 | tee "$OUT/mutants.log" ;;
     bench)
       echo "=== bench"
       timeout 420 python3 optimized/cuda/bench/bench_forward.py --lib $LIB --fla .fla --json "$OUT/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | grep -v "^\s*$"

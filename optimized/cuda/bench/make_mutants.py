@@ -46,6 +46,10 @@ MUTANTS = [
      "      const float ex = j <= i ? exp2f(Gs(i) - Gs(j)) : 0.f;",
      "      const float ex = j <= i ? exp2f(p.mutant == 7 ? 0.f : Gs(i) - Gs(j)) : 0.f;",
      "v2, scalar gates: the intra-chunk decay exp(G_i - G_j) is forgotten"),
+    (8, "optimized/cuda/v3_async.cu",
+     "      cp_async16(sK + i * LDK + d8, in ? k + row(i) * K + d8 : k, in ? 16 : 0);",
+     "      cp_async16(sK + i * LDK + d8, in ? k + row(i) * K + d8 : k, (in || p.mutant == 8) ? 16 : 0);",
+     "v3: rows outside the chunk are not zero-filled (keys of row 0 of the tensor leak into ragged chunks)"),
 ]
 
 HOOKS = [
