@@ -112,11 +112,11 @@ TEST_CASE("LM linear layer backward equals finite differences of x W transposed"
   });
 }
 
-TEST_CASE("LM blocked matmul is bit for bit the naive i k j loop for any shape and thread count") {
+TEST_CASE("LM blocked matmul is bit for bit the naive i k j loop for any shape and thread count and for a transposed A") {
   rc::prop("gemm", [] {
     const index_t M = *rc::gen::inRange<index_t>(1, 80), N = *rc::gen::inRange<index_t>(1, 80),
                   K = *rc::gen::inRange<index_t>(1, 300);
-    const bool acc = *rc::gen::arbitrary<bool>();
+    const bool acc = *rc::gen::arbitrary<bool>(), trans_a = *rc::gen::arbitrary<bool>();
     std::mt19937_64 rng(*rc::gen::arbitrary<std::uint64_t>());
     std::normal_distribution<float> nd;
     std::vector<float> A(M * K), Bm(K * N), C0(M * N);
@@ -132,7 +132,14 @@ TEST_CASE("LM blocked matmul is bit for bit the naive i k j loop for any shape a
     for (int threads : {1, 2, 3}) {  // (a no-op without OpenMP)
       set_num_threads(threads);
       std::vector<float> C = C0;
-      gemm(M, N, K, A.data(), K, Bm.data(), N, C.data(), N, acc);
+      if (trans_a) {  // the same product with A stored transposed (K x M)
+        std::vector<float> At(K * M);
+        for (index_t i = 0; i < M; ++i)
+          for (index_t k = 0; k < K; ++k) At[k * M + i] = A[i * K + k];
+        gemm(M, N, K, At.data(), M, Bm.data(), N, C.data(), N, acc, true);
+      } else {
+        gemm(M, N, K, A.data(), K, Bm.data(), N, C.data(), N, acc);
+      }
       RC_ASSERT(C == naive);
     }
     set_num_threads(before);

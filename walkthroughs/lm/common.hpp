@@ -22,9 +22,11 @@
 
 namespace linattn::lm {
 
-/// Parallel loops run serially below this much work (element operations): a parallel region
-/// costs microseconds, and much more on a loaded machine.
-constexpr index_t kParMin = 32768;
+/// Parallel loops run serially below this much work: a parallel region costs microseconds on an
+/// idle machine and up to a scheduler time slice on a loaded one. kParMin counts elementwise
+/// operations, kParMinMac multiply-adds (matmuls, attention).
+constexpr index_t kParMin = index_t(1) << 17;
+constexpr index_t kParMinMac = index_t(1) << 21;
 
 /// Number of OpenMP threads the parallel loops will use (1 without OpenMP).
 inline int num_threads() {

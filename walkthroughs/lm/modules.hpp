@@ -116,9 +116,7 @@ template <class T>
 void linear_backward(T* dinp, T* dweight, const T* dout, const T* inp, const T* weight, index_t N,
                      index_t C, index_t OC) {
   if (dinp) gemm(N, C, OC, dout, OC, weight, C, dinp, C, /*accumulate=*/true);
-  T* dt = scratch<T>(static_cast<size_t>(N * OC), 0);  // dout^T (OC, N)
-  transpose(dt, dout, N, OC);
-  gemm(OC, C, N, dt, N, inp, C, dweight, C, /*accumulate=*/true);
+  gemm(OC, C, N, dout, OC, inp, C, dweight, C, /*accumulate=*/true, /*trans_a=*/true);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -290,7 +288,7 @@ void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, ind
   if (Hkv <= 0 || H % Hkv) fail("attention_forward", "Hkv", "a divisor of H = " + std::to_string(H), std::to_string(Hkv));
   const index_t group = H / Hkv, RB = 64;
   const T scale = T(1) / std::sqrt(T(D));
-  LM_OMP("omp parallel for schedule(static) if(B * H * Tn * Tn * D > kParMin)")
+  LM_OMP("omp parallel for schedule(static) if(B * H * Tn * Tn * D > kParMinMac)")
   for (index_t bh = 0; bh < B * H; ++bh) {
     const index_t b = bh / H, h = bh % H, hk = h / group;
     const T* qh = q + (b * Tn * H + h) * D;        // (T, D), row stride H*D
@@ -328,9 +326,9 @@ void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, ind
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* probs, const T* q, const T* k,
                         const T* v, index_t B, index_t Tn, index_t H, index_t Hkv, index_t D) {
-  const index_t group = H / Hkv;
+  const index_t group = H / Hkv, RB = 64;
   const T scale = T(1) / std::sqrt(T(D));
-  LM_OMP("omp parallel for schedule(static) if(B * H * Tn * Tn * D > kParMin)")
+  LM_OMP("omp parallel for schedule(static) if(B * H * Tn * Tn * D > kParMinMac)")
   for (index_t bk = 0; bk < B * Hkv; ++bk) {
     const index_t b = bk / Hkv, hk = bk % Hkv;
     const T* kh = k + (b * Tn * Hkv + hk) * D;
@@ -339,7 +337,6 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* probs, cons
     T* dvh = dv + (b * Tn * Hkv + hk) * D;
     T* vt = scratch<T>(static_cast<size_t>(D * Tn), 1);    // v^T (D, T)
     T* dS = scratch<T>(static_cast<size_t>(Tn * Tn), 2);   // (T, T)
-    T* tr = scratch<T>(static_cast<size_t>(Tn * Tn), 3);   // transposes (T, T)
     for (index_t t = 0; t < Tn; ++t)
       for (index_t d = 0; d < D; ++d) vt[d * Tn + t] = vh[t * Hkv * D + d];
     for (index_t h = hk * group; h < (hk + 1) * group; ++h) {
@@ -347,24 +344,25 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* probs, cons
       const T* doh = dout + (b * Tn * H + h) * D;
       T* dqh = dq + (b * Tn * H + h) * D;
       const T* P = probs + (b * H + h) * Tn * Tn;
-      // pass 1: dP = dout v^T (lower triangle needed only), then dS = P (dP - sum_j P dP)
-      gemm(Tn, Tn, D, doh, H * D, vt, Tn, dS, Tn, false);
-      for (index_t i = 0; i < Tn; ++i) {
-        const T* p = P + i * Tn;
-        T* ds = dS + i * Tn;
-        T dot = 0;
-        for (index_t j = 0; j <= i; ++j) dot += p[j] * ds[j];
-        for (index_t j = 0; j <= i; ++j) ds[j] = p[j] * (ds[j] - dot) * scale;
-        for (index_t j = i + 1; j < Tn; ++j) ds[j] = 0;
+      for (index_t i0 = 0; i0 < Tn; i0 += RB) {  // blocks of query rows, keys 0..i1 only
+        const index_t i1 = std::min(Tn, i0 + RB);
+        // pass 1: dP = dout v^T, then dS = scale P (dP - sum_j P dP)
+        gemm(i1 - i0, i1, D, doh + i0 * H * D, H * D, vt, Tn, dS + i0 * Tn, Tn, false);
+        for (index_t i = i0; i < i1; ++i) {
+          const T* p = P + i * Tn;
+          T* ds = dS + i * Tn;
+          T dot = 0;
+          for (index_t j = 0; j <= i; ++j) dot += p[j] * ds[j];
+          for (index_t j = 0; j <= i; ++j) ds[j] = p[j] * (ds[j] - dot) * scale;
+          for (index_t j = i + 1; j < Tn; ++j) ds[j] = 0;
+        }
+        // pass 2: dq += (scale dS) k
+        gemm(i1 - i0, D, i1, dS + i0 * Tn, Tn, kh, Hkv * D, dqh + i0 * H * D, H * D, true);
       }
-      // pass 2: dq += (scale dS) k
-      gemm(Tn, D, Tn, dS, Tn, kh, Hkv * D, dqh, H * D, true);
       // pass 3: dk += (scale dS)^T q
-      transpose(tr, dS, Tn, Tn);
-      gemm(Tn, D, Tn, tr, Tn, qh, H * D, dkh, Hkv * D, true);
+      gemm(Tn, D, Tn, dS, Tn, qh, H * D, dkh, Hkv * D, true, /*trans_a=*/true);
       // pass 4: dv += P^T dout
-      transpose(tr, P, Tn, Tn);
-      gemm(Tn, D, Tn, tr, Tn, doh, H * D, dvh, Hkv * D, true);
+      gemm(Tn, D, Tn, P, Tn, doh, H * D, dvh, Hkv * D, true, /*trans_a=*/true);
     }
   }
 }
