@@ -99,8 +99,9 @@ template <class Loss>
 void expect_gradient(Worst& worst, const std::string& name, const Tensor<double>& x,
                      const Tensor<double>& analytic, Loss loss,
                      double lo = -std::numeric_limits<double>::infinity(),
-                     double hi = std::numeric_limits<double>::infinity()) {
-  const Tensor<double> fd = ref::numerical_gradient(x, loss, kRelStep, lo, hi);
+                     double hi = std::numeric_limits<double>::infinity(),
+                     double rel_step = kRelStep) {
+  const Tensor<double> fd = ref::numerical_gradient(x, loss, rel_step, lo, hi);
   const ref::GradError e = ref::grad_error(analytic, fd);
   worst.note(name, e, x.numel());
   RC_LOG() << "d" << name << ": ||analytic - numerical|| = " << e.abs
@@ -137,6 +138,17 @@ void check_gradients(Problem<double> p, const Tensor<double>& do_, const Tensor<
   }
 }
 
+/// Scale rows (over the last dimension) shorter than `min_norm` up to that length.
+void lift_short_rows(const Tensor<double>& x, double min_norm) {
+  const MatView<double> X = x.mat();
+  for (index_t r = 0; r < X.rows; ++r) {
+    double ss = 0;
+    for (index_t d = 0; d < X.cols; ++d) ss += X(r, d) * X(r, d);
+    if (ss < min_norm * min_norm)
+      for (index_t d = 0; d < X.cols; ++d) X(r, d) *= ss > 0 ? min_norm / std::sqrt(ss) : 0.0;
+  }
+}
+
 /// One random problem of `op` with a random loss; sometimes no dht, sometimes a custom scale.
 void gradcheck_property(Op op, bool use_qk_l2norm, Worst& worst) {
   const Case c = *gen_case(small_limits());
@@ -146,16 +158,9 @@ void gradcheck_property(Op op, bool use_qk_l2norm, Worst& worst) {
   p.opt.use_qk_l2norm = use_qk_l2norm;
   if (use_qk_l2norm) {
     // Raw q, k rows: the finite-difference step must be small against the length ||x|| over which
-    // x / ||x|| turns, so rows shorter than 0.25 are scaled up to 0.25 (the l2 norm's own test
-    // covers shorter vectors, eps included, with a step scaled to them).
-    for (Tensor<double> x : {p.q, p.k})
-      for (index_t r = 0; r < x.numel() / c.K; ++r) {
-        double* row = x.data() + r * c.K;
-        double ss = 0;
-        for (index_t d = 0; d < c.K; ++d) ss += row[d] * row[d];
-        if (ss < 0.0625)
-          for (index_t d = 0; d < c.K; ++d) row[d] *= ss > 0 ? 0.25 / std::sqrt(ss) : 0.0;
-      }
+    // x / ||x|| turns (the l2 norm's own test covers shorter vectors, eps included).
+    lift_short_rows(p.q, 0.25);
+    lift_short_rows(p.k, 0.25);
   }
   if (custom_scale) p.opt.scale = 0.7;
   std::mt19937_64 rng(c.seed ^ 0x9e3779b97f4a7c15ULL);
@@ -206,4 +211,172 @@ TEST_CASE("Recurrent backward through in-kernel qk L2 normalisation equals finit
     gradcheck_property(op, true, worst);
   });
   worst.print("use_qk_l2norm");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Softmax attention (Eq.1, GQA) and linear attention with a feature map (Eqs.3-6).
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("Softmax attention backward equals finite differences for q k v and an additive mask with GQA") {
+  Worst worst;
+  rc::prop("gradcheck", [&] {
+    const index_t B = *rc::gen::inRange<index_t>(1, 3), Tn = *rc::gen::inRange<index_t>(1, 8);
+    const index_t Hkv = *rc::gen::inRange<index_t>(1, 3), group = *rc::gen::inRange<index_t>(1, 4);
+    const index_t K = *rc::gen::inRange<index_t>(1, 6), V = *rc::gen::inRange<index_t>(1, 6);
+    const index_t H = Hkv * group;
+    const bool causal = *rc::gen::arbitrary<bool>(), with_mask = *rc::gen::arbitrary<bool>();
+    const bool custom_scale = *rc::gen::arbitrary<bool>();
+    std::mt19937_64 rng(*rc::gen::arbitrary<std::uint64_t>());
+    RC_LOG() << "B=" << B << " T=" << Tn << " H=" << H << " Hkv=" << Hkv << " K=" << K << " V=" << V
+             << " causal=" << causal << " mask=" << with_mask << "\n";
+    const Tensor<double> q = random_normal(rng, {B, Tn, H, K}), k = random_normal(rng, {B, Tn, Hkv, K});
+    const Tensor<double> v = random_normal(rng, {B, Tn, Hkv, V}), dy = random_normal(rng, {B, Tn, H, V});
+    // The mask: a finite part (differentiated) plus -inf on about a quarter of the off-diagonal
+    // pairs (no gradient there; the diagonal stays open so no query is fully masked).
+    const Tensor<double> mask_part = random_normal(rng, {Tn, Tn});
+    Tensor<double> blocked({Tn, Tn});
+    std::uniform_int_distribution<int> quarter(0, 3);
+    for (index_t i = 0; i < Tn; ++i)
+      for (index_t j = 0; j < Tn; ++j)
+        if (i != j && quarter(rng) == 0) blocked(i, j) = -std::numeric_limits<double>::infinity();
+    ref::SoftmaxOptions<double> opt;
+    opt.causal = causal;
+    if (custom_scale) opt.scale = 0.45;
+    auto with_current_mask = [&] {
+      ref::SoftmaxOptions<double> o = opt;
+      if (with_mask) {
+        o.mask = Tensor<double>({Tn, Tn});
+        for (index_t i = 0; i < Tn * Tn; ++i)
+          o.mask.data()[i] = mask_part.data()[i] + blocked.data()[i];
+      }
+      return o;
+    };
+    const auto an = ref::naive_softmax_attn_backward(q, k, v, dy, with_current_mask());
+    const auto L = [&] { return dot(dy, ref::naive_softmax_attn(q, k, v, with_current_mask())); };
+    expect_gradient(worst, "q", q, an.dq, L);
+    expect_gradient(worst, "k", k, an.dk, L);
+    expect_gradient(worst, "v", v, an.dv, L);
+    if (with_mask) expect_gradient(worst, "mask", mask_part, an.dmask, L);
+  });
+  worst.print("softmax attention");
+}
+
+TEST_CASE("Feature-map linear attention backward equals finite differences for every feature map") {
+  Worst worst;
+  rc::prop("gradcheck", [&] {
+    const index_t Tn = *rc::gen::inRange<index_t>(1, 9), dk = *rc::gen::inRange<index_t>(1, 6);
+    const index_t dv = *rc::gen::inRange<index_t>(1, 6);
+    ref::LinearAttnOptions<double> opt;
+    opt.phi = *rc::gen::element(ref::FeatureMap::identity, ref::FeatureMap::l2norm,
+                                ref::FeatureMap::elu_plus_one, ref::FeatureMap::relu);
+    // The normalised form divides by phi(q) . sum phi(k) + eps: only positive features keep that
+    // away from 0, so it is checked with elu+1.
+    opt.normalize = opt.phi == ref::FeatureMap::elu_plus_one && *rc::gen::arbitrary<bool>();
+    std::mt19937_64 rng(*rc::gen::arbitrary<std::uint64_t>());
+    RC_LOG() << "T=" << Tn << " dk=" << dk << " dv=" << dv << " phi=" << ref::to_string(opt.phi)
+             << " normalize=" << opt.normalize << "\n";
+    const Tensor<double> q = random_normal(rng, {Tn, dk}), k = random_normal(rng, {Tn, dk});
+    const Tensor<double> v = random_normal(rng, {Tn, dv}), dy = random_normal(rng, {Tn, dv});
+    for (Tensor<double> x : {q, k}) {
+      lift_short_rows(x, 0.25);  // the l2norm map turns over the length ||x||
+      for (double& xi : x)       // keep the step away from the kink of relu (and of elu's f'')
+        if (std::abs(xi) < 1e-3) xi = xi < 0 ? -1e-3 : 1e-3;
+    }
+    const auto an = ref::linear_attention_backward(q, k, v, dy, opt);
+    const auto L = [&] { return dot(dy, ref::linear_attention_recurrent(q, k, v, opt)); };
+    expect_gradient(worst, "q", q, an.dq, L);
+    expect_gradient(worst, "k", k, an.dk, L);
+    expect_gradient(worst, "v", v, an.dv, L);
+  });
+  worst.print("feature-map linear attention");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The pieces around the core (SPEC section 5).
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("Sigmoid softplus and SiLU backward equal finite differences including saturated arguments") {
+  Worst worst;
+  rc::prop("gradcheck", [&] {
+    const index_t n = *rc::gen::inRange<index_t>(1, 24);
+    std::mt19937_64 rng(*rc::gen::arbitrary<std::uint64_t>());
+    Tensor<double> x = random_normal(rng, {n});
+    std::uniform_int_distribution<int> pick(0, 5);
+    for (double& xi : x) {  // spread, and some saturated arguments where exp would overflow naively
+      const int p = pick(rng);
+      xi = p == 0 ? 40.0 : p == 1 ? -40.0 : 4 * xi;
+    }
+    const Tensor<double> dy = random_normal(rng, {n});
+    expect_gradient(worst, "sigmoid", x, ref::sigmoid_backward(x, dy),
+                    [&] { return dot(dy, ref::sigmoid(x)); });
+    expect_gradient(worst, "softplus", x, ref::softplus_backward(x, dy),
+                    [&] { return dot(dy, ref::softplus(x)); });
+    expect_gradient(worst, "silu", x, ref::silu_backward(x, dy),
+                    [&] { return dot(dy, ref::silu(x)); });
+  });
+  worst.print("activations");
+}
+
+TEST_CASE("L2 normalisation backward equals finite differences down to vectors as short as sqrt(eps)") {
+  Worst worst;
+  rc::prop("gradcheck", [&] {
+    const index_t rows = *rc::gen::inRange<index_t>(1, 6), D = *rc::gen::inRange<index_t>(1, 9);
+    // Row length 10^u, u in [-3, 1]: at 1e-3 = sqrt(eps) the eps of x / sqrt(||x||^2 + eps) matters.
+    const double u = *rc::gen::inRange(-300, 101) / 100.0, len = std::pow(10.0, u);
+    std::mt19937_64 rng(*rc::gen::arbitrary<std::uint64_t>());
+    const Tensor<double> x = random_normal(rng, {rows, D}), dy = random_normal(rng, {rows, D});
+    for (double& xi : x) xi *= len / std::sqrt(double(D));
+    RC_LOG() << "rows=" << rows << " D=" << D << " row length ~" << len << "\n";
+    // The step is scaled to the row length: x / ||x|| turns over that length.
+    expect_gradient(worst, "x", x, ref::l2_normalize_last_backward(x, dy),
+                    [&] { return dot(dy, ref::l2_normalize_last(x)); }, -INFINITY, INFINITY,
+                    kRelStep * std::min(1.0, len));
+  });
+  worst.print("l2 normalisation");
+}
+
+TEST_CASE("Decay g = -exp(A_log) softplus(a + dt_bias) backward equals finite differences scalar and per channel") {
+  Worst worst;
+  rc::prop("gradcheck", [&] {
+    const index_t B = *rc::gen::inRange<index_t>(1, 3), Tn = *rc::gen::inRange<index_t>(1, 6);
+    const index_t H = *rc::gen::inRange<index_t>(1, 4), K = *rc::gen::inRange<index_t>(1, 5);
+    const bool per_channel = *rc::gen::arbitrary<bool>();
+    std::mt19937_64 rng(*rc::gen::arbitrary<std::uint64_t>());
+    RC_LOG() << "B=" << B << " T=" << Tn << " H=" << H << " K=" << K << " per_channel=" << per_channel << "\n";
+    std::uniform_real_distribution<double> A(1.0, 16.0);  // A ~ U(1, 16) as in the authors' code
+    Tensor<double> A_log({H});
+    for (double& x : A_log) x = std::log(A(rng));
+    const std::vector<index_t> shape =
+        per_channel ? std::vector<index_t>{B, Tn, H, K} : std::vector<index_t>{B, Tn, H};
+    const Tensor<double> a = random_normal(rng, shape), dg = random_normal(rng, shape);
+    for (double& x : a) x *= 3;
+    const Tensor<double> dt_bias =
+        random_normal(rng, per_channel ? std::vector<index_t>{H, K} : std::vector<index_t>{H});
+    const auto an = ref::decay_from_logits_backward(A_log, a, dt_bias, dg);
+    const auto L = [&] { return dot(dg, ref::decay_from_logits(A_log, a, dt_bias)); };
+    expect_gradient(worst, "A_log", A_log, an.dA_log, L);
+    expect_gradient(worst, "a", a, an.da, L);
+    expect_gradient(worst, "dt_bias", dt_bias, an.ddt_bias, L);
+  });
+  worst.print("decay parametrisation");
+}
+
+TEST_CASE("Per-head RMSNorm backward equals finite differences for x and the weight") {
+  Worst worst;
+  rc::prop("gradcheck", [&] {
+    const index_t B = *rc::gen::inRange<index_t>(1, 3), Tn = *rc::gen::inRange<index_t>(1, 5);
+    const index_t H = *rc::gen::inRange<index_t>(1, 4), D = *rc::gen::inRange<index_t>(1, 9);
+    // Inputs of size 10^u, u in [-2, 1]: from where eps = 1e-5 is felt to ordinary activations.
+    const double u = *rc::gen::inRange(-200, 101) / 100.0, len = std::pow(10.0, u);
+    std::mt19937_64 rng(*rc::gen::arbitrary<std::uint64_t>());
+    RC_LOG() << "B=" << B << " T=" << Tn << " H=" << H << " D=" << D << " size ~" << len << "\n";
+    const Tensor<double> x = random_normal(rng, {B, Tn, H, D}), dy = random_normal(rng, {B, Tn, H, D});
+    for (double& xi : x) xi *= len;
+    const Tensor<double> weight = random_normal(rng, {D});
+    const auto an = ref::rms_norm_backward(x, weight, dy);
+    const auto L = [&] { return dot(dy, ref::rms_norm(x, weight)); };
+    expect_gradient(worst, "x", x, an.dx, L, -INFINITY, INFINITY, kRelStep * std::min(1.0, len));
+    expect_gradient(worst, "weight", weight, an.dweight, L);
+  });
+  worst.print("rms norm");
 }
