@@ -1,0 +1,310 @@
+// proofs_tests/test_chunk_backward.cpp -- the chunked CPU backward (optimized/cpu/chunk_backward.hpp)
+// equals the reference backward (reference/recurrent_backward.hpp, itself proven by finite
+// differences in test_gradcheck_reference.cpp) for DeltaNet, GDN, KDA and GDN2.
+//
+// Cases (gen_case + make_problem, as for the forward): T from 1 to a few hundred so that the last
+// chunk is ragged and several chunks carry the state, chunk sizes 16 / 32 / 64, d_k != d_v and
+// non-powers of two (up to 20, so rows span more than one padded vector), gate modes random,
+// g = 0 exactly, very negative g and mixtures with exact 0/1 gates, initial states, packed batches
+// with empty sequences, with and without a final-state gradient dht, sometimes the in-kernel L2
+// normalisation of q and k and a custom scale. The loss is L = <do, o> + <dht, S_T> with random
+// do and dht. Every gradient is compared by relative RMS error (generators.hpp `compare`).
+#include <catch2/catch.hpp>
+#include <rapidcheck/catch.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "generators.hpp"
+#include "optimized/cpu/chunk_backward.hpp"
+#include "reference/backward.hpp"
+
+using namespace linattn;
+using namespace linattn::testing;
+using ref::Op;
+
+namespace {
+
+/// Bounds on rms(error) / max(rms(wanted), floor) (expect_grads_close), measured with
+/// LINATTN_CHUNK_BACKWARD_REPORT=1 over RC_PARAMS seeds 1-5 and the default seed (100 cases each):
+/// worst float64 6e-15, worst float32 8.7e-6 (dk); the bounds leave a margin of 100x and 10x.
+constexpr double kTol64 = 1e-12;
+constexpr double kTol32 = 1e-4;
+
+/// The structure of one backward case: the forward case plus chunk size, dht, l2norm, scale.
+struct BwdCase {
+  Case c;
+  index_t chunk = 64;
+  bool with_dht = true, l2norm = false, custom_scale = false;
+};
+
+std::ostream& operator<<(std::ostream& os, const BwdCase& b) {
+  return os << b.c << " chunk=" << b.chunk << " dht=" << b.with_dht << " l2norm=" << b.l2norm
+            << " scale=" << (b.custom_scale ? "0.7" : "default");
+}
+
+/// T is mostly short (1..70: one to a few chunks) and sometimes long (up to 300: many chunks).
+rc::Gen<BwdCase> gen_bwd_case() {
+  return rc::gen::exec([] {
+    BwdCase b;
+    CaseLimits lim;
+    lim.max_B = 2, lim.max_H = 2, lim.max_K = 20, lim.max_V = 20;
+    lim.max_T = *rc::gen::weightedElement<index_t>({{4, 70}, {1, 300}});
+    b.c = *gen_case(lim);
+    b.chunk = *rc::gen::element<index_t>(16, 32, 64);
+    b.with_dht = *rc::gen::weightedElement<bool>({{3, true}, {1, false}});
+    b.l2norm = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
+    b.custom_scale = *rc::gen::arbitrary<bool>();
+    return b;
+  });
+}
+
+/// A full backward problem in float64: forward inputs, do, dht.
+struct BwdProblem {
+  Problem<double> p;
+  Tensor<double> do_, dht;
+};
+
+BwdProblem make_bwd_problem(Op op, const BwdCase& b) {
+  BwdProblem r;
+  r.p = make_problem<double>(op, b.c, /*unit_keys=*/!b.l2norm);
+  r.p.opt.use_qk_l2norm = b.l2norm;
+  r.p.opt.output_final_state = false;
+  if (b.custom_scale) r.p.opt.scale = 0.7;
+  std::mt19937_64 rng(b.c.seed ^ 0x5851f42d4c957f2dULL);
+  std::normal_distribution<double> nd(0.0, 1.0);
+  r.do_ = Tensor<double>({b.c.B, b.c.T, b.c.H, b.c.V});
+  for (double& x : r.do_) x = nd(rng);
+  if (b.with_dht) {
+    r.dht = Tensor<double>({r.p.N, b.c.H, b.c.K, b.c.V});
+    for (double& x : r.dht) x = nd(rng);
+  }
+  return r;
+}
+
+ref::RecurrentGrads<double> reference_backward(const BwdProblem& b) {
+  const Problem<double>& p = b.p;
+  switch (p.op) {
+    case Op::delta_rule:
+      return ref::naive_recurrent_delta_rule_backward(p.q, p.k, p.v, p.gates.beta, b.do_, b.dht,
+                                                      p.opt);
+    case Op::gated_delta_rule:
+      return ref::naive_recurrent_gated_delta_rule_backward(p.q, p.k, p.v, p.gates.g, p.gates.beta,
+                                                            b.do_, b.dht, p.opt);
+    case Op::kda:
+      return ref::naive_recurrent_kda_backward(p.q, p.k, p.v, p.gates.g, p.gates.beta, b.do_,
+                                               b.dht, p.opt);
+    case Op::gdn2:
+      return ref::naive_recurrent_gdn2_backward(p.q, p.k, p.v, p.gates.g, p.gates.b, p.gates.w,
+                                                b.do_, b.dht, p.opt);
+    default: break;
+  }
+  return {};
+}
+
+template <class T>
+cpu::ChunkOptions<T> chunk_options(const RecurrentOptions<T>& o, index_t chunk, int threads = 0) {
+  cpu::ChunkOptions<T> c;
+  static_cast<RecurrentOptions<T>&>(c) = o;
+  c.chunk_size = chunk;
+  c.num_threads = threads;
+  return c;
+}
+
+/// The chunked backward of a problem in precision T, through the operator's own entry point.
+template <class T>
+ref::RecurrentGrads<T> chunked_backward(const BwdProblem& b, index_t chunk, int threads = 0) {
+  const Problem<T> p = cast_problem<T>(b.p);
+  const Tensor<T> do_ = cast<T>(b.do_), dht = cast<T>(b.dht);
+  const cpu::ChunkOptions<T> o = chunk_options(p.opt, chunk, threads);
+  switch (p.op) {
+    case Op::delta_rule: return cpu::chunk_delta_rule_backward(p.q, p.k, p.v, p.gates.beta, do_, dht, o);
+    case Op::gated_delta_rule:
+      return cpu::chunk_gated_delta_rule_backward(p.q, p.k, p.v, p.gates.g, p.gates.beta, do_, dht, o);
+    case Op::kda: return cpu::chunk_kda_backward(p.q, p.k, p.v, p.gates.g, p.gates.beta, do_, dht, o);
+    case Op::gdn2:
+      return cpu::chunk_gdn2_backward(p.q, p.k, p.v, p.gates.g, p.gates.b, p.gates.w, do_, dht, o);
+    default: break;
+  }
+  return {};
+}
+
+/// The largest errors seen per gradient (printed at the end of a TEST_CASE when
+/// LINATTN_CHUNK_BACKWARD_REPORT is set), to measure the bounds stated above.
+struct Worst {
+  std::map<std::string, double> by_grad;
+  void print(const std::string& title) const {
+    if (!std::getenv("LINATTN_CHUNK_BACKWARD_REPORT")) return;
+    std::cout << title << " (worst error / max(rms of the wanted gradient, floor)):";
+    for (const auto& [name, w] : by_grad) std::cout << "  " << name << " " << w;
+    std::cout << "\n";
+  }
+};
+
+/// RMS of the difference, and RMS of `want`.
+template <class T>
+std::pair<double, double> rms_err(const Tensor<T>& got, const Tensor<double>& want) {
+  double num = 0, den = 0;
+  for (index_t i = 0; i < want.numel(); ++i) {
+    const double g = static_cast<double>(got.data()[i]), w = want.data()[i];
+    num += std::isfinite(g) ? (g - w) * (g - w) : INFINITY;
+    den += w * w;
+  }
+  const double n = want.numel() ? double(want.numel()) : 1.0;
+  return {std::sqrt(num / n), std::sqrt(den / n)};
+}
+
+/// Every gradient the operator has: defined in both or in neither, of the same shape, and
+///   rms(got - want) <= tol max(rms(want), floor),  floor = the RMS of dq, dk and dv together.
+/// The floor matters where a gradient is legitimately tiny next to the others (dg with g = -30:
+/// the true dg is ~1e-15, while the chunked form sums products of size |q dq| ~ |k dk|, whose
+/// rounding the floor measures; docs/derivation-backward.md, "Chunked backward", explains).
+template <class T>
+void expect_grads_close(const ref::RecurrentGrads<T>& got, const ref::RecurrentGrads<double>& want,
+                        double tol, Worst& worst) {
+  const std::vector<std::tuple<const char*, const Tensor<T>*, const Tensor<double>*>> all = {
+      {"dq", &got.dq, &want.dq},          {"dk", &got.dk, &want.dk},
+      {"dv", &got.dv, &want.dv},          {"dg", &got.dg, &want.dg},
+      {"dbeta", &got.dbeta, &want.dbeta}, {"db", &got.db, &want.db},
+      {"dw", &got.dw, &want.dw},          {"dh0", &got.dh0, &want.dh0}};
+  double sq = 0, cnt = 0;
+  for (const Tensor<double>* w : {&want.dq, &want.dk, &want.dv}) {
+    for (index_t i = 0; i < w->numel(); ++i) sq += w->data()[i] * w->data()[i];
+    cnt += double(w->numel());
+  }
+  const double floor = cnt > 0 ? std::sqrt(sq / cnt) : 0.0;
+  for (const auto& [name, g, w] : all) {
+    RC_ASSERT(g->defined() == w->defined());
+    if (!w->defined()) continue;
+    RC_ASSERT(g->shape() == w->shape());
+    const auto [err, scale] = rms_err(*g, *w);
+    const double ref_scale = std::max(scale, floor);
+    RC_LOG() << name << ": rms error " << err << ", rms " << scale << ", floor " << floor << " ("
+             << compare(*g, *w).str() << ")\n";
+    RC_ASSERT(err <= tol * ref_scale);
+    if (ref_scale > 0) worst.by_grad[name] = std::max(worst.by_grad[name], err / ref_scale);
+  }
+}
+
+void double_property(Op op) {
+  Worst worst;
+  rc::prop("chunked = reference", [&] {
+    const BwdCase b = *gen_bwd_case();
+    RC_LOG() << ref::op_name(op) << " " << b << "\n";
+    const BwdProblem pb = make_bwd_problem(op, b);
+    expect_grads_close(chunked_backward<double>(pb, b.chunk), reference_backward(pb), kTol64, worst);
+  });
+  worst.print(std::string(ref::op_name(op)) + " float64");
+}
+
+}  // namespace
+
+TEST_CASE("Chunked DeltaNet backward equals the reference backward in float64") {
+  double_property(Op::delta_rule);
+}
+
+TEST_CASE("Chunked GDN backward equals the reference backward in float64") {
+  double_property(Op::gated_delta_rule);
+}
+
+TEST_CASE("Chunked KDA backward equals the reference backward in float64") {
+  double_property(Op::kda);
+}
+
+TEST_CASE("Chunked GDN2 backward equals the reference backward in float64") {
+  double_property(Op::gdn2);
+}
+
+TEST_CASE("Chunked backward in float32 is within relative RMS 1e-4 of the float64 reference backward") {
+  Worst worst;
+  rc::prop("float32 chunked ~ float64 reference", [&] {
+    const Op op = *rc::gen::element(Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2);
+    const BwdCase b = *gen_bwd_case();
+    RC_LOG() << ref::op_name(op) << " " << b << "\n";
+    const BwdProblem pb = make_bwd_problem(op, b);
+    expect_grads_close(chunked_backward<float>(pb, b.chunk), reference_backward(pb), kTol32, worst);
+  });
+  worst.print("float32");
+}
+
+TEST_CASE("Chunked backward gradients do not depend on the number of threads") {
+  rc::prop("1 thread = 3 threads, bit for bit", [] {
+    const Op op = *rc::gen::element(Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2);
+    BwdCase b = *gen_bwd_case();
+    RC_LOG() << ref::op_name(op) << " " << b << "\n";
+    const BwdProblem pb = make_bwd_problem(op, b);
+    const auto one = chunked_backward<float>(pb, b.chunk, 1), three = chunked_backward<float>(pb, b.chunk, 3);
+    for (const auto& [x, y] : {std::pair{&one.dq, &three.dq}, {&one.dk, &three.dk}, {&one.dv, &three.dv},
+                               {&one.dg, &three.dg}, {&one.dbeta, &three.dbeta}, {&one.db, &three.db},
+                               {&one.dw, &three.dw}, {&one.dh0, &three.dh0}}) {
+      RC_ASSERT(x->defined() == y->defined());
+      for (index_t i = 0; i < x->numel(); ++i) RC_ASSERT(x->data()[i] == y->data()[i]);
+    }
+  });
+}
+
+namespace {
+/// Run `f`, expect a linattn::Error whose message names `fn`, the argument, and says expected/got.
+template <class F>
+void expect_error(F f, const std::string& fn, const std::string& arg) {
+  try {
+    f();
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    INFO(m);
+    CHECK(m.find(fn + ":") == 0);
+    CHECK(m.find("'" + arg + "'") != std::string::npos);
+    CHECK(m.find("expected") != std::string::npos);
+    CHECK(m.find("but got") != std::string::npos);
+    return;
+  }
+  FAIL("no linattn::Error from " << fn << " for argument " << arg);
+}
+}  // namespace
+
+TEST_CASE("Chunked backward rejects malformed do_ dht chunk_size and forward inputs naming the argument") {
+  Case c;
+  c.B = 1, c.T = 5, c.H = 2, c.K = 3, c.V = 4, c.seed = 7;
+  BwdCase b;
+  b.c = c;
+  const BwdProblem pb = make_bwd_problem(Op::gdn2, b);
+  const Problem<double>& p = pb.p;
+  cpu::ChunkOptions<double> o = chunk_options(p.opt, 16);
+  auto gdn2 = [&](const Tensor<double>& do_, const Tensor<double>& dht, const cpu::ChunkOptions<double>& opt) {
+    return cpu::chunk_gdn2_backward(p.q, p.k, p.v, p.gates.g, p.gates.b, p.gates.w, do_, dht, opt);
+  };
+  CHECK_NOTHROW(gdn2(pb.do_, pb.dht, o));
+  const std::string fn = "chunk_gdn2_backward";
+  expect_error([&] { gdn2(Tensor<double>({1, 5, 2, 3}), pb.dht, o); }, fn, "do_");  // V = 4
+  expect_error([&] { gdn2(Tensor<double>(), pb.dht, o); }, fn, "do_");
+  Tensor<double> bad_do = pb.do_.clone();
+  bad_do(0, 2, 1, 3) = NAN;
+  expect_error([&] { gdn2(bad_do, pb.dht, o); }, fn, "do_");
+  expect_error([&] { gdn2(pb.do_, Tensor<double>({1, 2, 4, 3}), o); }, fn, "dht");  // K x V swapped
+  Tensor<double> bad_dht = pb.dht.clone();
+  bad_dht(0, 1, 2, 3) = INFINITY;
+  expect_error([&] { gdn2(pb.do_, bad_dht, o); }, fn, "dht");
+  cpu::ChunkOptions<double> o48 = o;
+  o48.chunk_size = 48;
+  expect_error([&] { gdn2(pb.do_, pb.dht, o48); }, fn, "chunk_size");
+  cpu::ChunkOptions<double> oneg = o;
+  oneg.num_threads = -1;
+  expect_error([&] { gdn2(pb.do_, pb.dht, oneg); }, fn, "num_threads");
+  // The forward's own checks (ref::validate_recurrent) apply too.
+  Tensor<double> g_pos = p.gates.g.clone();
+  g_pos(0, 1, 0, 0) = 0.5;
+  expect_error([&] {
+    cpu::chunk_gdn2_backward(p.q, p.k, p.v, g_pos, p.gates.b, p.gates.w, pb.do_, pb.dht, o);
+  }, fn, "g");
+  expect_error([&] {
+    cpu::chunk_delta_rule_backward(p.q, p.k, p.v, Tensor<double>({1, 5, 2}, 1.5), pb.do_, pb.dht, o);
+  }, "chunk_delta_rule_backward", "beta");
+  expect_error([&] { cpu::chunk_backward(Op::linear_attn, p.q, p.k, p.v, p.gates, pb.do_, pb.dht, o); },
+               "chunk_backward", "op");
+}
