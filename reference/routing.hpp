@@ -9,11 +9,12 @@
 //
 // Layouts: per-token signals as in recurrent.hpp, v, r [B, T, H, V]; the residual stream
 // h [B, T, d_model]; P [d_model, H*V] acts on s flattened per token in head-major order
-// (element (h, j) of a token is entry h*V + j), so eps = P s. Low rank: P = U D with U [d_model, r],
-// D [r, H*V] (the paper notes' U_l D_l; d_model is never called D here).
+// (element (h, j) of a token is entry h*V + j), so eps = P s. Low rank: P = U D with
+// U [d_model, r], D [r, H*V] (the paper notes' U_l D_l; d_model is never called D here).
+// "The error" r is either the paper's or the beta-scaled written one: see RoutedError.
 //
 // Everything is naive and per token; nothing here is fast. Bad input throws linattn::Error
-// naming the argument, before anything is computed.
+// naming the argument and the expected and actual value; no argument is ever modified.
 #pragma once
 
 #include <algorithm>
@@ -46,7 +47,8 @@ inline void check_kinds(const std::string& fn, const std::vector<LayerKind>& kin
            "the value " + std::to_string(static_cast<int>(kinds[l])) + " at layer " +
                std::to_string(l));
 }
-inline std::vector<LayerKind> kinds_where(const std::string& fn, index_t L, bool (*softmax)(index_t)) {
+inline std::vector<LayerKind> kinds_where(const std::string& fn, index_t L,
+                                          bool (*softmax)(index_t)) {
   check_positive(fn, "L", L);
   std::vector<LayerKind> k(static_cast<size_t>(L));
   for (index_t i = 0; i < L; ++i) k[i] = softmax(i) ? LayerKind::softmax : LayerKind::linear;
@@ -92,9 +94,9 @@ inline std::vector<index_t> routable_predecessor(const std::vector<LayerKind>& k
 ///   paper_error    r = v - v_bar (Eqs.26, 28): the `r` of the recurrence trace. The default.
 ///   written_error  what the kernel writes along kappa: the trace's `written`, beta r for
 ///                  DeltaNet/GDN/KDA (Eq.23's r for GDN2). The authors' training code routes this.
-/// Erratum 3 (SPEC section 7): the official code routes e_t = beta_t (v_t - alpha_t W_{t-1} kappa_t),
-/// beta-scaled and with the decayed read, not the paper's r. Erratum 6: Sec.4's Eqs.25-28 write
-/// the read undecayed, W_{t-1} kappa_t; for GDN-family hosts the implemented read is decayed
+/// Erratum 3 (SPEC section 7): the official code routes e_t = beta_t (v_t - alpha_t W_{t-1}
+/// kappa_t), beta-scaled and with the decayed read, not the paper's r. Erratum 6: Sec.4's Eqs.25-28
+/// write the read undecayed, W_{t-1} kappa_t; for GDN-family hosts the implemented read is decayed
 /// (Eq.15). Both options here use the decayed read, because the trace of recurrent.hpp does.
 /// Every result must say which option it used.
 enum class RoutedError { paper_error, written_error };
@@ -146,12 +148,14 @@ Tensor<T> rms_normalize(const Tensor<T>& x, T eps = T(1e-6)) {
 /// token and head over d_v (rms_normalize, eps as given).
 template <class T>
 Tensor<T> rho(Rho kind, const Tensor<T>& x, T eps = T(1e-6)) {
+  if (!x.defined()) fail("rho", "x", "a tensor", "an empty tensor");
   if (kind == Rho::identity) {
     check_finite("rho", "x", x);
     return x.clone();
   }
   if (kind == Rho::rms_norm) return rms_normalize(x, eps);
-  fail("rho", "kind", "Rho::identity or Rho::rms_norm", "the value " + std::to_string(static_cast<int>(kind)));
+  fail("rho", "kind", "Rho::identity or Rho::rms_norm",
+       "the value " + std::to_string(static_cast<int>(kind)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -162,8 +166,8 @@ Tensor<T> rho(Rho kind, const Tensor<T>& x, T eps = T(1e-6)) {
 /// scalar (per layer, initialised to 0). Eq.28, the receiving layer's own error
 /// r = v~ - v_bar, is then computed by that layer's recurrence run on v~ (recurrent.hpp's trace).
 template <class T>
-Tensor<T> cler_inject(const Tensor<T>& v, const Tensor<T>& r_prev, T Gamma, Rho rho_kind = Rho::identity,
-                      T eps = T(1e-6)) {
+Tensor<T> cler_inject(const Tensor<T>& v, const Tensor<T>& r_prev, T Gamma,
+                      Rho rho_kind = Rho::identity, T eps = T(1e-6)) {
   const std::string fn = "cler_inject";
   check_rank(fn, "v", v, 4);
   check_shape(fn, "r_prev", r_prev, v.shape());
@@ -172,7 +176,8 @@ Tensor<T> cler_inject(const Tensor<T>& v, const Tensor<T>& r_prev, T Gamma, Rho 
   if (!std::isfinite(Gamma)) fail(fn, "Gamma", "a finite value", num_str(Gamma));
   const Tensor<T> routed = rho(rho_kind, r_prev, eps);
   Tensor<T> v_tilde(v.shape());
-  for (index_t i = 0; i < v.numel(); ++i) v_tilde.data()[i] = v.data()[i] + Gamma * routed.data()[i];
+  for (index_t i = 0; i < v.numel(); ++i)
+    v_tilde.data()[i] = v.data()[i] + Gamma * routed.data()[i];
   return v_tilde;
 }
 
@@ -204,6 +209,16 @@ Tensor<T> per_token_matvec(const std::string& fn, const std::string& arg, const 
       y.data()[t * m + i] = acc;
     }
   return y;
+}
+
+/// A rows x cols matrix (acting on cols-vectors) of normal draws with std cols^-1/2 (fan-in). Drawn
+/// in double and rounded to T, so a seed gives the same weights for every scalar type.
+template <class T>
+Tensor<T> random_matrix(std::mt19937_64& rng, index_t rows, index_t cols) {
+  std::normal_distribution<double> nd(0.0, 1.0 / std::sqrt(double(cols)));
+  Tensor<T> t({rows, cols});
+  for (T& x : t) x = static_cast<T>(nd(rng));
+  return t;
 }
 
 template <class T>
@@ -254,10 +269,9 @@ template <class T>
 Tensor<T> inject(const std::string& fn, const std::string& arg, const Tensor<T>& h,
                  const Tensor<T>& s, const Projection<T>& proj) {
   const Tensor<T> eps =
-      proj.low_rank()
-          ? per_token_matvec(fn, field_name(arg, "U"), proj.U,
-                             per_token_matvec(fn, field_name(arg, "D"), proj.D, s))
-          : per_token_matvec(fn, field_name(arg, "P"), proj.P, s);
+      proj.low_rank() ? per_token_matvec(fn, field_name(arg, "U"), proj.U,
+                                         per_token_matvec(fn, field_name(arg, "D"), proj.D, s))
+                      : per_token_matvec(fn, field_name(arg, "P"), proj.P, s);
   return add(h, eps);
 }
 }  // namespace detail
@@ -312,8 +326,8 @@ Projection<T> zero_projection(index_t d_model, index_t HV) {
 enum class ZeroFactor { U, D };
 
 /// Low-rank P = U D of rank r with the product zero at initialisation: the factor `zero` is 0 and
-/// the other is random normal with standard deviation fan_in^-1/2 (seeded). Not both zero: with
-/// eps = U D s and upstream gradient g = dLoss/deps, dLoss/dU = g (D s)^T and
+/// the other is random normal with standard deviation fan_in^-1/2 (seeded; random_matrix).
+/// Not both zero: with eps = U D s and upstream gradient g = dLoss/deps, dLoss/dU = g (D s)^T and
 /// dLoss/dD = U^T g s^T, so each factor's gradient is proportional to the other factor; with both
 /// zero, both gradients vanish and gradient descent never moves them (P stays 0 forever). With one
 /// zero, the zero factor gets a non-zero gradient at the first step and learning starts.
@@ -325,17 +339,13 @@ Projection<T> low_rank_projection(index_t d_model, index_t HV, index_t rank, std
   check_positive(fn, "HV", HV);
   check_positive(fn, "rank", rank);
   if (zero != ZeroFactor::U && zero != ZeroFactor::D)
-    fail(fn, "zero", "ZeroFactor::U or ZeroFactor::D", "the value " + std::to_string(static_cast<int>(zero)));
+    fail(fn, "zero", "ZeroFactor::U or ZeroFactor::D",
+         "the value " + std::to_string(static_cast<int>(zero)));
   std::mt19937_64 rng(seed);
-  auto normal = [&](std::vector<index_t> shape, index_t fan_in) {
-    std::normal_distribution<double> nd(0.0, 1.0 / std::sqrt(double(fan_in)));
-    Tensor<T> t(std::move(shape));
-    for (T& x : t) x = static_cast<T>(nd(rng));
-    return t;
-  };
   Projection<T> proj;
-  proj.U = zero == ZeroFactor::U ? Tensor<T>({d_model, rank}) : normal({d_model, rank}, rank);
-  proj.D = zero == ZeroFactor::D ? Tensor<T>({rank, HV}) : normal({rank, HV}, HV);
+  proj.U = zero == ZeroFactor::U ? Tensor<T>({d_model, rank})
+                                 : detail::random_matrix<T>(rng, d_model, rank);
+  proj.D = zero == ZeroFactor::D ? Tensor<T>({rank, HV}) : detail::random_matrix<T>(rng, rank, HV);
   return proj;
 }
 
@@ -392,7 +402,7 @@ struct LayerRecord {
 
 template <class T>
 struct ToyRun {
-  std::vector<Tensor<T>> h;          ///< h[0] the input, h[l + 1] the stream after layer l
+  std::vector<Tensor<T>> h;           ///< h[0] the input, h[l + 1] the stream after layer l
   std::vector<LayerRecord<T>> layer;  ///< one per layer
   const Tensor<T>& out() const { return h.back(); }
 };
@@ -419,10 +429,7 @@ struct ToyStack {
     check_positive(fn, "V", V);
     std::mt19937_64 rng(seed);
     auto normal = [&](index_t rows, index_t cols) {
-      std::normal_distribution<double> nd(0.0, 1.0 / std::sqrt(double(cols)));
-      Tensor<T> t({rows, cols});
-      for (T& x : t) x = static_cast<T>(nd(rng));
-      return t;
+      return detail::random_matrix<T>(rng, rows, cols);
     };
     ToyStack s;
     s.d_model = d_model, s.H = H, s.K = K, s.V = V, s.host = host;
@@ -457,7 +464,8 @@ struct ToyStack {
     check_finite(fn, "h0", h0);
     if (layers.empty()) fail(fn, "layers", "at least one layer", "none");
     if (host != Host::gated_delta_rule && host != Host::delta_rule)
-      fail(fn, "host", "Host::gated_delta_rule or Host::delta_rule", "the value " + std::to_string(static_cast<int>(host)));
+      fail(fn, "host", "Host::gated_delta_rule or Host::delta_rule",
+           "the value " + std::to_string(static_cast<int>(host)));
     const std::vector<index_t> p = routable_predecessor(kinds());
     for (size_t l = 0; l < layers.size(); ++l) {  // routing parameters, before any work
       if (layers[l].kind != LayerKind::linear) continue;
@@ -483,9 +491,12 @@ struct ToyStack {
       LayerRecord<T>& rec = run.layer[l];
       const std::string name = "layers[" + std::to_string(l) + "]";
       const Tensor<T> x = rms_normalize(run.h.back());
-      const Tensor<T> q = detail::per_token_matvec(fn, name + ".Wq", ly.Wq, x).reshape({B, Tn, H, K});
-      const Tensor<T> k = detail::per_token_matvec(fn, name + ".Wk", ly.Wk, x).reshape({B, Tn, H, K});
-      const Tensor<T> v = detail::per_token_matvec(fn, name + ".Wv", ly.Wv, x).reshape({B, Tn, H, V});
+      const Tensor<T> q =
+          detail::per_token_matvec(fn, name + ".Wq", ly.Wq, x).reshape({B, Tn, H, K});
+      const Tensor<T> k =
+          detail::per_token_matvec(fn, name + ".Wk", ly.Wk, x).reshape({B, Tn, H, K});
+      const Tensor<T> v =
+          detail::per_token_matvec(fn, name + ".Wv", ly.Wv, x).reshape({B, Tn, H, V});
       Tensor<T> o;
       if (ly.kind == LayerKind::softmax) {
         o = naive_softmax_attn(q, k, v);
@@ -510,7 +521,7 @@ struct ToyStack {
       }
       Tensor<T> h = detail::add(run.h.back(), detail::per_token_matvec(fn, name + ".Wo", ly.Wo, o));
       if (ly.kind == LayerKind::linear && routing == Routing::cler_h)
-        h = detail::inject(fn, name + ".P", h, rec.error, ly.P);  // Eq.29, s = r
+        h = detail::inject(fn, name + ".P", h, rec.error, ly.P);  // Eq.29, s = the routed error
       if (ly.kind == LayerKind::linear && routing == Routing::clvr)
         h = detail::inject(fn, name + ".P", h, rec.v, ly.P);  // Eq.29, s = v (not beta-scaled)
       run.h.push_back(h);
