@@ -2,7 +2,9 @@
 // CPU, with the model, optimisers and schedule of SPEC section 5 (walkthroughs/lm/).
 //
 // What it is: the small-scale counterpart of the paper's training runs -- a pre-norm decoder
-// (embedding, [RMSNorm, mixer, residual, RMSNorm, SwiGLU, residual] x L, RMSNorm, untied head),
+// (embedding, [RMSNorm, mixer, residual, RMSNorm, SwiGLU, residual] x L, RMSNorm, untied head)
+// with softmax and/or linear mixers (DeltaNet, GDN, KDA, GDN2; --stack dense|pure|hybrid) and
+// optional cross-layer routing (--routing cler|cler-h|clvr),
 // AdamW or Muon (NorMuon flavour), WSD schedule, float32, OpenMP. Deterministic: the same options
 // give the same numbers on any thread count; a run stopped with --stop-at and continued with
 // --resume gives exactly the numbers of the uninterrupted run.
@@ -96,8 +98,14 @@ int main(int argc, char** argv) {
                 << " val bytes, sha256 ok)\n"
                 << "model: " << o.model.stack << " stack, " << o.model.n_layer << " layers, d_model "
                 << o.model.d_model << ", " << o.model.n_head << " heads / " << o.model.n_kv_head
-                << " kv heads, MLP " << o.model.hidden() << ", " << probe.num_params() << " parameters\n"
-                << "train: " << o.sched.steps << " steps x " << o.batch << " x " << o.seq_len << " tokens, "
+                << " kv heads, MLP " << o.model.hidden() << ", " << probe.num_params() << " parameters\n";
+      if (o.model.stack != "dense")
+        std::cout << "linear layers: " << to_string(o.model.linear_mixer) << ", " << o.model.lin_heads << " q/k heads x "
+                  << o.model.lin_dk << ", " << o.model.lin_v_heads << " value heads x " << o.model.lin_dv << ", core "
+                  << o.model.core << ", routing " << o.model.routing
+                  << (o.model.routing == "cler" || o.model.routing == "cler-h" ? " (" + o.model.routed_error + " error)" : "")
+                  << '\n';
+      std::cout << "train: " << o.sched.steps << " steps x " << o.batch << " x " << o.seq_len << " tokens, "
                 << o.optim.name << " lr " << o.optim.lr << ", warm-up " << o.sched.warmup
                 << ", decay from step " << o.sched.decay_start() << ", " << num_threads() << " threads\n"
                 << std::flush;

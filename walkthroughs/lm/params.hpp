@@ -31,12 +31,13 @@ inline const char* to_string(ParamKind k) {
 }
 
 /// How a parameter is initialised: N(0, std^2) when std > 0, else the constant `value`; or
-/// log_uniform: log(A) with A ~ U(lo, hi) (the A_log of the GDN-family decays, SPEC section 5).
+/// log_uniform: log(A) with A ~ U(lo, hi) (the A_log of the GDN-family decays, SPEC section 5);
+/// or uniform: U(lo, hi) (PyTorch's default for the short-convolution weights).
 struct Init {
   double std = 0;     ///< > 0: normal(0, std)
   double value = 0;   ///< std == 0: every element = value
-  enum class Custom { none, log_uniform } custom = Custom::none;
-  double lo = 0, hi = 0;  ///< range of log_uniform
+  enum class Custom { none, log_uniform, uniform } custom = Custom::none;
+  double lo = 0, hi = 0;  ///< range of log_uniform / uniform
 };
 
 struct ParamSpec {
@@ -89,6 +90,11 @@ struct ParamStore {
             for (index_t i = 0; i < n; ++i) x[i] = static_cast<T>(s.init.value);
           }
           break;
+        case Init::Custom::uniform: {
+          std::uniform_real_distribution<double> u(s.init.lo, s.init.hi);
+          for (index_t i = 0; i < n; ++i) x[i] = static_cast<T>(u(rng));
+          break;
+        }
         case Init::Custom::log_uniform: {  // A_log = log(A), A ~ U(lo, hi)
           std::uniform_real_distribution<double> u(s.init.lo, s.init.hi);
           for (index_t i = 0; i < n; ++i) x[i] = static_cast<T>(std::log(u(rng)));

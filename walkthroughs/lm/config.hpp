@@ -1,0 +1,109 @@
+// walkthroughs/lm/config.hpp -- the configuration of the language model (SPEC section 5) and the
+// interface that every token mixer (softmax or linear) implements.
+#pragma once
+
+#include <string>
+
+#include "walkthroughs/lm/params.hpp"
+
+namespace linattn::lm {
+
+enum class MixerKind { softmax, deltanet, gdn, kda, gdn2 };
+
+inline const char* to_string(MixerKind m) {
+  switch (m) {
+    case MixerKind::softmax: return "softmax";
+    case MixerKind::deltanet: return "deltanet";
+    case MixerKind::gdn: return "gdn";
+    case MixerKind::kda: return "kda";
+    case MixerKind::gdn2: return "gdn2";
+  }
+  return "?";
+}
+
+struct ModelConfig {
+  index_t vocab = 256;        ///< byte-level
+  index_t d_model = 128;      ///< C
+  index_t n_layer = 4;
+  index_t n_head = 4;         ///< softmax query heads H
+  index_t n_kv_head = 2;      ///< softmax key/value heads (GQA groups), divides n_head
+  index_t head_dim = 0;       ///< 0: d_model / n_head
+  index_t mlp_hidden = 0;     ///< 0: 8/3 d_model rounded up to a multiple of 32
+  bool attn_gate = false;     ///< sigmoid output gate on the softmax attention
+  double rope_theta = 10000;
+  double norm_eps = 1e-6;     ///< RMSNorm eps
+  std::string stack = "dense";           ///< dense | pure | hybrid
+  MixerKind linear_mixer = MixerKind::gdn;  ///< the mixer of the linear layers of pure/hybrid stacks
+  double init_std = 0.02;     ///< std of the hidden matrices, embedding and head
+  // linear mixers (SPEC section 5; the 350M model has 4 key heads x 64 and 8 value heads x 64)
+  index_t lin_heads = 2;      ///< key (and query) heads Hk
+  index_t lin_v_heads = 4;    ///< value heads Hv, a multiple of Hk (q, k shared by Hv / Hk heads)
+  index_t lin_dk = 32, lin_dv = 32;
+  index_t conv_size = 4;      ///< causal depthwise short convolution on q, k, v
+  std::string core = "recurrent";  ///< recurrence core: recurrent | chunk | reference
+  // cross-layer routing (SPEC section 3)
+  std::string routing = "none";         ///< none | cler | cler-h | clvr
+  std::string routed_error = "paper";   ///< paper (r = v - v_bar) | written (what the kernel writes)
+  std::string rho = "identity";         ///< CLER's rho: identity | rms
+
+  index_t hd() const { return head_dim > 0 ? head_dim : d_model / n_head; }
+  index_t hidden() const {
+    return mlp_hidden > 0 ? mlp_hidden : ((8 * d_model / 3 + 31) / 32) * 32;
+  }
+  /// Layer i is softmax (true) or linear (false).
+  bool is_softmax_layer(index_t i) const {
+    if (stack == "dense") return true;
+    if (stack == "pure") return false;
+    return (i + 1) % 3 == 0;  // hybrid
+  }
+  void validate() const {
+    const std::string fn = "ModelConfig";
+    check_positive(fn, "vocab", vocab);
+    check_positive(fn, "d_model", d_model);
+    check_positive(fn, "n_layer", n_layer);
+    check_positive(fn, "n_head", n_head);
+    check_positive(fn, "n_kv_head", n_kv_head);
+    if (n_head % n_kv_head) fail(fn, "n_kv_head", "a divisor of n_head = " + std::to_string(n_head), std::to_string(n_kv_head));
+    if (head_dim <= 0 && d_model % n_head)
+      fail(fn, "n_head", "a divisor of d_model = " + std::to_string(d_model) + " (or set head_dim)", std::to_string(n_head));
+    if (hd() % 2) fail(fn, "head_dim", "an even size (RoPE rotates pairs)", std::to_string(hd()));
+    if (stack != "dense" && stack != "pure" && stack != "hybrid")
+      fail(fn, "stack", "dense, pure or hybrid", stack);
+    if (!(norm_eps > 0)) fail(fn, "norm_eps", "a positive value", num_str(norm_eps));
+    if (linear_mixer == MixerKind::softmax) fail(fn, "linear_mixer", "deltanet, gdn, kda or gdn2", "softmax");
+    check_positive(fn, "lin_heads", lin_heads);
+    check_positive(fn, "lin_v_heads", lin_v_heads);
+    check_positive(fn, "lin_dk", lin_dk);
+    check_positive(fn, "lin_dv", lin_dv);
+    check_positive(fn, "conv_size", conv_size);
+    if (lin_v_heads % lin_heads)
+      fail(fn, "lin_v_heads", "a multiple of lin_heads = " + std::to_string(lin_heads), std::to_string(lin_v_heads));
+    if (core != "recurrent" && core != "chunk" && core != "reference")
+      fail(fn, "core", "recurrent, chunk or reference", core);
+    if (routing != "none" && routing != "cler" && routing != "cler-h" && routing != "clvr")
+      fail(fn, "routing", "none, cler, cler-h or clvr", routing);
+    if (routed_error != "paper" && routed_error != "written") fail(fn, "routed_error", "paper or written", routed_error);
+    if (rho != "identity" && rho != "rms") fail(fn, "rho", "identity or rms", rho);
+    if ((routing == "cler" || routing == "cler-h") && core != "recurrent")
+      fail(fn, "core", "recurrent with routing " + routing +
+           " (it differentiates through the recurrence trace; only walkthroughs/lm/delta_core.hpp does)", core);
+    if (routing != "none" && stack == "dense")
+      fail(fn, "routing", "none for a dense stack (only linear layers are routable)", routing);
+  }
+  /// Routing mode predicates.
+  bool cler() const { return routing == "cler"; }
+  bool residual_routing() const { return routing == "cler-h" || routing == "clvr"; }
+};
+
+/// A token mixer: out (B, T, C) = mixer(x (B, T, C)), with its parameters in the store.
+template <class T>
+struct Mixer {
+  virtual ~Mixer() = default;
+  /// Overwrites out; saves what backward needs (x is kept alive by the caller).
+  virtual void forward(ParamStore<T>& ps, const T* x, T* out, index_t B, index_t Tn) = 0;
+  /// dx (B, T, C) += d loss / d x; parameter gradients += into ps.grad.
+  virtual void backward(ParamStore<T>& ps, const T* dout, T* dx, const T* x, index_t B,
+                        index_t Tn) = 0;
+};
+
+}  // namespace linattn::lm
