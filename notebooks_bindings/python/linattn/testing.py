@@ -496,7 +496,8 @@ def check_kernel(
 
     @hyp_seed(seed)
     @settings(max_examples=max_examples, deadline=None, database=None, report_multiple_bugs=False,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example], print_blob=False,
+              suppress_health_check=[getattr(HealthCheck, h) for h in ("too_slow", "data_too_large", "large_base_example") if hasattr(HealthCheck, h)],
+              print_blob=False,
               phases=(Phase.explicit, Phase.generate, Phase.shrink))
     @given(strategy)
     def prop(case: Case):
