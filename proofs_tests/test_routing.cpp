@@ -246,15 +246,15 @@ TEST_CASE("A low-rank P with one zero factor can learn but with both factors zer
         std::mt19937_64 rng(seed);
         const Tensor<double> s = normal(rng, {1, 1, H, V}), c = normal(rng, {1, 1, D});
         const Tensor<double> h0({1, 1, D});
-        auto loss =
-            [&](const Projection<double>& p) {  // L = c . eps, eps = U D s (linear in each factor)
-              const Tensor<double> eps = residual_inject(h0, s, p);
-              double l = 0;
-              for (index_t i = 0; i < D; ++i) l += c.data()[i] * eps.data()[i];
-              return l;
-            };
-        auto grad_norm2 = [&](Projection<double> p,
-                              bool of_U) {  // ||dL/dfactor||^2 by central differences
+        // L = c . eps with eps = U D s: linear in each factor, so central differences are exact.
+        auto loss = [&](const Projection<double>& p) {
+          const Tensor<double> eps = residual_inject(h0, s, p);
+          double l = 0;
+          for (index_t i = 0; i < D; ++i) l += c.data()[i] * eps.data()[i];
+          return l;
+        };
+        // ||dL/dU||^2 (of_U) or ||dL/dD||^2 by central differences.
+        auto grad_norm2 = [&](Projection<double> p, bool of_U) {
           Tensor<double> f = of_U ? p.U.clone() : p.D.clone();
           (of_U ? p.U : p.D) = f;
           double n2 = 0;
