@@ -380,3 +380,59 @@ TEST_CASE("Per-head RMSNorm backward equals finite differences for x and the wei
   });
   worst.print("rms norm");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Cross-layer routing (Sec.4): CLER's value-target injection and CLER-H/CLVR's residual injection.
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("CLER injection backward equals finite differences for v r_prev and Gamma with either rho") {
+  Worst worst;
+  rc::prop("gradcheck", [&] {
+    const index_t B = *rc::gen::inRange<index_t>(1, 3), Tn = *rc::gen::inRange<index_t>(1, 5);
+    const index_t H = *rc::gen::inRange<index_t>(1, 3), V = *rc::gen::inRange<index_t>(1, 6);
+    const ref::Rho rho = *rc::gen::element(ref::Rho::identity, ref::Rho::rms_norm);
+    std::mt19937_64 rng(*rc::gen::arbitrary<std::uint64_t>());
+    RC_LOG() << "B=" << B << " T=" << Tn << " H=" << H << " V=" << V << " rho=" << ref::to_string(rho) << "\n";
+    const Tensor<double> v = random_normal(rng, {B, Tn, H, V}), r_prev = random_normal(rng, {B, Tn, H, V});
+    const Tensor<double> dy = random_normal(rng, {B, Tn, H, V}), Gamma = random_normal(rng, {1});
+    lift_short_rows(r_prev, 0.25);  // RMS normalisation turns over the row length
+    const auto an = ref::cler_inject_backward(v, r_prev, Gamma(0), dy, rho);
+    const auto L = [&] { return dot(dy, ref::cler_inject(v, r_prev, Gamma(0), rho)); };
+    expect_gradient(worst, "v", v, an.dv, L);
+    expect_gradient(worst, "r_prev", r_prev, an.dr_prev, L);
+    expect_gradient(worst, "Gamma", Gamma, Tensor<double>::from({1}, {an.dGamma}), L);
+  });
+  worst.print("cler_inject");
+}
+
+TEST_CASE("Residual injection backward equals finite differences for h s and a full or low-rank P") {
+  Worst worst;
+  rc::prop("gradcheck", [&] {
+    const index_t B = *rc::gen::inRange<index_t>(1, 3), Tn = *rc::gen::inRange<index_t>(1, 5);
+    const index_t H = *rc::gen::inRange<index_t>(1, 3), V = *rc::gen::inRange<index_t>(1, 5);
+    const index_t dm = *rc::gen::inRange<index_t>(1, 7), rank = *rc::gen::inRange<index_t>(1, 4);
+    const bool low_rank = *rc::gen::arbitrary<bool>();
+    std::mt19937_64 rng(*rc::gen::arbitrary<std::uint64_t>());
+    RC_LOG() << "B=" << B << " T=" << Tn << " H=" << H << " V=" << V << " d_model=" << dm
+             << " low_rank=" << low_rank << " rank=" << rank << "\n";
+    const Tensor<double> h = random_normal(rng, {B, Tn, dm}), s = random_normal(rng, {B, Tn, H, V});
+    const Tensor<double> dy = random_normal(rng, {B, Tn, dm});
+    if (!low_rank) {
+      const Tensor<double> P = random_normal(rng, {dm, H * V});
+      const auto an = ref::residual_inject_backward(h, s, P, dy);
+      const auto L = [&] { return dot(dy, ref::residual_inject(h, s, P)); };
+      expect_gradient(worst, "h", h, an.dh, L);
+      expect_gradient(worst, "s", s, an.ds, L);
+      expect_gradient(worst, "P", P, an.dP, L);
+    } else {
+      const Tensor<double> U = random_normal(rng, {dm, rank}), D = random_normal(rng, {rank, H * V});
+      const auto an = ref::residual_inject_backward(h, s, U, D, dy);
+      const auto L = [&] { return dot(dy, ref::residual_inject(h, s, U, D)); };
+      expect_gradient(worst, "h", h, an.dh, L);
+      expect_gradient(worst, "s", s, an.ds, L);
+      expect_gradient(worst, "U", U, an.dU, L);
+      expect_gradient(worst, "D", D, an.dD, L);
+    }
+  });
+  worst.print("residual_inject");
+}

@@ -12,6 +12,7 @@
 #include "reference/attention_backward.hpp"  // naive_softmax_attn_backward, linear_attention_backward
 #include "reference/layers_backward.hpp"     // sigmoid, softplus, SiLU, l2 norm, decay, RMSNorm
 #include "reference/recurrent_backward.hpp"  // naive_recurrent_<op>_backward, gdn2_step_backward
+#include "reference/routing_backward.hpp"    // cler_inject_backward, residual_inject_backward
 #include "reference/check.hpp"
 
 namespace linattn::ref {
