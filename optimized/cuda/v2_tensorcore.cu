@@ -20,7 +20,13 @@
 //     S kept in float32 registers as mma accumulators; its bf16 copy for the products with
 //     w_aux and q is split into hi + lo parts so that S is not rounded to 8 bits.
 //
-// Measured: see RESULTS.md (the ladder table) for this rung's times against fla.
+// Measured (H200, bf16, float32 gates; RESULTS.md, run 3): DeltaNet / GDN / KDA / GDN2 take
+// 2.60 / 2.71 / 4.29 / 5.22 ms at B=8 T=4096 H=16 K=V=128 (fla 1.01 / 0.86 / 1.82 / 2.02) and
+// 3.06 / 3.19 / 4.75 / 5.77 ms at B=1 T=32768 (fla 1.77 / 1.45 / 2.52 / 2.74). Accuracy against
+// v1 (float32 arithmetic on the same bf16 inputs): o 3.3e-3 to 4.0e-3 relative RMS, fla's
+// 3.8e-3 to 4.9e-3. About 2 ms of every call is v2_intra: its loads are issued one at a time
+// (see v3_async.cu). Value-column tile BV: 16 / 32 / 64 gave 3.35 / 2.62 / 2.43 ms (DeltaNet, first
+// shape) and 3.08 / 3.21 / 3.81 ms (second shape).
 #include <cstdlib>
 #include <string>
 
@@ -628,8 +634,10 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p) {
 
 int pick_bv(const KParams& p) {
   if (const char* env = std::getenv("LINATTN_V2_BV")) return std::atoi(env);
+  // Widest tile that still fills the 132 SMs once (measured: B=8 T=4096 H=16 V=128 -> 64,
+  // B=1 T=32768 H=16 -> 16; narrower tiles re-read the shared w_aux / q / k tiles more often).
   const long blocks64 = long(p.N) * p.H * ((p.V + 63) / 64);
-  if (blocks64 >= 2 * 132) return 64;
+  if (blocks64 >= 132) return 64;
   const long blocks32 = long(p.N) * p.H * ((p.V + 31) / 32);
   return blocks32 >= 132 ? 32 : 16;
 }
@@ -700,8 +708,10 @@ bool v2_supports(const Call& c, std::string* why) {
     if (why) *why = "v2_tensorcore takes bfloat16 q, k, v (float32 inputs: v1_simple)";
     return false;
   }
-  if (c.p.K > 128) {
-    if (why) *why = "v2_tensorcore takes K <= 128 (K = " + std::to_string(c.p.K) + ": v1_simple)";
+  if (c.p.K > 128 || c.p.K < 16) {
+    // K < 16: each output sums too few bf16-rounded products for the bf16 error bound (measured
+    // 1e-2 relative at K = 1 against 3e-3 at K >= 16); such heads go to v1 (float32 arithmetic).
+    if (why) *why = "v2_tensorcore and v3_async take 16 <= K <= 128 (K = " + std::to_string(c.p.K) + ": v1_simple)";
     return false;
   }
   return true;

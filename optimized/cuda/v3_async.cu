@@ -16,7 +16,14 @@
 // Sizes whose rows are not 16-byte multiples (K % 8 != 0 for bf16, K % 4 != 0 for float gates,
 // bfloat16 gates) take element-wise loads: correct, slower. The state kernel is v2's.
 //
-// Measured: see RESULTS.md (ladder table).
+// Measured (H200, bf16, float32 gates; RESULTS.md, run 3), B=8 T=4096 H=16 K=V=128 with BV=64:
+// DeltaNet / GDN / KDA / GDN2 1.005 / 1.045 / 2.50 / 2.66 ms (fla 1.012 / 0.856 / 1.82 / 2.02);
+// B=1 T=32768 (BV=16): 1.67 / 1.71 / 3.16 / 3.32 ms (fla 1.77 / 1.45 / 2.52 / 2.74). The intra
+// kernel alone went from about 2 ms to 0.55 / 0.59 ms for DeltaNet / GDN as predicted, but takes
+// 2.0 / 2.2 ms for KDA / GDN2: their per-channel path (entry-by-entry diagonal blocks reading six
+// shared-memory rows per pair, about 200 KB of shared memory so one block per SM) is what is left.
+// The state kernel alone: 0.68 ms (first shape, BV=32) and 1.10 ms (second shape, BV=16), where
+// every value-column block re-reads the same w_aux / q / k / P tiles (8 blocks per head).
 #include <cstdlib>
 #include <string>
 #include <type_traits>

@@ -47,9 +47,9 @@ MUTANTS = [
      "      const float ex = j <= i ? exp2f(p.mutant == 7 ? 0.f : Gs(i) - Gs(j)) : 0.f;",
      "v2, scalar gates: the intra-chunk decay exp(G_i - G_j) is forgotten"),
     (8, "optimized/cuda/v3_async.cu",
-     "      cp_async16(sK + i * LDK + d8, in ? k + row(i) * K + d8 : k, in ? 16 : 0);",
-     "      cp_async16(sK + i * LDK + d8, in ? k + row(i) * K + d8 : k, (in || p.mutant == 8) ? 16 : 0);",
-     "v3: rows outside the chunk are not zero-filled (keys of row 0 of the tensor leak into ragged chunks)"),
+     "        cp_async16(sG + i * KP + d4, in ? gf + row(i) * K + d4 : gf, in ? 16 : 0);",
+     "        cp_async16(sG + i * KP + d4, in ? gf + row(i) * K + d4 : gf, (in || p.mutant == 8) ? 16 : 0);",
+     "v3, per-channel gates: log-decays past the end of a ragged chunk are not zero-filled, so G_C is wrong"),
 ]
 
 HOOKS = [
