@@ -1,9 +1,11 @@
 // notebooks_bindings/src/bind_backward.cpp -- Python bindings of the reference backward
 // (reference/backward.hpp): naive_recurrent_<op>_backward, the reverse-time recurrence of each
 // update (proven by finite differences in proofs_tests/test_gradcheck_reference.cpp), and the
-// backward of causal softmax attention (Eq.1). Gradients come back as a dict of arrays.
+// backward of causal softmax attention (Eq.1), and the chunked CPU backward (optimized/cpu,
+// chunk_backward by operator name). Gradients come back as a dict of arrays.
 #include "bindings.hpp"
 
+#include "optimized/cpu/chunk_backward.hpp"
 #include "reference/backward.hpp"
 
 namespace linattn::pyb {
@@ -48,6 +50,22 @@ py::dict backward_typed(const RecurrentCall& c, std::vector<Arg>& a) {
         g = ref::naive_recurrent_gdn2_backward(t.q, t.k, t.v, G.g, G.b, G.w, t.do_, t.dht, t.opt);
         break;
     }
+  }
+  return grads_dict(g);
+}
+
+template <class T>
+py::dict chunk_backward_typed(const RecurrentCall& c, std::vector<Arg>& a, index_t chunk_size,
+                              int num_threads) {
+  cpu::ChunkOptions<T> o;
+  o.chunk_size = chunk_size;
+  o.num_threads = num_threads;
+  TypedCall<T, cpu::ChunkOptions<T>> t = make_typed<T>(c, a, o);
+  if (!t.do_.defined()) fail(c.fn, "do", "an array of shape [B, T, H, V] (dL/do)", "None");
+  ref::RecurrentGrads<T> g;
+  {
+    py::gil_scoped_release nogil;
+    g = cpu::chunk_backward(c.op, t.q, t.k, t.v, t.gates, t.do_, t.dht, t.opt);
   }
   return grads_dict(g);
 }
@@ -133,6 +151,30 @@ void bind_backward(py::module_& m) {
       "q"_a, "k"_a, "v"_a, "g"_a, "b"_a, "w"_a, LINATTN_BWD_KW,
       (std::string("Backward of naive_recurrent_gdn2 (Eqs.21-24).\n") + kBackwardDoc).c_str());
 #undef LINATTN_BWD_KW
+
+  m.def(
+      "_chunk_backward",
+      [](const std::string& op_name, py::object q, py::object k, py::object v, py::object g,
+         py::object beta, py::object b, py::object w, py::object do_, py::object dht,
+         std::optional<double> scale, py::object h0, py::object cu, bool l2, bool copy,
+         index_t chunk_size, int num_threads) -> py::dict {
+        const std::string fn = "chunk_backward";
+        Op op = Op::linear_attn;
+        bool found = false;
+        for (Op x : {Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2})
+          if (op_name == ref::op_name(x)) op = x, found = true;
+        if (!found) fail(fn, "op", "one of 'delta_rule', 'gated_delta_rule', 'kda', 'gdn2'", "'" + op_name + "'");
+        RecurrentCall c{fn, op, q, k, v, g, beta, b, w, h0, scale, false, cu, l2, false, copy};
+        c.do_ = do_;
+        c.dht = dht;
+        std::vector<Arg> a = call_args(c);
+        if (copy) convert_all(a);
+        return common_dtype(fn, a) == DType::f64 ? chunk_backward_typed<double>(c, a, chunk_size, num_threads)
+                                                 : chunk_backward_typed<float>(c, a, chunk_size, num_threads);
+      },
+      "op"_a, "q"_a, "k"_a, "v"_a, "g"_a, "beta"_a, "b"_a, "w"_a, "do"_a, "dht"_a, "scale"_a,
+      "initial_state"_a, "cu_seqlens"_a, "use_qk_l2norm_in_kernel"_a, "copy"_a, "chunk_size"_a,
+      "num_threads"_a, "The chunked CPU backward (use linattn.chunk_backward).");
 
   m.def(
       "naive_softmax_attn_backward",

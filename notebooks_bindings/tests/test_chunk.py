@@ -65,3 +65,22 @@ def test_chunk_size_is_checked():
         linattn.chunk("delta_rule", **inp, chunk_size=48)
     with pytest.raises(ValueError, match="has no such kernel"):
         linattn.chunk("linear_attn", **inp)
+
+
+@pytest.mark.parametrize("op", CHUNK_OPS)
+def test_chunked_backward_equals_the_reference_backward_in_float64(op):
+    inp = lt.random_inputs(op, B=1, T=50, H=2, K=5, V=3, cu_seqlens=2, initial_state=True,
+                           gates="mixed", dtype=np.float64, seed=6)
+    cot = lt.random_cotangents(op, inp, seed=7)
+    got = linattn.chunk_backward(op, **inp, **cot, chunk_size=16)
+    want = linattn.reference_backward(op, **inp, **cot)
+    assert set(got) == set(want)
+    for key in want:
+        lt.assert_close(got[key], want[key], rtol_rms=1e-12, name=key)
+
+
+@pytest.mark.parametrize("op", ["gated_delta_rule", "gdn2"])
+def test_harness_passes_the_float32_chunked_forward_and_backward(op):
+    kernel = lambda **kw: linattn.chunk(op, **kw, chunk_size=16)
+    backward = lambda **kw: linattn.chunk_backward(op, **kw, chunk_size=16)
+    assert lt.check_kernel(kernel, op, backward=backward, T=(1, 40), rtol_rms=1e-4, max_examples=15, seed=4) >= 15

@@ -41,6 +41,12 @@ def test_assert_close_detects_nan_inf_and_shape_mismatch():
 def test_relative_rms_becomes_absolute_when_expected_is_zero_and_defaults_follow_dtype():
     z = np.zeros(4)
     assert lt.compare(np.full(4, 1e-3), z).rel_rms == pytest.approx(1e-3)
+    # a (nearly) zero reference passes on the absolute floor, not on the relative error
+    tiny = np.array([1e-14, 0.0, -2e-14], dtype=np.float64)
+    c = lt.compare(np.zeros(3, np.float32), tiny)
+    assert c.rel_rms == pytest.approx(1.0) and c.ok and "absolute floor" in c.report()
+    assert not lt.compare(np.zeros(3, np.float32), tiny, atol_rms=0).ok
+    assert not lt.compare(np.full(3, 1e-5, np.float32), tiny).ok
     assert lt.default_rtol_rms(np.float64) == 1e-10
     assert lt.default_rtol_rms(np.float32) == 1e-5
     assert lt.default_rtol_rms(np.float16) == 1e-2

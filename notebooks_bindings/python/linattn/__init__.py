@@ -59,6 +59,6 @@ from ._core import (  # noqa: F401  optimized CPU kernels (optimized/cpu)
     fused_recurrent_gdn2,
     fused_recurrent_kda,
 )
-from ._ops import OPS, GATES, chunk, fused_recurrent, reference, reference_backward, routed_error  # noqa: F401
+from ._ops import OPS, GATES, chunk, chunk_backward, fused_recurrent, reference, reference_backward, routed_error  # noqa: F401
 
 __version__ = "0.1.0"

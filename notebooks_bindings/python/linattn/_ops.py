@@ -124,3 +124,20 @@ def routed_error(trace, which="paper_error"):
     if which == "written_error":
         return trace["written"]
     raise ValueError(f"routed_error: argument 'which' expected 'paper_error' or 'written_error' but got {which!r}")
+
+
+def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=None, scale=None,
+                   initial_state=None, cu_seqlens=None, use_qk_l2norm_in_kernel=False, copy=False,
+                   chunk_size=64, num_threads=0, **ignored):
+    """The chunked CPU backward of chunk_<op> (optimized/cpu; not linear_attn): the same dict of
+    gradients as reference_backward. output_final_state and return_trace are accepted and ignored."""
+    check_op(op)
+    given = {"g": g, "beta": beta, "b": b, "w": w}
+    extra = [n for n, x in given.items() if x is not None and n not in GATES[op]]
+    if extra:
+        raise ValueError(f"chunk_backward: operator {op!r} takes gates {GATES[op]} but got {extra}")
+    unknown = sorted(set(ignored) - {"output_final_state", "return_trace"})
+    if unknown:
+        raise TypeError(f"chunk_backward() got unexpected keyword arguments {unknown}")
+    return _core._chunk_backward(op, q, k, v, g, beta, b, w, do, dht, scale, initial_state, cu_seqlens,
+                                 use_qk_l2norm_in_kernel, copy, chunk_size, num_threads)

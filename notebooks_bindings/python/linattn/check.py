@@ -21,7 +21,9 @@ outputs.npz:
 
 The reference runs in float64 on the inputs widened exactly to float64. Each output is compared by
 relative RMS error ||out - ref|| / ||ref||; the tolerance defaults by the output's dtype
-(float64 1e-10, float32 1e-5, 16-bit 1e-2). Prints a report and the verdict PASS or FAIL.
+(float64 1e-10, float32 1e-5, 16-bit 1e-2), with an absolute floor on the RMS difference for
+(nearly) zero references (1e-14, 1e-6, 1e-3; see linattn.testing.assert_close). Prints a report
+and the verdict PASS or FAIL.
 Exit status: 0 pass, 1 mismatch (values, shapes or NaN/Inf), 2 unusable input (missing or unknown
 keys, or inputs the reference rejects; the message says which).
 """

@@ -35,6 +35,7 @@ __all__ = [
     "compare",
     "assert_close",
     "default_rtol_rms",
+    "default_atol_rms",
     "GATE_MODES",
     "log_gates",
     "unit_gates",
@@ -69,6 +70,17 @@ def default_rtol_rms(dtype) -> float:
     return _DEFAULT_RTOL.get(np.dtype(dtype).itemsize, 1e-2)
 
 
+#: Default absolute floor on the RMS difference, by output dtype: about 10 roundings of an O(1)
+#: value. It passes an output whose reference is (nearly) zero, e.g. the gradient of a log-decay
+#: g = -30 (alpha ~ 1e-13), where a relative error is meaningless.
+_DEFAULT_ATOL = {8: 1e-14, 4: 1e-6, 2: 1e-3}
+
+
+def default_atol_rms(dtype) -> float:
+    """The default absolute RMS floor for outputs of `dtype` (see _DEFAULT_ATOL)."""
+    return _DEFAULT_ATOL.get(np.dtype(dtype).itemsize, 1e-3)
+
+
 @dataclasses.dataclass
 class Comparison:
     """How far `actual` is from `expected`."""
@@ -86,10 +98,13 @@ class Comparison:
     first_nonfinite: Optional[tuple] = None
     worst: list = dataclasses.field(default_factory=list)  # [(index, actual, expected, |diff|)]
     rtol_rms: float = math.nan
+    abs_rms: float = math.nan  # sqrt(mean((actual - expected)^2))
+    atol_rms: float = 0.0
 
     @property
     def ok(self) -> bool:
-        return self.shape_ok and self.n_nan == 0 and self.n_inf == 0 and self.rel_rms <= self.rtol_rms
+        finite = self.shape_ok and self.n_nan == 0 and self.n_inf == 0
+        return finite and (self.rel_rms <= self.rtol_rms or self.abs_rms <= self.atol_rms)
 
     def report(self) -> str:
         """A readable multi-line account of the comparison."""
@@ -102,6 +117,8 @@ class Comparison:
             f"max |diff| = {self.max_abs:.3e} at {self.max_abs_index}, "
             f"rms(expected) = {self.expected_rms:.3e}, shape {self.actual_shape}"
         ]
+        if self.rel_rms > self.rtol_rms and self.abs_rms <= self.atol_rms and self.n_nan == 0 and self.n_inf == 0:
+            lines.append(f"  (passes on the absolute floor: rms(diff) = {self.abs_rms:.3e} <= {self.atol_rms:.1e})")
         if self.n_nan or self.n_inf:
             lines.append(f"  non-finite values in actual: {self.n_nan} NaN, {self.n_inf} Inf; first at {self.first_nonfinite}")
         if self.worst and not self.ok:
@@ -124,12 +141,16 @@ def _as_numpy(x) -> np.ndarray:
     return np.asarray(x)
 
 
-def compare(actual, expected, *, rtol_rms: Optional[float] = None, name: str = "output", n_worst: int = 5) -> Comparison:
+def compare(actual, expected, *, rtol_rms: Optional[float] = None, atol_rms: Optional[float] = None,
+            name: str = "output", n_worst: int = 5) -> Comparison:
     """Compare by relative RMS error (float64 arithmetic). See assert_close."""
     a = _as_numpy(actual)
     e = _as_numpy(expected)
-    tol = default_rtol_rms(a.dtype if a.dtype.kind == "f" else np.float64) if rtol_rms is None else float(rtol_rms)
-    c = Comparison(name=name, shape_ok=a.shape == e.shape, actual_shape=a.shape, expected_shape=e.shape, rtol_rms=tol)
+    dt = a.dtype if a.dtype.kind == "f" else np.float64
+    tol = default_rtol_rms(dt) if rtol_rms is None else float(rtol_rms)
+    atol = default_atol_rms(dt) if atol_rms is None else float(atol_rms)
+    c = Comparison(name=name, shape_ok=a.shape == e.shape, actual_shape=a.shape, expected_shape=e.shape,
+                   rtol_rms=tol, atol_rms=atol)
     if not c.shape_ok:
         return c
     a64 = a.astype(np.float64)
@@ -146,7 +167,8 @@ def compare(actual, expected, *, rtol_rms: Optional[float] = None, name: str = "
     den = float(np.sum(np.where(finite, e64, 0.0) ** 2))
     n = max(a.size, 1)
     c.expected_rms = math.sqrt(float(np.sum(e64 * e64)) / n)
-    c.rel_rms = math.sqrt(num / den) if den > 0 else math.sqrt(num / n)
+    c.abs_rms = math.sqrt(num / n)
+    c.rel_rms = math.sqrt(num / den) if den > 0 else c.abs_rms
     if a.size:
         ad = np.abs(diff)
         flat = int(np.argmax(ad))
@@ -162,13 +184,16 @@ def compare(actual, expected, *, rtol_rms: Optional[float] = None, name: str = "
     return c
 
 
-def assert_close(actual, expected, rtol_rms: Optional[float] = None, name: str = "output", n_worst: int = 5) -> Comparison:
-    """Assert ||actual - expected|| / ||expected|| <= rtol_rms (absolute RMS when expected is 0).
+def assert_close(actual, expected, rtol_rms: Optional[float] = None, name: str = "output", n_worst: int = 5,
+                 atol_rms: Optional[float] = None) -> Comparison:
+    """Assert ||actual - expected|| / ||expected|| <= rtol_rms (absolute RMS when expected is 0),
+    or, for a (nearly) zero reference, rms(actual - expected) <= atol_rms (an absolute floor).
 
-    Shapes must match exactly and `actual` must be finite. The default tolerance follows the
-    dtype of `actual` (default_rtol_rms: 1e-10 float64, 1e-5 float32, 1e-2 16-bit). Returns the
+    Shapes must match exactly and `actual` must be finite. The defaults follow the dtype of
+    `actual`: rtol_rms (default_rtol_rms) 1e-10 float64, 1e-5 float32, 1e-2 16-bit; atol_rms
+    (default_atol_rms) 1e-14, 1e-6, 1e-3; pass atol_rms=0 for a purely relative test. Returns the
     Comparison on success; raises AssertionError with its report otherwise."""
-    c = compare(actual, expected, rtol_rms=rtol_rms, name=name, n_worst=n_worst)
+    c = compare(actual, expected, rtol_rms=rtol_rms, atol_rms=atol_rms, name=name, n_worst=n_worst)
     if not c.ok:
         raise AssertionError(c.report())
     return c
