@@ -436,3 +436,48 @@ TEST_CASE("Residual injection backward equals finite differences for h s and a f
   });
   worst.print("residual_inject");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Deterministic statements.
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("An empty packed sequence hands the final-state gradient to its initial state unchanged") {
+  Case c;
+  c.B = 1, c.T = 5, c.H = 2, c.K = 3, c.V = 4, c.seed = 7, c.initial_state = true;
+  c.cu_seqlens = {0, 2, 2, 5};  // the middle sequence is empty
+  for (Op op : {Op::linear_attn, Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2}) {
+    const Problem<double> p = make_problem<double>(op, c);
+    std::mt19937_64 rng(11);
+    const Tensor<double> do_ = random_normal(rng, {1, c.T, c.H, c.V});
+    const Tensor<double> dht = random_normal(rng, {3, c.H, c.K, c.V});
+    const auto gr = run_backward(p, do_, dht);
+    for (index_t h = 0; h < c.H; ++h)
+      for (index_t i = 0; i < c.K; ++i)
+        for (index_t j = 0; j < c.V; ++j) REQUIRE(gr.dh0(1, h, i, j) == dht(1, h, i, j));
+  }
+}
+
+TEST_CASE("The backward functions reject mis-shaped gradients naming the argument") {
+  using Catch::Matchers::Contains;
+  Case c;
+  c.B = 1, c.T = 3, c.H = 1, c.K = 2, c.V = 3, c.seed = 3;
+  const Problem<double> p = make_problem<double>(Op::gdn2, c);
+  const Tensor<double> do_ok({1, 3, 1, 3}), do_bad({1, 3, 1, 2}), dht_bad({2, 1, 2, 3});
+  REQUIRE_THROWS_WITH(ref::naive_recurrent_gdn2_backward(p.q, p.k, p.v, p.gates.g, p.gates.b,
+                                                         p.gates.w, do_bad, Tensor<double>(), p.opt),
+                      Contains("naive_recurrent_gdn2_backward") && Contains("'do_'") &&
+                          Contains("[1, 3, 1, 3]") && Contains("[1, 3, 1, 2]"));
+  REQUIRE_THROWS_WITH(ref::naive_recurrent_gdn2_backward(p.q, p.k, p.v, p.gates.g, p.gates.b,
+                                                         p.gates.w, do_ok, dht_bad, p.opt),
+                      Contains("'dht'") && Contains("[1, 1, 2, 3]") && Contains("[2, 1, 2, 3]"));
+  Tensor<double> g_pos = p.gates.g.clone();
+  g_pos(0, 1, 0, 1) = 0.5;  // log-decays must be <= 0, also for the backward
+  REQUIRE_THROWS_WITH(ref::naive_recurrent_gdn2_backward(p.q, p.k, p.v, g_pos, p.gates.b, p.gates.w,
+                                                         do_ok, Tensor<double>(), p.opt),
+                      Contains("'g'") && Contains("0.5"));
+  const Tensor<double> x({2, 4}), w3({3}), dy({2, 4});
+  REQUIRE_THROWS_WITH(ref::rms_norm_backward(x, w3, dy), Contains("'weight'") && Contains("[4]"));
+  REQUIRE_THROWS_WITH(ref::numerical_gradient(Tensor<double>::from({1}, {2.0}), [] { return 0.0; },
+                                              1e-5, 0.0, 1.0),
+                      Contains("numerical_gradient") && Contains("'x'"));
+}
