@@ -180,20 +180,27 @@ RecurrentGrads<T> recurrent_backward(const std::string& fn, Op op, const Tensor<
     const index_t t0 = packed ? opt.cu_seqlens[n] : 0;
     const index_t t1 = packed ? opt.cu_seqlens[n + 1] : Tn;
     for (index_t h = 0; h < H; ++h) {
-      // Pass 1: the forward, keeping W_{t-1} of every token.
+      // Pass 1: the forward, keeping each token's W_{t-1}, kappa and GDN2 gates.
+      struct Token {
+        Tensor<T> W_prev;
+        Vec<T> kappa, alpha, b, w;
+      };
+      std::vector<Token> tok;
       Tensor<T> W({V, K});
       if (opt.initial_state.defined())
         for (index_t i = 0; i < K; ++i)
           for (index_t j = 0; j < V; ++j) W(j, i) = opt.initial_state(n, h, i, j);
-      std::vector<Tensor<T>> W_prev;
       for (index_t t = t0; t < t1; ++t) {
-        Vec<T> kt(K), vt(V), alpha, b, w;
-        for (index_t i = 0; i < K; ++i) kt[i] = k(bb, t, h, i);
+        Token tk;
+        tk.kappa.resize(K);
+        Vec<T> vt(V);
+        for (index_t i = 0; i < K; ++i) tk.kappa[i] = k(bb, t, h, i);
         for (index_t j = 0; j < V; ++j) vt[j] = v(bb, t, h, j);
-        if (opt.use_qk_l2norm) kt = l2_normalize(kt);
-        gdn2_gates_of(op, gt, bb, t, h, K, V, alpha, b, w);
-        W_prev.push_back(W.clone());
-        forward_step(op, W, kt, vt, alpha, b, w);
+        if (opt.use_qk_l2norm) tk.kappa = l2_normalize(tk.kappa);
+        gdn2_gates_of(op, gt, bb, t, h, K, V, tk.alpha, tk.b, tk.w);
+        tk.W_prev = W.clone();
+        forward_step(op, W, tk.kappa, vt, tk.alpha, tk.b, tk.w);
+        tok.push_back(std::move(tk));
       }
       // Pass 2: backwards in time, dW = dL/dW_t starting from the final-state gradient.
       Tensor<T> dW({V, K});
@@ -201,17 +208,20 @@ RecurrentGrads<T> recurrent_backward(const std::string& fn, Op op, const Tensor<
         for (index_t i = 0; i < K; ++i)
           for (index_t j = 0; j < V; ++j) dW(j, i) = dht(n, h, i, j);
       for (index_t t = t1 - 1; t >= t0; --t) {
-        Vec<T> qt(K), kt(K), vt(V), dy(V), alpha, b, w;
-        for (index_t i = 0; i < K; ++i) qt[i] = q(bb, t, h, i), kt[i] = k(bb, t, h, i);
+        const Token& tk = tok[t - t0];
+        Vec<T> qt(K), vt(V), dy(V);
+        for (index_t i = 0; i < K; ++i) qt[i] = q(bb, t, h, i);
         for (index_t j = 0; j < V; ++j) vt[j] = v(bb, t, h, j), dy[j] = do_(bb, t, h, j);
-        const Vec<T> kappa = opt.use_qk_l2norm ? l2_normalize(kt) : kt;
         Vec<T> x = opt.use_qk_l2norm ? l2_normalize(qt) : qt;
         for (T& xi : x) xi *= scale;
-        gdn2_gates_of(op, gt, bb, t, h, K, V, alpha, b, w);
-        StepGrads<T> sg = gdn2_step_backward(W_prev[t - t0], kappa, vt, alpha, b, w, x, dy, dW);
+        StepGrads<T> sg =
+            gdn2_step_backward(tk.W_prev, tk.kappa, vt, tk.alpha, tk.b, tk.w, x, dy, dW);
         for (T& d : sg.dx) d *= scale;  // x = scale q_hat
-        if (opt.use_qk_l2norm)
+        if (opt.use_qk_l2norm) {
+          Vec<T> kt(K);
+          for (index_t i = 0; i < K; ++i) kt[i] = k(bb, t, h, i);
           sg.dx = l2_normalize_backward(qt, sg.dx), sg.dkappa = l2_normalize_backward(kt, sg.dkappa);
+        }
         for (index_t i = 0; i < K; ++i) gr.dq(bb, t, h, i) = sg.dx[i], gr.dk(bb, t, h, i) = sg.dkappa[i];
         for (index_t j = 0; j < V; ++j) gr.dv(bb, t, h, j) = sg.dv[j];
         // The gate specialisations, reduced by the chain rule.
