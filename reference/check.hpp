@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -72,6 +73,9 @@ template <class T>
 void check_finite(const std::string& fn, const std::string& arg, const Tensor<T>& t) {
   const index_t n = t.numel();  // hoisted: numel() walks the shape on every call
   const T* p = t.data();
+  int bad = 0;  // a branch-free first pass that compilers vectorise; the loop below finds where
+  for (index_t i = 0; i < n; ++i) bad |= !(std::fabs(p[i]) <= std::numeric_limits<T>::max());
+  if (!bad) return;
   for (index_t i = 0; i < n; ++i)
     if (!std::isfinite(p[i]))
       fail(fn, arg, "finite values", num_str(p[i]) + " at index " + index_str(t.shape(), i));
@@ -84,7 +88,17 @@ void check_range(const std::string& fn, const std::string& arg, const Tensor<T>&
   const std::string want = std::string(lo_open ? "(" : "[") + num_str(lo) + ", " + num_str(hi) + "]";
   const index_t n = t.numel();
   const T* p = t.data();
-  for (index_t i = 0; i < n; ++i) {
+  if (static_cast<double>(static_cast<T>(lo)) == lo && static_cast<double>(static_cast<T>(hi)) == hi) {
+    // the same test in T, branch-free so that compilers vectorise it (the bounds are exact in T)
+    const T l = static_cast<T>(lo), h = static_cast<T>(hi), big = std::numeric_limits<T>::max();
+    int bad = 0;
+    if (lo_open)
+      for (index_t i = 0; i < n; ++i) bad |= !(std::fabs(p[i]) <= big) | !(p[i] > l) | !(p[i] <= h);
+    else
+      for (index_t i = 0; i < n; ++i) bad |= !(std::fabs(p[i]) <= big) | !(p[i] >= l) | !(p[i] <= h);
+    if (!bad) return;
+  }
+  for (index_t i = 0; i < n; ++i) {  // find and report the first offending element
     const T x = p[i];
     const bool ok = std::isfinite(x) && (lo_open ? x > lo : x >= lo) && x <= hi;
     if (!ok)
