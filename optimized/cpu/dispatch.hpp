@@ -10,7 +10,16 @@
 // for that target too. On other architectures (or compilers) there is one 16-byte version.
 #pragma once
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(LINATTN_CPU_SINGLE_VERSION)
+// Sanitizer builds (CMake sets this when LINATTN_SANITIZE is ON): one baseline version, no
+// `flatten`. Inlining every call of BODY three times under ASan + UBSan instrumentation made one
+// translation unit take over 10 CPU-minutes to compile; the checks need the logic, not the speed.
+#define LINATTN_CPU_MULTIVERSION(RET, NAME, PARAMS, ...) \
+  RET NAME PARAMS {                                      \
+    [[maybe_unused]] constexpr int VB = 16;              \
+    __VA_ARGS__                                          \
+  }
+#elif defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define LINATTN_CPU_MULTIVERSION(RET, NAME, PARAMS, ...)                                  \
   __attribute__((target("default"), flatten)) RET NAME PARAMS {                          \
     [[maybe_unused]] constexpr int VB = 16;                                               \
