@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh -- the project's front door. Each command installs what is missing, builds, and runs.
 #   ./run.sh main     the main job: the walkthrough "the delta rule by hand"
-#   ./run.sh test     all tests: release build (with CUDA when nvcc exists) and sanitizer build
+#   ./run.sh test     all tests: release build (with CUDA when nvcc exists), sanitizer build, and
+#                     the Python module (pip install ./notebooks_bindings; pytest, notebooks)
 #   ./run.sh build    just build the release preset
 # Parallelism: LINATTN_JOBS (default: number of cores).
 set -euo pipefail
@@ -34,6 +35,8 @@ case "${1:-main}" in
     ctest --preset release -j "$JOBS"
     build asan
     ctest --preset asan -j "$JOBS"
+    python3 -m pip install -q --root-user-action=ignore ./notebooks_bindings
+    python3 -m pytest -q notebooks_bindings/tests
     ;;
   build)
     build release

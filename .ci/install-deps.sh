@@ -16,8 +16,10 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Python packages (bindings, notebooks, plots) are listed here as they are needed.
-PY_PACKAGES=()
+# Python packages: numpy (the bindings), pytest + hypothesis (Python tests and the harness),
+# nbclient/nbformat/ipykernel (the notebooks run in CI). pybind11 and scikit-build-core are fetched
+# by pip's build isolation when the module is installed.
+PY_PACKAGES=(numpy pytest hypothesis nbclient nbformat ipykernel)
 if ((${#PY_PACKAGES[@]})); then
   py_missing=()
   for p in "${PY_PACKAGES[@]}"; do
@@ -25,6 +27,6 @@ if ((${#PY_PACKAGES[@]})); then
   done
   if ((${#py_missing[@]})); then
     echo "[install-deps] installing Python packages: ${py_missing[*]}"
-    python3 -m pip install -q "${py_missing[@]}"
+    python3 -m pip install -q --root-user-action=ignore "${py_missing[@]}"
   fi
 fi
