@@ -1,7 +1,8 @@
-// proofs_tests/test_gradcheck_reference.cpp -- the reference backward of every recurrence
-// (reference/recurrent_backward.hpp) proven by finite differences in float64.
+// proofs_tests/test_gradcheck_reference.cpp -- the reference backward (reference/backward.hpp)
+// proven by finite differences in float64: every recurrence, softmax and feature-map linear
+// attention, the model's pieces (activations, L2 norm, decay, RMSNorm) and the routing operations.
 //
-// For a random problem (gen_case: gate modes random, g = 0 exactly, very negative g, mixtures with
+// Recurrences: for a random problem (gen_case: gate modes random, g = 0 exactly, very negative g, mixtures with
 // exact 0/1 gates; initial states; packed batches with empty sequences) and the random linear loss
 //   L = <do, o> + <dht, S_T>      (dht sometimes absent)
 // every gradient the backward returns is compared with numerical_gradient (step 1e-5 max(1, |x|);
@@ -11,6 +12,7 @@
 // which dominates where a gradient is legitimately tiny (g = -30: alpha = 1e-13; K = 1 with
 // use_qk_l2norm, where the normalised key is +-1 up to eps). The step 1e-5 balances truncation
 // (step^2) against that noise (1 / step); with 1e-6 the noise used up to 0.8 of the floor.
+// The other checks use the same bound, each with a random linear loss L = <dy, y>.
 // Set LINATTN_GRADCHECK_REPORT=1 to print the worst errors seen per input.
 #include <catch2/catch.hpp>
 #include <rapidcheck/catch.h>
