@@ -141,12 +141,16 @@ LINATTN_INLINE void l2_normalize_backward_row(const T* x, const T* dy, index_t n
   for (index_t d = 0; d < n; ++d) dst[d] = inv * (dy[d] - x[d] * inv * ydy);
 }
 
-/// dst (R x Cc, row-major, ld_dst) = src^T, src being Cc x R with row stride ld_src.
+/// dst = src^T, src being rows x cols (row stride ld_src), dst cols x rows (row stride ld_dst).
+/// Both sizes are multiples of PAD here; 16 x 16 tiles keep the strided writes in cache.
 template <class T>
-LINATTN_INLINE void transpose(const T* src, index_t ld_src, index_t rows_src, index_t cols_src,
-                              T* dst, index_t ld_dst) {
-  for (index_t i = 0; i < rows_src; ++i)
-    for (index_t c = 0; c < cols_src; ++c) dst[c * ld_dst + i] = src[i * ld_src + c];
+LINATTN_INLINE void transpose(const T* src, index_t ld_src, index_t rows, index_t cols, T* dst,
+                              index_t ld_dst) {
+  constexpr index_t TB = 16;
+  for (index_t i0 = 0; i0 < rows; i0 += TB)
+    for (index_t c0 = 0; c0 < cols; c0 += TB)
+      for (index_t i = i0; i < std::min(i0 + TB, rows); ++i)
+        for (index_t c = c0; c < std::min(c0 + TB, cols); ++c) dst[c * ld_dst + i] = src[i * ld_src + c];
 }
 
 // ------------------------------------------------------------------------------------------------
