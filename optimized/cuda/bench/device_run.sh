@@ -45,10 +45,10 @@ for s in $stages; do
         run_m 1 "$P1"
         run_m 2 "$P1" "$T1"
         run_m 3 "$P2" "$P3" "$CT"
-        run_m 4 "$P2"
+        run_m 4 "$P2" "$RG"
         run_m 5 "$PK" "$P1"
         run_m 6 "$DT" "$P3"
-        run_m 7 "$P2"
+        run_m 7 "$P2" "$RG"
         run_m 8 "$P3" "$RG"
       } 2>&1 | tee "$OUT/mutants.log" ;;
     bench)
