@@ -319,7 +319,7 @@ TEST_CASE("Sigmoid softplus and SiLU backward equal finite differences including
   worst.print("activations");
 }
 
-TEST_CASE("L2 normalisation backward equals finite differences down to vectors as short as sqrt(eps)") {
+TEST_CASE("L2 normalisation backward equals finite differences down to vectors as short as the root of eps") {
   Worst worst;
   rc::prop("gradcheck", [&] {
     const index_t rows = *rc::gen::inRange<index_t>(1, 6), D = *rc::gen::inRange<index_t>(1, 9);
@@ -337,7 +337,7 @@ TEST_CASE("L2 normalisation backward equals finite differences down to vectors a
   worst.print("l2 normalisation");
 }
 
-TEST_CASE("Decay g = -exp(A_log) softplus(a + dt_bias) backward equals finite differences scalar and per channel") {
+TEST_CASE("GDN decay parametrisation backward equals finite differences for A_log a and dt_bias scalar and per channel") {
   Worst worst;
   rc::prop("gradcheck", [&] {
     const index_t B = *rc::gen::inRange<index_t>(1, 3), Tn = *rc::gen::inRange<index_t>(1, 6);
