@@ -32,6 +32,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,9 @@ using simd::vec;
 
 /// Sub-block size for per-channel decays.
 constexpr index_t SUB = 16;
+/// Column panel of the state in stage 6: 256 bytes (64 floats, 32 doubles), K x PW in L1.
+template <class T>
+constexpr index_t PANEL = 256 / sizeof(T);
 
 /// The chunked kernel treats DeltaNet as a scalar decay with g = 0.
 Decay chunk_decay(Op op) {
@@ -80,7 +84,7 @@ struct Workspace {
     sz(rhs, C * (Kp + Vp)), sz(wu, C * (Kp + Vp));
     for (auto* x : {&L, &P, &Lk, &A}) sz(*x, C * C);
     sz(kT, Kp * C), sz(kdT, Kp * C), sz(seg, C), sz(bm, Kp * SUB);
-    sz(bsum, 3 * (C / SUB + 1) * Kp), sz(tmp, 4 * Kp);
+    sz(bsum, 3 * (C / SUB + 1) * Kp), sz(tmp, 4 * Kp + C);
     sz(S, Kp * Vp);
   }
 };
@@ -93,15 +97,6 @@ template <class T, int W>
 LINATTN_INLINE vec<T, W> ld(const T* p) { return simd::load<T, W>(p); }
 template <class T, int W>
 LINATTN_INLINE void st(T* p, vec<T, W> x) { simd::store<T, W>(p, x); }
-
-/// Copy one input row of `n` elements into a padded row of `np`, zeros after n (or all zeros).
-template <class T>
-LINATTN_INLINE void gather_row(const T* src, index_t n, index_t np, T* dst) {
-  index_t d = 0;
-  if (src)
-    for (; d < n; ++d) dst[d] = src[d];
-  for (; d < np; ++d) dst[d] = T(0);
-}
 
 /// x / sqrt(sum x^2 + 1e-6), as ref::l2_normalize.
 template <class T>
@@ -119,20 +114,20 @@ LINATTN_INLINE void l2_normalize_row(T* x, index_t n) {
 // ------------------------------------------------------------------------------------------------
 
 /// Stage 0: q (l2-normalised if asked, times scale), k, v and the log-decays g of the chunk.
-template <class T, Decay D>
+template <class T, int W, Decay D>
 LINATTN_INLINE void gather(const HeadJob<T>& j, Workspace<T>& ws, index_t c0, index_t n) {
   const index_t K = j.K, V = j.V, Kp = ws.Kp, Vp = ws.Vp;
   for (index_t i = 0; i < ws.C; ++i) {
     const bool in = i < n;
     const index_t t = c0 + i;
     T *qi = ws.q.data() + i * Kp, *ki = ws.k.data() + i * Kp;
-    gather_row(in ? j.q + t * j.ld_k : nullptr, K, Kp, qi);
-    gather_row(in ? j.k + t * j.ld_k : nullptr, K, Kp, ki);
-    gather_row(in ? j.v + t * j.ld_v : nullptr, V, Vp, ws.v.data() + i * Vp);
+    simd::copy_row<T, W>(in ? j.q + t * j.ld_k : nullptr, K, Kp, qi);
+    simd::copy_row<T, W>(in ? j.k + t * j.ld_k : nullptr, K, Kp, ki);
+    simd::copy_row<T, W>(in ? j.v + t * j.ld_v : nullptr, V, Vp, ws.v.data() + i * Vp);
     if (in && j.l2norm) l2_normalize_row(qi, K), l2_normalize_row(ki, K);
-    for (index_t d = 0; d < K; ++d) qi[d] *= j.scale;
+    for (index_t d = 0; d < Kp; ++d) qi[d] *= j.scale;
     if constexpr (D == Decay::channel)
-      gather_row(in ? j.g + t * j.ld_g : nullptr, K, Kp, ws.g.data() + i * Kp);
+      simd::copy_row<T, W>(in ? j.g + t * j.ld_g : nullptr, K, Kp, ws.g.data() + i * Kp);
     else
       ws.g[i] = (in && j.g) ? j.g[t * j.ld_g] : T(0);
   }
@@ -185,20 +180,21 @@ LINATTN_INLINE void intra_scalar(Workspace<T>& ws, index_t K, bool trace, T* gl)
   const index_t C = ws.C, Kp = ws.Kp, KV = Kp + ws.Vp;
   T *L = ws.L.data(), *P = ws.P.data(), *Lk = ws.Lk.data(), *kT = ws.kT.data(), *seg = ws.seg.data();
   const T *k = ws.k.data(), *q = ws.q.data(), *e = ws.e.data(), *g = ws.g.data();
-  for (index_t i = 0; i < C; ++i)
-    for (index_t d = 0; d < Kp; ++d) kT[d * C + i] = k[i * Kp + d];
+  simd::transpose<T, W>(k, Kp, C, Kp, kT, C);
   kern::gemm<T, W>(C, C, K, e, Kp, 1, kT, C, L, C, Acc::store, Tri::lower_c);
   kern::gemm<T, W>(C, C, K, q, Kp, 1, kT, C, P, C, Acc::store, Tri::lower_c);
   if (trace) kern::gemm<T, W>(C, C, K, k, Kp, 1, kT, C, Lk, C, Acc::store, Tri::lower_c);
+  T* colidx = ws.tmp.data() + 4 * Kp;  // 0, 1, ..., C - 1 (the column index, as T)
+  for (index_t c = 0; c < C; ++c) colidx[c] = T(c);
   for (index_t i = 0; i < C; ++i) {
     // seg[j] = g_{j+1} + ... + g_i for j <= i (a direct sum), 0 above the diagonal
     T acc = 0;
     for (index_t c = i; c >= 0; --c) seg[c] = acc, acc += g[c];
     for (index_t c = i + 1; c < C; ++c) seg[c] = 0;
+    const Vt row = simd::splat<T, W>(T(i));
     for (index_t c = 0; c < C; c += W) {
-      Vt col;
-      for (int l = 0; l < W; ++l) col[l] = T(c + l);
-      const auto below = col < T(i), on_or_below = col <= T(i);
+      const Vt col = ld<T, W>(colidx + c);
+      const auto below = col < row, on_or_below = col <= row;
       const Vt decay = simd::vexp<T, W>(ld<T, W>(seg + c));
       st<T, W>(L + i * C + c, below ? ld<T, W>(L + i * C + c) * decay : Vt{});
       st<T, W>(P + i * C + c, on_or_below ? ld<T, W>(P + i * C + c) * decay : Vt{});
@@ -206,26 +202,30 @@ LINATTN_INLINE void intra_scalar(Workspace<T>& ws, index_t K, bool trace, T* gl)
     }
   }
   std::fill(gl, gl + Kp, std::exp(ws.G[C - 1]));
+  T *eg = seg, *egl = colidx;  // exp(G_i), exp(G_last - G_i) = exp(Gs_i), per row i
+  for (index_t i = 0; i < C; ++i) eg[i] = std::exp(ws.G[i]), egl[i] = std::exp(ws.Gs[i]);
   for (index_t i = 0; i < C; ++i) {
-    const Vt eg = simd::splat<T, W>(std::exp(ws.G[i])), egl = simd::splat<T, W>(std::exp(ws.Gs[i]));
+    const Vt f = simd::splat<T, W>(eg[i]);
     for (index_t d = 0; d < Kp; d += W) {
-      const Vt ki = ld<T, W>(k + i * Kp + d), kd = ki * egl;
-      st<T, W>(ws.rhs.data() + i * KV + d, ld<T, W>(e + i * Kp + d) * eg);
-      st<T, W>(ws.qg.data() + i * Kp + d, ld<T, W>(q + i * Kp + d) * eg);
-      st<T, W>(ws.kg.data() + i * Kp + d, ki * eg);
-      for (int l = 0; l < W; ++l) ws.kdT[(d + l) * C + i] = kd[l];
+      st<T, W>(ws.rhs.data() + i * KV + d, ld<T, W>(e + i * Kp + d) * f);
+      st<T, W>(ws.qg.data() + i * Kp + d, ld<T, W>(q + i * Kp + d) * f);
+      st<T, W>(ws.kg.data() + i * Kp + d, ld<T, W>(k + i * Kp + d) * f);
     }
   }
+  for (index_t d = 0; d < Kp; ++d)  // kdT = k^T with column j scaled by exp(G_last - G_j)
+    for (index_t c = 0; c < C; c += W)
+      st<T, W>(ws.kdT.data() + d * C + c, ld<T, W>(kT + d * C + c) * ld<T, W>(egl + c));
 }
 
 /// Stage 3, per-channel decay (KDA, GDN2): L_ij = sum_d e_id k_jd exp(g_{j+1,d} + ... + g_{i,d})
-/// (and P with q, inclusive; Lk with k) in sub-blocks of SUB rows. For i in block I, j in block
-/// J < I, the decay factors into three sums of g over disjoint ranges, each exponentiated alone:
-///   X_i = exp(g_{I0} + ... + g_i)       (block I's start to i)
+/// (and P with q, inclusive; Lk with k) in sub-blocks of SUB rows. With alpha_t = exp(g_t) <= 1
+/// per channel, for i in block I and j in an earlier block J the decay factors into
+///   X_i = alpha_{I0} ... alpha_i                (block I's start to i, a running product)
 ///   M_IJ = exp(sum of g over the blocks strictly between J and I)
-///   Y_j = exp(g_{j+1} + ... + g_{J_last}) (j to block J's end)
-/// so that block is (e (.) X)_I Diag(M_IJ) ((k (.) Y)_J)^T, a matrix product. The diagonal block
-/// uses the exact product exp(G_i - G_j) = alpha_{j+1} ... alpha_i, alpha = exp(g) <= 1.
+///   Y_j = alpha_{j+1} ... alpha_{J_last}        (j to block J's end, a running product)
+/// all <= 1, so that block is (e (.) X)_I Diag(M_IJ) ((k (.) Y)_J)^T, a matrix product. Inside a
+/// diagonal block the factor is the exact product exp(G_i - G_j) = alpha_{j+1} ... alpha_i.
+/// (No exponential of a difference of sums is ever formed: such differences cancel.)
 /// Also the decay-scaled operands of stages 5-6 (as intra_scalar), from the same factors:
 /// exp(G_i) = X_i exp(sum over blocks before I), exp(G_last - G_j) = Y_j exp(sum over blocks after J).
 template <class T, int W>
@@ -234,31 +234,34 @@ LINATTN_INLINE void intra_channel(Workspace<T>& ws, index_t K, bool trace, T* gl
   const index_t C = ws.C, Kp = ws.Kp, KV = Kp + ws.Vp, nb = C / SUB;
   T *L = ws.L.data(), *P = ws.P.data(), *Lk = ws.Lk.data(), *kT = ws.kT.data();
   T *ex = ws.ex.data(), *qx = ws.qx.data(), *kx = ws.kx.data(), *alpha = ws.alpha.data();
+  T* ky = ws.kg.data();  // k (.) Y, row-major (kg is filled later)
   const T *k = ws.k.data(), *q = ws.q.data(), *e = ws.e.data(), *g = ws.g.data();
   // bsum rows: tot[I] = sum of g over block I; before[I] = sum over blocks < I; after[I] = > I
   T *tot = ws.bsum.data(), *before = tot + nb * Kp, *after = before + nb * Kp;
-  T *dec = ws.tmp.data(), *mid = dec + Kp, *fac = mid + Kp;
+  T *dec = ws.tmp.data(), *mid = dec + Kp;
+  for (index_t i = 0; i < C; ++i)
+    for (index_t d = 0; d < Kp; d += W)
+      st<T, W>(alpha + i * Kp + d, simd::vexp<T, W>(ld<T, W>(g + i * Kp + d)));
   for (index_t I = 0; I < nb; ++I) {
     const index_t i0 = I * SUB, last = i0 + SUB - 1;
     for (index_t d = 0; d < Kp; d += W) {
-      Vt acc{};  // X_i: running sum from the block start
-      for (index_t i = i0; i <= last; ++i) {
-        acc += ld<T, W>(g + i * Kp + d);
-        const Vt x = simd::vexp<T, W>(acc);
+      Vt x = simd::splat<T, W>(T(1)), sum{};
+      for (index_t i = i0; i <= last; ++i) {  // X_i, running forward
+        x *= ld<T, W>(alpha + i * Kp + d);
+        sum += ld<T, W>(g + i * Kp + d);
         st<T, W>(ex + i * Kp + d, ld<T, W>(e + i * Kp + d) * x);
         st<T, W>(qx + i * Kp + d, ld<T, W>(q + i * Kp + d) * x);
         st<T, W>(kx + i * Kp + d, ld<T, W>(k + i * Kp + d) * x);
-        st<T, W>(alpha + i * Kp + d, simd::vexp<T, W>(ld<T, W>(g + i * Kp + d)));
       }
-      st<T, W>(tot + I * Kp + d, acc);
-      acc = Vt{};  // Y_j: running sum from j + 1 to the block end; kT = (k (.) Y)^T
-      for (index_t i = last; i >= i0; --i) {
-        const Vt ky = ld<T, W>(k + i * Kp + d) * simd::vexp<T, W>(acc);
-        for (int l = 0; l < W; ++l) kT[(d + l) * C + i] = ky[l];
-        acc += ld<T, W>(g + i * Kp + d);
+      st<T, W>(tot + I * Kp + d, sum);
+      Vt y = simd::splat<T, W>(T(1));
+      for (index_t i = last; i >= i0; --i) {  // Y_i, running backward
+        st<T, W>(ky + i * Kp + d, ld<T, W>(k + i * Kp + d) * y);
+        y *= ld<T, W>(alpha + i * Kp + d);
       }
     }
   }
+  simd::transpose<T, W>(ky, Kp, C, Kp, kT, C);  // kT = (k (.) Y)^T
   for (index_t d = 0; d < Kp; d += W) {
     Vt acc{};
     for (index_t I = 0; I < nb; ++I) st<T, W>(before + I * Kp + d, acc), acc += ld<T, W>(tot + I * Kp + d);
@@ -270,7 +273,7 @@ LINATTN_INLINE void intra_channel(Workspace<T>& ws, index_t K, bool trace, T* gl
   for (index_t I = 0; I < nb; ++I) {
     for (index_t d = 0; d < Kp; d += W) {
       st<T, W>(mid + d, simd::vexp<T, W>(ld<T, W>(before + I * Kp + d)));
-      st<T, W>(fac + d, simd::vexp<T, W>(ld<T, W>(after + I * Kp + d)));
+      st<T, W>(after + I * Kp + d, simd::vexp<T, W>(ld<T, W>(after + I * Kp + d)));  // now a factor
     }
     for (index_t i = I * SUB; i < (I + 1) * SUB; ++i)
       for (index_t d = 0; d < Kp; d += W) {
@@ -278,9 +281,12 @@ LINATTN_INLINE void intra_channel(Workspace<T>& ws, index_t K, bool trace, T* gl
         st<T, W>(ws.rhs.data() + i * KV + d, ld<T, W>(ex + i * Kp + d) * eb);
         st<T, W>(ws.qg.data() + i * Kp + d, ld<T, W>(qx + i * Kp + d) * eb);
         st<T, W>(ws.kg.data() + i * Kp + d, ld<T, W>(kx + i * Kp + d) * eb);
-        for (int l = 0; l < W; ++l) ws.kdT[(d + l) * C + i] = kT[(d + l) * C + i] * fac[d + l];
       }
   }
+  for (index_t d = 0; d < Kp; ++d)  // kdT = (k (.) Y)^T, column j scaled by exp(sum after J)
+    for (index_t c = 0; c < C; c += W)
+      st<T, W>(ws.kdT.data() + d * C + c,
+               ld<T, W>(kT + d * C + c) * simd::splat<T, W>(after[(c / SUB) * Kp + d]));
   for (index_t I = 0; I < nb; ++I) {
     const index_t i0 = I * SUB;
     // blocks J < I: a matrix product with Diag(M_IJ) folded into the right operand
@@ -293,7 +299,8 @@ LINATTN_INLINE void intra_channel(Workspace<T>& ws, index_t K, bool trace, T* gl
       }
       T* bm = ws.bm.data();
       for (index_t d = 0; d < Kp; ++d)
-        for (index_t c = 0; c < SUB; ++c) bm[d * SUB + c] = kT[d * C + j0 + c] * mid[d];
+        for (index_t c = 0; c < SUB; c += W)
+          st<T, W>(bm + d * SUB + c, ld<T, W>(kT + d * C + j0 + c) * simd::splat<T, W>(mid[d]));
       kern::gemm<T, W>(SUB, SUB, K, ex + i0 * Kp, Kp, 1, bm, SUB, L + i0 * C + j0, C, Acc::store);
       kern::gemm<T, W>(SUB, SUB, K, qx + i0 * Kp, Kp, 1, bm, SUB, P + i0 * C + j0, C, Acc::store);
       if (trace)
@@ -323,27 +330,34 @@ LINATTN_INLINE void intra_channel(Workspace<T>& ws, index_t K, bool trace, T* gl
 }
 
 /// Stage 4: A = (I + L)^-1 by forward substitution, row by row: A_i = unit_i - sum_{j<i} L_ij A_j
-/// (A is unit lower triangular; row j of A is zero after column j).
+/// (A is unit lower triangular; row j of A is zero after column j). Row i is accumulated in
+/// registers, C / W vectors (at most 64 / W), the sum over j running down the rows of A.
 template <class T, int W>
 LINATTN_INLINE void invert_unit_lower(Workspace<T>& ws) {
   using Vt = vec<T, W>;
+  constexpr int MAXV = 64 / W;  // C <= 64
   const index_t C = ws.C;
+  const int nv = static_cast<int>(C / W);
   const T* L = ws.L.data();
   T* A = ws.A.data();
   for (index_t i = 0; i < C; ++i) {
     T* Ai = A + i * C;
     for (index_t c = 0; c < C; ++c) Ai[c] = c == i ? T(1) : T(0);
+    Vt acc[MAXV];
+#pragma GCC unroll 16
+    for (int b = 0; b < MAXV; ++b) acc[b] = b < nv ? ld<T, W>(Ai + b * W) : Vt{};
     for (index_t jj = 0; jj < i; ++jj) {
       const Vt l = simd::splat<T, W>(L[i * C + jj]);
       const T* Aj = A + jj * C;
-      for (index_t c = 0; c <= jj; c += W) st<T, W>(Ai + c, ld<T, W>(Ai + c) - l * ld<T, W>(Aj + c));
+#pragma GCC unroll 16
+      for (int b = 0; b < MAXV; ++b)
+        if (b * W <= jj) acc[b] -= l * ld<T, W>(Aj + b * W);  // A_j is zero after column j
     }
+#pragma GCC unroll 16
+    for (int b = 0; b < MAXV; ++b)
+      if (b < nv) st<T, W>(Ai + b * W, acc[b]);
   }
 }
-
-// ------------------------------------------------------------------------------------------------
-// The pipeline for one (sequence, head).
-// ------------------------------------------------------------------------------------------------
 
 /// chunk_intermediates: copy the chunk's stages out (the first n rows, K and V columns).
 template <class T, Decay D>
@@ -384,6 +398,7 @@ LINATTN_INLINE void run_head(const HeadJob<T>& j, Workspace<T>& ws) {
   T *rhs = ws.rhs.data(), *wu = ws.wu.data(), *o = ws.o.data(), *vbar = ws.vbar.data();
   T* gl = ws.tmp.data() + 3 * Kp;  // exp(G_last), per key channel
   T* vnew = wu + Kp;               // v_new overwrites u in place (stage 6)
+  constexpr index_t PW = PANEL<T>;
 
   // The state entering the first chunk: S = initial state (or 0), zero-padded to Kp x Vp.
   for (index_t i = 0; i < Kp; ++i)
@@ -392,7 +407,7 @@ LINATTN_INLINE void run_head(const HeadJob<T>& j, Workspace<T>& ws) {
 
   for (index_t c0 = 0; c0 < j.len; c0 += C) {
     const index_t n = std::min(C, j.len - c0);
-    gather<T, D>(j, ws, c0, n);                                          // stage 0
+    gather<T, W, D>(j, ws, c0, n);                                       // stage 0
     if constexpr (D == Decay::scalar) decay_sums_scalar(ws);            // stage 1
     make_e_u0(j, ws, c0, n);                                            // stage 2
     if constexpr (D == Decay::scalar) intra_scalar<T, W>(ws, K, trace, gl);  // stage 3 (+1)
@@ -404,20 +419,26 @@ LINATTN_INLINE void run_head(const HeadJob<T>& j, Workspace<T>& ws) {
     std::vector<T> wu_copy, S_in;  // chunk_intermediates: u and S before stage 6 changes them
     if (j.record) wu_copy.assign(wu, wu + C * KV), S_in.assign(S, S + Kp * Vp);
 
-    // Stage 6: v_new = u - w_aux S;  o = (q (.) exp(G)) S + P v_new;  (trace: v_bar likewise)
-    kern::gemm<T, W>(C, Vp, K, wu, KV, 1, S, Vp, vnew, KV, Acc::sub);
-    kern::gemm<T, W>(C, Vp, K, ws.qg.data(), Kp, 1, S, Vp, o, Vp, Acc::store);
-    kern::gemm<T, W>(C, Vp, C, P, C, 1, vnew, KV, o, Vp, Acc::add, Tri::lower_a);
-    if (trace) {
-      kern::gemm<T, W>(C, Vp, K, ws.kg.data(), Kp, 1, S, Vp, vbar, Vp, Acc::store);
-      kern::gemm<T, W>(C, Vp, C, Lk, C, 1, vnew, KV, vbar, Vp, Acc::add, Tri::lower_a);
+    // Stage 6, one column panel of S at a time (the columns of S evolve independently, and a
+    // K x PW panel stays in L1 through all four products):
+    //   v_new = u - w_aux S;  o = (q (.) exp(G)) S + P v_new;  (trace: v_bar likewise with k, Lk)
+    //   S' = Diag(exp(G_last)) S + (k (.) exp(G_last - G))^T v_new
+    for (index_t c0p = 0; c0p < Vp; c0p += PW) {
+      const index_t pw = std::min(PW, Vp - c0p);
+      T *Sp = S + c0p, *vn = vnew + c0p, *op = o + c0p;
+      kern::gemm<T, W>(C, pw, K, wu, KV, 1, Sp, Vp, vn, KV, Acc::sub);
+      kern::gemm<T, W>(C, pw, K, ws.qg.data(), Kp, 1, Sp, Vp, op, Vp, Acc::store);
+      kern::gemm<T, W>(C, pw, C, P, C, 1, vn, KV, op, Vp, Acc::add, Tri::lower_a);
+      if (trace) {
+        kern::gemm<T, W>(C, pw, K, ws.kg.data(), Kp, 1, Sp, Vp, vbar + c0p, Vp, Acc::store);
+        kern::gemm<T, W>(C, pw, C, Lk, C, 1, vn, KV, vbar + c0p, Vp, Acc::add, Tri::lower_a);
+      }
+      for (index_t i = 0; i < K; ++i) {
+        const vec<T, W> f = simd::splat<T, W>(gl[i]);
+        for (index_t c = 0; c < pw; c += W) st<T, W>(Sp + i * Vp + c, ld<T, W>(Sp + i * Vp + c) * f);
+      }
+      kern::gemm<T, W>(Kp, pw, n, ws.kdT.data(), C, 1, vn, KV, Sp, Vp, Acc::add);  // Kp: whole tiles
     }
-    //          S' = Diag(exp(G_last)) S + (k (.) exp(G_last - G))^T v_new
-    for (index_t i = 0; i < K; ++i) {
-      const vec<T, W> f = simd::splat<T, W>(gl[i]);
-      for (index_t c = 0; c < Vp; c += W) st<T, W>(S + i * Vp + c, ld<T, W>(S + i * Vp + c) * f);
-    }
-    kern::gemm<T, W>(Kp, Vp, n, ws.kdT.data(), C, 1, vnew, KV, S, Vp, Acc::add);  // Kp: whole tiles
 
     // Outputs of the chunk
     for (index_t i = 0; i < n; ++i) {
@@ -438,11 +459,11 @@ LINATTN_INLINE void run_head(const HeadJob<T>& j, Workspace<T>& ws) {
       for (index_t c = 0; c < V; ++c) j.s_final[i * V + c] = S[i * Vp + c];
 }
 
-LINATTN_CPU_MULTIVERSION(void, chunk_head, (const HeadJob<float>& j, Workspace<float>& ws),
+LINATTN_CPU_DISPATCH(void, chunk_head, (const HeadJob<float>& j, Workspace<float>& ws), (j, ws),
                          if (chunk_decay(j.op) == Decay::channel)
                              run_head<float, VB / 4, Decay::channel>(j, ws);
                          else run_head<float, VB / 4, Decay::scalar>(j, ws);)
-LINATTN_CPU_MULTIVERSION(void, chunk_head, (const HeadJob<double>& j, Workspace<double>& ws),
+LINATTN_CPU_DISPATCH(void, chunk_head, (const HeadJob<double>& j, Workspace<double>& ws), (j, ws),
                          if (chunk_decay(j.op) == Decay::channel)
                              run_head<double, VB / 8, Decay::channel>(j, ws);
                          else run_head<double, VB / 8, Decay::scalar>(j, ws);)

@@ -17,6 +17,8 @@
 #include "optimized/cpu/fused_recurrent.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,11 @@ using detail::HeadJob;
 using ref::Op;
 using simd::PAD;
 using simd::vec;
+
+template <class T, int W>
+LINATTN_INLINE vec<T, W> ld(const T* p) { return simd::load<T, W>(p); }
+template <class T, int W>
+LINATTN_INLINE void st(T* p, vec<T, W> x) { simd::store<T, W>(p, x); }
 
 constexpr index_t TB = 32;  // tokens per block
 
@@ -60,8 +67,9 @@ struct Workspace {
 };
 
 /// Pack token t of the job into row `row` of the token buffers (OPERATOR-SPECIFIC part here).
-template <class T, Decay D>
+template <class T, int W, Decay D>
 LINATTN_INLINE void pack_token(const HeadJob<T>& j, Workspace<T>& ws, index_t t, index_t row) {
+  using Vt = vec<T, W>;
   const index_t K = j.K, V = j.V, Kp = ws.Kp, Vp = ws.Vp;
   T *qs = ws.qs.data() + row * Kp, *kk = ws.kk.data() + row * Kp, *al = ws.al.data() + row * Kp;
   T *er = ws.er.data() + row * Kp, *kr = ws.kr.data() + row * Kp;
@@ -70,34 +78,46 @@ LINATTN_INLINE void pack_token(const HeadJob<T>& j, Workspace<T>& ws, index_t t,
     std::fill(er, er + Kp, T(0)), std::fill(kr, kr + Kp, T(0));
     return;
   }
-  const T *qt = j.q + t * j.ld_k, *kt = j.k + t * j.ld_k, *vt = j.v + t * j.ld_v;
+  simd::copy_row<T, W>(j.q + t * j.ld_k, K, Kp, qs);
+  simd::copy_row<T, W>(j.k + t * j.ld_k, K, Kp, kk);
+  simd::copy_row<T, W>(j.v + t * j.ld_v, V, Vp, vv);
   T qn = 1, kn = 1;
   if (j.l2norm) {  // as ref::l2_normalize: x / sqrt(sum x^2 + 1e-6)
     T sq = 0, sk = 0;
-    for (index_t d = 0; d < K; ++d) sq += qt[d] * qt[d], sk += kt[d] * kt[d];
+    for (index_t d = 0; d < K; ++d) sq += qs[d] * qs[d], sk += kk[d] * kk[d];
     qn = T(1) / std::sqrt(sq + T(1e-6)), kn = T(1) / std::sqrt(sk + T(1e-6));
   }
-  for (index_t d = 0; d < K; ++d) qs[d] = (qt[d] * qn) * j.scale, kk[d] = kt[d] * kn;
-  if constexpr (D == Decay::channel)
-    for (index_t d = 0; d < K; ++d) al[d] = std::exp(j.g[t * j.ld_g + d]);
-  else if constexpr (D == Decay::scalar)
-    ws.as[row] = std::exp(j.g[t * j.ld_g]);
-  else
-    ws.as[row] = T(1);
-  for (index_t d = 0; d < K; ++d) {
-    const T a = D == Decay::channel ? al[d] : ws.as[row];
-    const T e = j.op == Op::gdn2 ? j.b[t * j.ld_k + d] * kk[d] : kk[d];  // e = b (.) k, or k
-    er[d] = e * a, kr[d] = kk[d] * a;
+  const Vt vq = simd::splat<T, W>(qn), vk = simd::splat<T, W>(kn), vs = simd::splat<T, W>(j.scale);
+  for (index_t d = 0; d < Kp; d += W) {
+    st<T, W>(qs + d, (ld<T, W>(qs + d) * vq) * vs);  // (q / |q|) scale, as the reference
+    st<T, W>(kk + d, ld<T, W>(kk + d) * vk);
   }
-  if (j.op == Op::gdn2) {  // u0 = w (.) v, gamma = 1
-    for (index_t c = 0; c < V; ++c) z[c] = j.w[t * j.ld_v + c] * vt[c];
+  Vt a = simd::splat<T, W>(T(1));
+  if constexpr (D == Decay::channel) {
+    simd::copy_row<T, W>(j.g + t * j.ld_g, K, Kp, al);
+    for (index_t d = 0; d < Kp; d += W) st<T, W>(al + d, simd::vexp<T, W>(ld<T, W>(al + d)));
+  } else if constexpr (D == Decay::scalar) {
+    ws.as[row] = std::exp(j.g[t * j.ld_g]);
+    a = simd::splat<T, W>(ws.as[row]);
+  } else {
+    ws.as[row] = T(1);
+  }
+  for (index_t d = 0; d < Kp; d += W) {
+    const Vt ad = D == Decay::channel ? ld<T, W>(al + d) : a, kd = ld<T, W>(kk + d);
+    st<T, W>(kr + d, kd * ad);
+    st<T, W>(er + d, kd * ad);  // e = k (DeltaNet, GDN, KDA)
+  }
+  if (j.op == Op::gdn2) {  // e = b (.) k, u0 = w (.) v, gamma = 1
+    const T *bt = j.b + t * j.ld_k, *wt = j.w + t * j.ld_v;
+    for (index_t d = 0; d < K; ++d) er[d] *= bt[d];
+    for (index_t c = 0; c < V; ++c) z[c] = wt[c] * vv[c];
     ws.gam[row] = T(1);
   } else {  // u0 = beta v, gamma = beta
     const T bt = j.beta[t * j.ld_beta];
-    for (index_t c = 0; c < V; ++c) z[c] = bt * vt[c];
+    const Vt vb = simd::splat<T, W>(bt);
+    for (index_t c = 0; c < Vp; c += W) st<T, W>(z + c, ld<T, W>(vv + c) * vb);
     ws.gam[row] = bt;
   }
-  std::copy(vt, vt + V, vv);
 }
 
 /// Run tokens [0, tb) of the packed block through columns [c0, c0 + NV W) of S.
@@ -176,7 +196,7 @@ LINATTN_INLINE void recurrent_head(const HeadJob<T>& j, Workspace<T>& ws) {
   std::fill(ws.z.begin(), ws.z.end(), T(0));  // padding columns of u0 stay 0
   for (index_t t0 = 0; t0 < j.len; t0 += TB) {
     const index_t tb = std::min(TB, j.len - t0);
-    for (index_t tt = 0; tt <= tb; ++tt) pack_token<T, D>(j, ws, t0 + tt, tt);
+    for (index_t tt = 0; tt <= tb; ++tt) pack_token<T, W, D>(j, ws, t0 + tt, tt);
     if (t0 == 0) {  // the first token's reads, from the initial state
       for (index_t c = 0; c < Vp; ++c) {
         T r = 0, b = 0;
@@ -209,10 +229,11 @@ LINATTN_INLINE void recurrent_head(const HeadJob<T>& j, Workspace<T>& ws) {
     case Decay::scalar: return recurrent_head<T, W, Decay::scalar>(j, ws); \
     case Decay::channel: return recurrent_head<T, W, Decay::channel>(j, ws); \
   }
-LINATTN_CPU_MULTIVERSION(void, recurrent_head_mv, (const HeadJob<float>& j, Workspace<float>& ws),
+LINATTN_CPU_DISPATCH(void, recurrent_head_mv, (const HeadJob<float>& j, Workspace<float>& ws),
+                         (j, ws),
                          LINATTN_RECURRENT_BODY(float, VB / 4))
-LINATTN_CPU_MULTIVERSION(void, recurrent_head_mv,
-                         (const HeadJob<double>& j, Workspace<double>& ws),
+LINATTN_CPU_DISPATCH(void, recurrent_head_mv,
+                         (const HeadJob<double>& j, Workspace<double>& ws), (j, ws),
                          LINATTN_RECURRENT_BODY(double, VB / 8))
 #undef LINATTN_RECURRENT_BODY
 

@@ -69,22 +69,16 @@ void block_c(index_t mc, index_t nc, index_t kc, const float* A, index_t lda, co
     }
 }
 
-LINATTN_CPU_MULTIVERSION(int, big_nr, (), return BigTile<VB>::NR;)
-LINATTN_CPU_MULTIVERSION(void, pack_b_mv,
+LINATTN_CPU_DISPATCH(int, big_nr, (), (), return BigTile<VB>::NR;)
+LINATTN_CPU_DISPATCH(void, pack_b_mv,
                          (index_t kc, index_t nc, const float* B, index_t ldb, float* Bp,
                           index_t panel),
-                         pack_b<VB>(kc, nc, B, ldb, Bp, panel);)
-LINATTN_CPU_MULTIVERSION(void, block_c_mv,
+                         (kc, nc, B, ldb, Bp, panel), pack_b<VB>(kc, nc, B, ldb, Bp, panel);)
+LINATTN_CPU_DISPATCH(void, block_c_mv,
                          (index_t mc, index_t nc, index_t kc, const float* A, index_t lda,
                           const float* Bp, float* C, index_t ldc, bool first, float* Ap),
-                         block_c<VB>(mc, nc, kc, A, lda, Bp, C, ldc, first, Ap);)
-LINATTN_CPU_MULTIVERSION(const char*, simd_level_mv, (),
-                         return VB == 64 ? "x86-64-v4 (AVX-512)"
-                                         : VB == 32 ? "x86-64-v3 (AVX2, FMA)" : "baseline (SSE2)";)
-
+                         (mc, nc, kc, A, lda, Bp, C, ldc, first, Ap), block_c<VB>(mc, nc, kc, A, lda, Bp, C, ldc, first, Ap);)
 }  // namespace
-
-const char* simd_level() { return simd_level_mv(); }
 
 void sgemm(index_t M, index_t N, index_t K, const float* A, index_t lda, const float* B,
            index_t ldb, float* C, index_t ldc, int num_threads) {

@@ -15,8 +15,4 @@ namespace linattn::cpu {
 void sgemm(index_t M, index_t N, index_t K, const float* A, index_t lda, const float* B,
            index_t ldb, float* C, index_t ldc, int num_threads = 0);
 
-/// Which compiled version the running CPU uses: "x86-64-v4 (AVX-512)", "x86-64-v3 (AVX2, FMA)"
-/// or "baseline (SSE2)" (see dispatch.hpp).
-const char* simd_level();
-
 }  // namespace linattn::cpu

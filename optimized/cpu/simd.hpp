@@ -45,9 +45,13 @@ template <class T, int W>
 LINATTN_INLINE void store(T* p, vec<T, W> v) {
   std::memcpy(p, &v, sizeof v);
 }
+/// Every lane = x. (Through memory: GCC expands x - vec{} or a lane-wise build of a generic
+/// vector type lane by lane, and vec{} + x costs an add because -0 + 0 = +0.)
 template <class T, int W>
 LINATTN_INLINE vec<T, W> splat(T x) {
-  return vec<T, W>{} + x;
+  T t[W];
+  for (int i = 0; i < W; ++i) t[i] = x;
+  return load<T, W>(t);
 }
 template <class T, int W>
 LINATTN_INLINE T hsum(vec<T, W> v) {
@@ -111,6 +115,62 @@ LINATTN_INLINE vec<T, W> vexp(vec<T, W> x) {
     const V res = p * (V)bits;
     return x < lo ? V{} : res;
   }
+}
+
+namespace detail {
+/// Shuffle masks of one butterfly stage of a W x W transpose (see transpose below).
+template <class T, int W, int H>
+struct TransposeMasks {
+  static constexpr auto make(bool high) {
+    struct { lane_int<T> m[W]; } r{};
+    for (int c = 0; c < W; ++c)
+      r.m[c] = high ? ((c & H) ? W + c : c + H) : ((c & H) ? W + c - H : c);
+    return r;
+  }
+  static constexpr auto lo = make(false), hi = make(true);
+};
+template <class T, int W, int H>
+LINATTN_INLINE void transpose_stage(vec<T, W>* m) {
+  if constexpr (H < W) {
+    ivec<T, W> lo, hi;
+    std::memcpy(&lo, TransposeMasks<T, W, H>::lo.m, sizeof lo);
+    std::memcpy(&hi, TransposeMasks<T, W, H>::hi.m, sizeof hi);
+    for (int r = 0; r < W; ++r)
+      if (!(r & H)) {
+        const vec<T, W> a = m[r], b = m[r + H];
+        m[r] = __builtin_shuffle(a, b, lo);
+        m[r + H] = __builtin_shuffle(a, b, hi);
+      }
+    transpose_stage<T, W, 2 * H>(m);
+  }
+}
+}  // namespace detail
+
+/// dst = src^T for a rows x cols matrix (both multiples of W), in W x W blocks held in
+/// registers: log2(W) butterfly stages, each exchanging one bit of the row and column index
+/// (rows r and r + H swap their elements whose column has bit H set with the other row's).
+template <class T, int W>
+LINATTN_INLINE void transpose(const T* src, index_t lds, index_t rows, index_t cols, T* dst,
+                              index_t ldd) {
+  for (index_t r0 = 0; r0 < rows; r0 += W)
+    for (index_t c0 = 0; c0 < cols; c0 += W) {
+      vec<T, W> m[W];
+      for (int r = 0; r < W; ++r) m[r] = load<T, W>(src + (r0 + r) * lds + c0);
+      detail::transpose_stage<T, W, 1>(m);
+      for (int c = 0; c < W; ++c) store<T, W>(dst + (c0 + c) * ldd + r0, m[c]);
+    }
+}
+
+/// dst[0, n) = src[0, n), dst[n, np) = 0 (src == nullptr: all zero). In whole vectors where
+/// possible (a memcpy call of a few hundred bytes costs more than the copy on some CPUs).
+template <class T, int W>
+LINATTN_INLINE void copy_row(const T* src, index_t n, index_t np, T* dst) {
+  index_t d = 0;
+  if (src) {
+    for (; d + W <= n; d += W) store<T, W>(dst + d, load<T, W>(src + d));
+    for (; d < n; ++d) dst[d] = src[d];
+  }
+  for (; d < np; ++d) dst[d] = T(0);
 }
 
 /// Padded row lengths of the kernels' buffers are multiples of PAD elements: a multiple of every
