@@ -36,6 +36,7 @@
 #include "optimized/cpu/chunk.hpp"
 #include "optimized/cpu/chunk_backward.hpp"
 #include "optimized/cpu/gemm.hpp"
+#include "optimized/cpu/simd_level.hpp"
 #include "reference/recurrent.hpp"
 #include "reference/recurrent_backward.hpp"
 
@@ -238,7 +239,7 @@ int main(int argc, char** argv) {
   std::printf("- command: `%s`\n", cmdline.c_str());
   std::printf("- CPU: %s; %d logical CPUs; OpenMP threads: %d; kernels compiled for: %s\n",
               cpu_model().c_str(), static_cast<int>(std::thread::hardware_concurrency()), threads,
-              cpu::simd_level());
+              cpu::simd_level_name());
   const index_t n = 1024;  // the ceiling: our blocked SGEMM, same thread count
   std::vector<float> A(n * n), Bm(n * n), Cm(n * n);
   std::mt19937 rng(1);
