@@ -4,8 +4,11 @@
 //
 // Usage: bench_cpu_backward [--quick] [--T 1024,4096] [--d 64,128] [--H 4] [--chunks 16,32,64]
 //                           [--ops dn,gdn,kda,gdn2] [--naive-T 64] [--min-time 0.3] [--no-naive]
+//                           [--clock wall|cpu]
 // Threads: OpenMP's (set OMP_NUM_THREADS). Output: a Markdown table per operator. Each time is
 // the best of several runs (after one warm-up run) totalling at least --min-time seconds.
+// --clock cpu times the process's CPU time (summed over threads) instead of the wall clock: on a
+// machine shared with other jobs, with OMP_NUM_THREADS=1, it is the kernel's own cost.
 // The naive reference is timed at --naive-T tokens and scaled linearly in T (it is exactly linear),
 // marked "extrap.". Before timing, each operator's chunked backward is checked against the
 // reference backward at T = --naive-T (every gradient, relative RMS; printed under the table).
@@ -33,6 +36,8 @@
 #include <thread>
 #include <vector>
 
+#include <time.h>
+
 #include "optimized/cpu/chunk.hpp"
 #include "optimized/cpu/chunk_backward.hpp"
 #include "optimized/cpu/gemm.hpp"
@@ -55,6 +60,7 @@ struct Config {
   index_t H = 4, naive_T = 64;
   double min_time = 0.3;
   bool naive = true;
+  bool cpu_clock = false;
 };
 
 std::vector<index_t> parse_list(const std::string& s) {
@@ -81,15 +87,26 @@ std::string cpu_model() {
   return "unknown";
 }
 
-/// Best wall time of fn() over runs totalling at least min_time seconds (after one warm-up).
+bool g_cpu_clock = false;  // --clock cpu
+
+/// Seconds on the chosen clock: wall (steady) or the process's CPU time.
+double now() {
+  if (g_cpu_clock) {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/// Best time of fn() over runs totalling at least min_time seconds (after one warm-up).
 double best_time(const std::function<void()>& fn, double min_time) {
-  using clock = std::chrono::steady_clock;
   fn();
   double best = 1e30, total = 0;
   for (int runs = 0; runs < 3 || total < min_time; ++runs) {
-    const auto t0 = clock::now();
+    const double t0 = now();
     fn();
-    const double s = std::chrono::duration<double>(clock::now() - t0).count();
+    const double s = now() - t0;
     best = std::min(best, s), total += s;
     if (runs >= 200) break;
   }
@@ -215,6 +232,11 @@ int main(int argc, char** argv) {
     else if (a == "--naive-T") cfg.naive_T = std::stoll(next());
     else if (a == "--min-time") cfg.min_time = std::stod(next());
     else if (a == "--no-naive") cfg.naive = false;
+    else if (a == "--clock") {
+      const std::string c = next();
+      if (c != "wall" && c != "cpu") { std::fprintf(stderr, "--clock wall or cpu, not %s\n", c.c_str()); return 2; }
+      cfg.cpu_clock = c == "cpu";
+    }
     else if (a == "--ops") {
       cfg.ops.clear();
       std::stringstream ss(next());
@@ -230,6 +252,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  g_cpu_clock = cfg.cpu_clock;
 #ifdef _OPENMP
   const int threads = omp_get_max_threads();
 #else
@@ -251,8 +274,9 @@ int main(int argc, char** argv) {
   const double gemm_rate = 2.0 * n * n * n / tg / 1e9;
   std::printf("- float GEMM ceiling (cpu::sgemm, %ld^3, %d threads): %.1f GFLOP/s\n", long(n),
               threads, gemm_rate);
-  std::printf("- B = 1, H = %ld, K = V = d, dht given; best of >= 3 runs; GFLOP/s and %%GEMM are "
-              "the backward's alone\n", long(cfg.H));
+  std::printf("- B = 1, H = %ld, K = V = d, dht given; best of >= 3 runs on the %s clock; GFLOP/s "
+              "and %%GEMM are the backward's alone\n", long(cfg.H),
+              cfg.cpu_clock ? "process CPU-time" : "wall");
 
   for (Op op : cfg.ops) {
     std::printf("\n## %s\n\n", short_name(op));
