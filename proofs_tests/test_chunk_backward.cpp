@@ -23,6 +23,7 @@
 
 #include "generators.hpp"
 #include "optimized/cpu/chunk_backward.hpp"
+#include "optimized/cpu/simd_level.hpp"
 #include "reference/backward.hpp"
 
 using namespace linattn;
@@ -231,6 +232,28 @@ TEST_CASE("Chunked backward in float32 is within relative RMS 1e-4 of the float6
     expect_grads_close(chunked_backward<float>(pb, b.chunk), reference_backward(pb), kTol32, worst);
   });
   worst.print("float32");
+}
+
+TEST_CASE("Every compiled instruction-set version of the chunked backward equals the reference backward") {
+  // baseline (SSE2), AVX2 and AVX-512 differ in vector width, tile shapes and the order of sums;
+  // each must equal the reference (levels this CPU lacks are skipped)
+  const cpu::SimdLevel best = cpu::best_simd_level();
+  Worst worst;
+  rc::prop("each SIMD level == reference (float64)", [&] {
+    const Op op = *rc::gen::element(Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2);
+    const BwdCase b = *gen_bwd_case();
+    const BwdProblem pb = make_bwd_problem(op, b);
+    const auto want = reference_backward(pb);
+    for (cpu::SimdLevel l : {cpu::SimdLevel::baseline, cpu::SimdLevel::avx2, cpu::SimdLevel::avx512}) {
+      if (static_cast<int>(l) > static_cast<int>(best)) continue;
+      RC_LOG() << ref::op_name(op) << " " << b << " level " << cpu::simd_level_name(l) << "\n";
+      cpu::set_simd_level(l);
+      const auto got = chunked_backward<double>(pb, b.chunk);
+      cpu::set_simd_level(cpu::SimdLevel::automatic);
+      expect_grads_close(got, want, kTol64, worst);
+    }
+  });
+  worst.print("every SIMD level, float64");
 }
 
 TEST_CASE("Chunked backward gradients do not depend on the number of threads") {

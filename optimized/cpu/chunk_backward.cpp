@@ -112,15 +112,6 @@ LINATTN_INLINE vec<T, W> ld(const T* p) { return simd::load<T, W>(p); }
 template <class T, int W>
 LINATTN_INLINE void st(T* p, vec<T, W> x) { simd::store<T, W>(p, x); }
 
-/// Copy one input row of `n` elements into a padded row of `np`, zeros after n (or all zeros).
-template <class T>
-LINATTN_INLINE void gather_row(const T* src, index_t n, index_t np, T* dst) {
-  index_t d = 0;
-  if (src)
-    for (; d < n; ++d) dst[d] = src[d];
-  for (; d < np; ++d) dst[d] = T(0);
-}
-
 /// x / sqrt(sum x^2 + 1e-6), as ref::l2_normalize.
 template <class T>
 LINATTN_INLINE void l2_normalize_row(T* x, index_t n) {
@@ -141,46 +132,34 @@ LINATTN_INLINE void l2_normalize_backward_row(const T* x, const T* dy, index_t n
   for (index_t d = 0; d < n; ++d) dst[d] = inv * (dy[d] - x[d] * inv * ydy);
 }
 
-/// dst = src^T, src being rows x cols (row stride ld_src), dst cols x rows (row stride ld_dst).
-/// Both sizes are multiples of PAD here; 16 x 16 tiles keep the strided writes in cache.
-template <class T>
-LINATTN_INLINE void transpose(const T* src, index_t ld_src, index_t rows, index_t cols, T* dst,
-                              index_t ld_dst) {
-  constexpr index_t TB = 16;
-  for (index_t i0 = 0; i0 < rows; i0 += TB)
-    for (index_t c0 = 0; c0 < cols; c0 += TB)
-      for (index_t i = i0; i < std::min(i0 + TB, rows); ++i)
-        for (index_t c = c0; c < std::min(c0 + TB, cols); ++c) dst[c * ld_dst + i] = src[i * ld_src + c];
-}
-
 // ------------------------------------------------------------------------------------------------
 // The forward quantities of one chunk (F1-F6), recomputed from the entering state ws.S. Rows
 // i >= n are zero (k, e, u0, q, do = 0 and g = 0), so they add nothing anywhere.
 // ------------------------------------------------------------------------------------------------
 
 /// Stage 0: q (l2-normalised if asked, times scale), k, v, the gates and the per-channel log-decays.
-template <class T>
+template <class T, int W>
 LINATTN_INLINE void gather(const BwdJob<T>& j, Workspace<T>& ws, index_t c0, index_t n) {
   const index_t K = j.K, V = j.V, Kp = ws.Kp, Vp = ws.Vp;
   for (index_t i = 0; i < ws.C; ++i) {
     const bool in = i < n;
     const index_t t = c0 + i;
     T *qi = ws.q.data() + i * Kp, *ki = ws.k.data() + i * Kp, *gi = ws.lg.data() + i * Kp;
-    gather_row(in ? j.q + t * j.ld_k : nullptr, K, Kp, qi);
-    gather_row(in ? j.k + t * j.ld_k : nullptr, K, Kp, ki);
-    gather_row(in ? j.v + t * j.ld_v : nullptr, V, Vp, ws.v.data() + i * Vp);
-    gather_row(in ? j.do_ + t * j.ld_v : nullptr, V, Vp, ws.dO.data() + i * Vp);
+    simd::copy_row<T, W>(in ? j.q + t * j.ld_k : nullptr, K, Kp, qi);
+    simd::copy_row<T, W>(in ? j.k + t * j.ld_k : nullptr, K, Kp, ki);
+    simd::copy_row<T, W>(in ? j.v + t * j.ld_v : nullptr, V, Vp, ws.v.data() + i * Vp);
+    simd::copy_row<T, W>(in ? j.do_ + t * j.ld_v : nullptr, V, Vp, ws.dO.data() + i * Vp);
     if (in && j.l2norm) l2_normalize_row(qi, K), l2_normalize_row(ki, K);
     for (index_t d = 0; d < K; ++d) qi[d] *= j.scale;
     if (j.decay == Decay::channel) {
-      gather_row(in ? j.g + t * j.ld_g : nullptr, K, Kp, gi);
+      simd::copy_row<T, W>(in ? j.g + t * j.ld_g : nullptr, K, Kp, gi);
     } else {  // scalar decay repeated over the K channels; DeltaNet: g = 0
       const T gt = (in && j.g) ? j.g[t * j.ld_g] : T(0);
       for (index_t d = 0; d < Kp; ++d) gi[d] = d < K ? gt : T(0);
     }
     if (j.op == Op::gdn2) {
-      gather_row(in ? j.b + t * j.ld_k : nullptr, K, Kp, ws.b.data() + i * Kp);
-      gather_row(in ? j.w + t * j.ld_v : nullptr, V, Vp, ws.w.data() + i * Vp);
+      simd::copy_row<T, W>(in ? j.b + t * j.ld_k : nullptr, K, Kp, ws.b.data() + i * Kp);
+      simd::copy_row<T, W>(in ? j.w + t * j.ld_v : nullptr, V, Vp, ws.w.data() + i * Vp);
     } else {
       ws.beta[i] = in ? j.beta[t * j.ld_beta] : T(0);
     }
@@ -286,7 +265,7 @@ template <class T, int W>
 LINATTN_INLINE void chunk_forward_quantities(const BwdJob<T>& j, Workspace<T>& ws, index_t c0,
                                              index_t n, bool with_P) {
   const index_t C = ws.C, Vp = ws.Vp, KV = ws.KV, Kp = ws.Kp;
-  gather(j, ws, c0, n);
+  gather<T, W>(j, ws, c0, n);
   make_e_u0(j, ws);                        // F2: e, u0
   decays<T, W>(ws);                        // F1 (+ E, Qg, Kd, gamma, alpha)
   intra_forward<T, W>(ws, n, with_P);      // F3
@@ -365,11 +344,11 @@ LINATTN_INLINE void chunk_backward_step(const BwdJob<T>& j, Workspace<T>& ws, in
   T *A = ws.A.data(), *AT = ws.AT.data();
 
   // Transposed copies used as right operands: S^T, dS'^T, v_new^T, [E | u0]^T, A^T.
-  transpose(S, Vp, Kp, Vp, ws.ST.data(), Kp);
-  transpose(dS, Vp, Kp, Vp, ws.dST.data(), Kp);
-  transpose(vn, KV, C, Vp, ws.vnT.data(), C);
-  transpose(ws.rhs.data(), KV, C, KV, ws.rhsT.data(), C);
-  transpose(A, C, C, C, AT, C);
+  simd::transpose<T, W>(S, Vp, Kp, Vp, ws.ST.data(), Kp);
+  simd::transpose<T, W>(dS, Vp, Kp, Vp, ws.dST.data(), Kp);
+  simd::transpose<T, W>(vn, KV, C, Vp, ws.vnT.data(), C);
+  simd::transpose<T, W>(ws.rhs.data(), KV, C, KV, ws.rhsT.data(), C);
+  simd::transpose<T, W>(A, C, C, C, AT, C);
 
   // B2 (gamma part): dgamma_d = sum_c S_dc dS'_dc
   for (index_t d = 0; d < Kp; ++d) {
@@ -519,12 +498,11 @@ LINATTN_INLINE void run_head_backward(const BwdJob<T>& j, Workspace<T>& ws) {
     for (index_t c = 0; c < V; ++c) j.dh0[i * V + c] = dS[i * Vp + c];
 }
 
-LINATTN_CPU_MULTIVERSION(void, chunk_head_backward,
-                         (const BwdJob<float>& j, Workspace<float>& ws),
-                         run_head_backward<float, VB / 4>(j, ws);)
-LINATTN_CPU_MULTIVERSION(void, chunk_head_backward,
-                         (const BwdJob<double>& j, Workspace<double>& ws),
-                         run_head_backward<double, VB / 8>(j, ws);)
+// One version per instruction-set level; cpu::simd_level() picks (dispatch.hpp, simd_level.hpp).
+LINATTN_CPU_DISPATCH(void, chunk_head_backward, (const BwdJob<float>& j, Workspace<float>& ws),
+                     (j, ws), run_head_backward<float, VB / 4>(j, ws);)
+LINATTN_CPU_DISPATCH(void, chunk_head_backward, (const BwdJob<double>& j, Workspace<double>& ws),
+                     (j, ws), run_head_backward<double, VB / 8>(j, ws);)
 
 // ------------------------------------------------------------------------------------------------
 // The driver: validate, allocate the gradients, cut into (sequence, head) jobs, run them.
