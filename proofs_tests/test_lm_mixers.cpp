@@ -241,8 +241,8 @@ TEST_CASE("LM linear mixers give the same output and gradients with the recurren
       dx.insert(dx.end(), ps.grad.begin(), ps.grad.end());
       grads.push_back(dx);
     }
-    INFO(to_string(kind));
     for (int i = 1; i < 3; ++i) {
+      INFO(to_string(kind) << ": core " << (i == 1 ? "chunk" : "reference") << " vs recurrent");
       CHECK(rel_err(outs[i], outs[0]) < 1e-12);
       CHECK(rel_err(grads[i], grads[0]) < 1e-10);
     }

@@ -93,7 +93,7 @@ TEST_CASE("LM RMSNorm backward equals finite differences of its forward") {
   });
 }
 
-TEST_CASE("LM linear layer backward equals finite differences of x W transposed") {
+TEST_CASE("LM linear layer backward equals finite differences of x W transposed and accumulates") {
   rc::prop("linear", [] {
     const index_t N = *rc::gen::inRange<index_t>(1, 12), C = *rc::gen::inRange<index_t>(1, 12),
                   OC = *rc::gen::inRange<index_t>(1, 12);
@@ -109,6 +109,11 @@ TEST_CASE("LM linear layer backward equals finite differences of x W transposed"
     Vd gx = numeric_grad(x, loss), gw = numeric_grad(w, loss);
     RC_ASSERT(grad_err(dx, gx) < kGradTol);
     RC_ASSERT(grad_err(dw, gw) < kGradTol);
+    // backward accumulates: a second call adds the same gradient again
+    Vd dx2 = dx, dw2 = dw;
+    linear_backward(dx2.data(), dw2.data(), R.data(), x.data(), w.data(), N, C, OC);
+    for (size_t i = 0; i < dx.size(); ++i) RC_ASSERT(std::abs(dx2[i] - 2 * dx[i]) <= 1e-12 * (1 + std::abs(dx[i])));
+    for (size_t i = 0; i < dw.size(); ++i) RC_ASSERT(std::abs(dw2[i] - 2 * dw[i]) <= 1e-12 * (1 + std::abs(dw[i])));
   });
 }
 
