@@ -260,7 +260,7 @@ void put(std::string& buf, const V& x) {
 template <class T>
 void put_vec(std::string& buf, const std::vector<T>& v) {
   put(buf, static_cast<std::uint64_t>(v.size()));
-  buf.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+  if (!v.empty()) buf.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
 }
 struct Reader {
   const std::string& buf;
@@ -281,7 +281,7 @@ struct Reader {
       fail("load_checkpoint", "file '" + path + "'", std::to_string(v.size()) + " values of " + what,
            std::to_string(n));
     if (pos + n * sizeof(T) > buf.size()) fail("load_checkpoint", "file '" + path + "'", "a complete checkpoint", "a truncated file");
-    std::memcpy(v.data(), buf.data() + pos, n * sizeof(T));
+    if (n) std::memcpy(v.data(), buf.data() + pos, n * sizeof(T));  // (v.data() may be null when n = 0)
     pos += n * sizeof(T);
   }
 };
