@@ -7,7 +7,8 @@
 //   decay         scalar per token (GDN; DeltaNet = GDN with g = 0)  |  per key channel (KDA, GDN2)
 // Per (sequence, head), per chunk of n <= C tokens, in the S layout (state K x V, o = S^T q):
 //   0. gather q (scaled), k, v and the gates of the chunk into zero-padded C-row buffers
-//   1. G_i = sum_{t <= i} g_t, the cumulative log-decay from the chunk start (reset per chunk)
+//   1. G_i = sum_{t <= i} g_t, the cumulative log-decay from the chunk start (reset per chunk);
+//      the decays exp(G_i - G_j) below are formed without subtracting two G's (see Numerics)
 //   2. e_i, u0_i (operator-specific)
 //   3. L_ij = sum_d e_id k_jd exp(G_id - G_jd) (i > j) and the causal scores
 //      P_ij = q_i . (k_j (.) exp(G_i - G_j)) (i >= j)
@@ -19,15 +20,21 @@
 // e_i^T Diag(exp G_i) S_prev(i), satisfies (I + L) v_new = u0 - (e (.) exp G) S (substitute the
 // recurrence for S_prev(i) inside the chunk), so v_new = A u0 - A (e (.) exp G) S.
 //
-// Numerics (SPEC section 4): only differences G_i - G_j with G_i <= G_j are exponentiated (G is
-// non-increasing: a running sum of g <= 0 in floating point is monotone); masks are selects
-// applied before use; everything is in the input's precision (float: float32 state and gates).
-// Per-channel decays (KDA, GDN2) make L and P sums of C^2 K decayed products; they are computed
-// in sub-blocks of c = 16 rows: for rows i in block I and columns j in an earlier block J,
-//   exp(G_i - G_j) = exp(G_i - G_a) exp(G_a - G_b) exp(G_b - G_j)
-// with a = the row before block I and b = the last row of block J (a >= b), three factors <= 1,
-// so the block is a matrix product of decay-scaled operands. Inside a diagonal block the factor
-// is accumulated exactly: exp(G_i - G_j) = prod_{t = j+1..i} alpha_t, alpha_t = exp(g_t) <= 1.
+// Numerics (SPEC section 4): every exponent is <= 0; masks are selects applied before use;
+// everything is in the input's precision (float: float32 state and gate sums). Beyond the SPEC's
+// rule, no decay is computed as exp(G_i - G_j) from two cumulative sums: after a very negative g
+// (say -1000) both sums are large and their difference keeps few digits (in float, -1000.7 -
+// -1000.2 has ~4 correct digits; the float output error was 1e-4 with such gates). Each decay
+// is instead the exponential of a direct sum of the g's in between, or a running product of
+// alpha_t = exp(g_t) <= 1, accurate to a few ulp (float error now ~1e-7 for every gate mode).
+//   scalar decay: exp(g_{j+1} + ... + g_i) for the C x C mask, exp(g_0 + ... + g_i) = exp(G_i),
+//     exp(g_{i+1} + ... + g_last) = exp(G_last - G_i);
+//   per-channel decay (KDA, GDN2): L and P are sums of C^2 K decayed products, computed in
+//     sub-blocks of 16 rows: for i in block I and j in an earlier block J,
+//     exp(G_i - G_j) = X_i M_IJ Y_j, X_i = alpha_{I0} ... alpha_i (block start to i),
+//     M_IJ = exp(the g's of the blocks strictly between), Y_j = alpha_{j+1} ... alpha_{J_last},
+//     three factors <= 1, so the block is a matrix product of decay-scaled operands; inside a
+//     diagonal block the factor is the running product alpha_{j+1} ... alpha_i.
 #include "optimized/cpu/chunk.hpp"
 
 #include <algorithm>
@@ -159,8 +166,10 @@ LINATTN_INLINE void make_e_u0(const HeadJob<T>& j, Workspace<T>& ws, index_t c0,
     if (i >= n) {
       std::fill(ei, ei + Kp, T(0)), std::fill(u0i, u0i + Vp, T(0));
     } else if (j.op == Op::gdn2) {  // GDN2: e = b (.) k, u0 = w (.) v
-      for (index_t d = 0; d < Kp; ++d) ei[d] = d < K ? j.b[t * j.ld_k + d] * ki[d] : T(0);
-      for (index_t c = 0; c < Vp; ++c) u0i[c] = c < V ? j.w[t * j.ld_v + c] * vi[c] : T(0);
+      const T *bt = j.b + t * j.ld_k, *wt = j.w + t * j.ld_v;
+      for (index_t d = 0; d < K; ++d) ei[d] = bt[d] * ki[d];
+      for (index_t c = 0; c < V; ++c) u0i[c] = wt[c] * vi[c];
+      std::fill(ei + K, ei + Kp, T(0)), std::fill(u0i + V, u0i + Vp, T(0));
     } else {  // DeltaNet, GDN, KDA: e = beta k, u0 = beta v
       const T bt = j.beta[t * j.ld_beta];
       for (index_t d = 0; d < Kp; ++d) ei[d] = bt * ki[d];

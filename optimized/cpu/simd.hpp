@@ -53,11 +53,32 @@ LINATTN_INLINE vec<T, W> splat(T x) {
   for (int i = 0; i < W; ++i) t[i] = x;
   return load<T, W>(t);
 }
+namespace detail {
+template <class T, int W, int H>
+struct RotateMask {  // lane c takes lane c + H (mod W)
+  static constexpr auto make() {
+    struct { lane_int<T> m[W]; } r{};
+    for (int c = 0; c < W; ++c) r.m[c] = (c + H) % W;
+    return r;
+  }
+  static constexpr auto m = make();
+};
+template <class T, int W, int H>
+LINATTN_INLINE vec<T, W> fold(vec<T, W> v) {
+  if constexpr (H >= 1) {
+    ivec<T, W> m;
+    std::memcpy(&m, RotateMask<T, W, H>::m.m, sizeof m);
+    return fold<T, W, H / 2>(v + __builtin_shuffle(v, m));
+  } else {
+    return v;
+  }
+}
+}  // namespace detail
+
+/// The sum of the lanes, as a tree: log2(W) rotate-and-add steps.
 template <class T, int W>
 LINATTN_INLINE T hsum(vec<T, W> v) {
-  T s = 0;
-  for (int i = 0; i < W; ++i) s += v[i];
-  return s;
+  return detail::fold<T, W, W / 2>(v)[0];
 }
 
 /// exp(x) lane-wise for x <= 0 (also correct up to x ~ 88 for float, ~ 709 for double).
