@@ -3,7 +3,7 @@
 // DeltaNet, GDN, KDA and GDN2, against the machine's own float GEMM rate measured in the same run.
 //
 // Usage: bench_cpu_forward [--quick] [--T 1024,4096,16384] [--d 64,128] [--H 4]
-//                          [--chunks 16,32,64] [--ops dn,gdn,kda,gdn2] [--naive-T 128]
+//                          [--chunks 16,32,64] [--ops dn,gdn,kda,gdn2] [--naive-T 64]
 //                          [--min-time 0.3] [--no-naive] [--simd baseline|avx2|avx512]
 // Threads: OpenMP's (set OMP_NUM_THREADS); every kernel and the GEMM use the same count.
 // Output: a Markdown table per operator (paste into optimized/cpu/RESULTS.md). Each time is the
@@ -49,7 +49,7 @@ namespace {
 struct Config {
   std::vector<index_t> Ts{1024, 4096, 16384}, ds{64, 128}, chunks{16, 32, 64};
   std::vector<Op> ops{Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2};
-  index_t H = 4, naive_T = 128;
+  index_t H = 4, naive_T = 64;
   double min_time = 0.3;
   bool naive = true;
 };
