@@ -1,12 +1,15 @@
-// reference/attention_backward.hpp -- the reference backward of causal softmax attention (Eq.1,
-// GQA included) and of linear attention with a feature map (Eqs.3-6, reference/linear_attention.hpp).
-//
-// Both are written in the explicit-sum form of their forwards, recomputing what they need:
-//   softmax:  s_ij = scale q_i . k_j + mask_ij,  P_ij = softmax_j(s_ij),  y_i = sum_j P_ij v_j
-//             dv_j += P_ij dy_i;  dP_ij = dy_i . v_j;  ds_ij = P_ij (dP_ij - sum_l P_il dP_il)
-//             dq_i += scale ds_ij k_j;  dk_j += scale ds_ij q_i;  dmask_ij += ds_ij
-//   linear:   a_ij = phi(q_i) . phi(k_j) (j <= i),  y_i = sum_j a_ij v_j  [/ den_i, den_i = eps + sum_j a_ij]
-// Proven by finite differences in proofs_tests/test_gradcheck_attention.cpp.
+/// reference/attention_backward.hpp -- the reference backward of causal softmax attention (Eq.1,
+/// GQA included) and of linear attention with a feature map (Eqs.3-6, reference/linear_attention.hpp).
+///
+/// Both are written in the explicit-sum form of their forwards, recomputing what they need:
+/// ~~~
+///   softmax:  s_ij = scale q_i . k_j + mask_ij,  P_ij = softmax_j(s_ij),  y_i = sum_j P_ij v_j
+///             dv_j += P_ij dy_i;  dP_ij = dy_i . v_j;  ds_ij = P_ij (dP_ij - sum_l P_il dP_il)
+///             dq_i += scale ds_ij k_j;  dk_j += scale ds_ij q_i;  dmask_ij += ds_ij
+///   linear:   a_ij = phi(q_i) . phi(k_j) (j <= i),  y_i = sum_j a_ij v_j  [/ den_i, den_i = eps + sum_j a_ij]
+/// ~~~
+/// Proven by finite differences in proofs_tests/test_gradcheck_reference.cpp.
+/// @file
 #pragma once
 
 #include <cmath>
@@ -21,6 +24,9 @@
 #include "reference/softmax_attention.hpp"
 
 namespace linattn::ref {
+
+/// @addtogroup backward
+/// @{
 
 template <class T>
 struct AttentionGrads {
@@ -162,5 +168,7 @@ AttentionGrads<T> linear_attention_backward(const Tensor<T>& q, const Tensor<T>&
   }
   return gr;
 }
+
+/// @}
 
 }  // namespace linattn::ref

@@ -1,7 +1,8 @@
-// reference/backward.hpp -- the reference backward pass of linattn (one header includes every
-// part), and the finite-difference gradient that proves it (numerical_gradient, grad_error; the
-// tests proofs_tests/test_gradcheck_*.cpp use them, and so can a kernel author for a new backward).
-// The derivation of each backward is in docs/derivation-backward.md.
+/// reference/backward.hpp -- the reference backward pass of linattn (one header includes every
+/// part), and the finite-difference gradient that proves it (numerical_gradient, grad_error; the
+/// tests proofs_tests/test_gradcheck_*.cpp use them, and so can a kernel author for a new backward).
+/// The derivation of each backward is in docs/derivation-backward.md.
+/// @file
 #pragma once
 
 #include <algorithm>
@@ -16,6 +17,9 @@
 #include "reference/check.hpp"
 
 namespace linattn::ref {
+
+/// @addtogroup backward
+/// @{
 
 /// The numerical gradient of a scalar loss with respect to every element of x, by finite
 /// differences with step h_i = rel_step * max(1, |x_i|). `loss()` must read x's storage: x is
@@ -85,5 +89,7 @@ GradError grad_error(const Tensor<T>& analytic, const Tensor<T>& numerical) {
   e.abs = std::sqrt(e.abs), e.ref = std::sqrt(e.ref);
   return e;
 }
+
+/// @}
 
 }  // namespace linattn::ref

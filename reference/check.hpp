@@ -1,9 +1,12 @@
-// reference/check.hpp -- argument validation shared by every public function of linattn.
-//
-// Each check throws linattn::Error with a message of the form
-//   "<function>: argument '<name>' expected <what> but got <what came>"
-// so a caller always learns which argument was wrong, what was wanted, and what arrived.
-// Nothing is modified before the checks pass (bad input loses nothing).
+/// reference/check.hpp -- argument validation shared by every public function of linattn.
+///
+/// Each check throws linattn::Error with a message of the form
+/// ~~~
+///   "<function>: argument '<name>' expected <what> but got <what came>"
+/// ~~~
+/// so a caller always learns which argument was wrong, what was wanted, and what arrived.
+/// Nothing is modified before the checks pass (bad input loses nothing).
+/// @file
 #pragma once
 
 #include <cmath>
@@ -15,6 +18,9 @@
 #include "reference/tensor.hpp"
 
 namespace linattn {
+
+/// @addtogroup tensor
+/// @{
 
 [[noreturn]] inline void fail(const std::string& fn, const std::string& arg,
                               const std::string& expected, const std::string& got) {
@@ -159,5 +165,7 @@ inline index_t check_offsets(const std::string& fn, const std::vector<index_t>& 
          std::to_string(cu_seqlens.back()));
   return static_cast<index_t>(cu_seqlens.size()) - 1;
 }
+
+/// @}
 
 }  // namespace linattn

@@ -1,7 +1,8 @@
-// reference/feature_maps.hpp -- the feature maps phi of linear attention (Sec.3, Eqs.3-6).
-//
-// phi: R^{d_k} -> R^{d_phi}; every map here keeps d_phi = d_k. kappa = phi(k) is what the
-// memory W in R^{d_v x d_phi} is written with, phi(q) what it is read with.
+/// reference/feature_maps.hpp -- the feature maps phi of linear attention (Sec.3, Eqs.3-6).
+///
+/// phi: R^{d_k} -> R^{d_phi}; every map here keeps d_phi = d_k. kappa = phi(k) is what the
+/// memory W in R^{d_v x d_phi} is written with, phi(q) what it is read with.
+/// @file
 #pragma once
 
 #include <cmath>
@@ -11,6 +12,9 @@
 #include "reference/check.hpp"
 
 namespace linattn::ref {
+
+/// @addtogroup linear_attention
+/// @{
 
 enum class FeatureMap { identity, l2norm, elu_plus_one, relu };
 
@@ -57,5 +61,7 @@ std::vector<T> feature_map(FeatureMap f, const std::vector<T>& x) {
   }
   return y;
 }
+
+/// @}
 
 }  // namespace linattn::ref

@@ -1,11 +1,12 @@
-// reference/layers_backward.hpp -- forward/backward pairs of the small pieces around the core
-// recurrence in the model of SPEC section 5: sigmoid, softplus, SiLU, L2 normalisation of q and k,
-// the GDN/KDA decay parametrisation g = -exp(A_log) softplus(a + dt_bias), and per-head RMSNorm.
-//
-// Each piece is a plain forward function and a `_backward` that takes the forward's inputs and the
-// gradient of a loss with respect to the output (dy) and returns the gradients with respect to the
-// inputs (chain rule written out, llm.c style). Elementwise pieces work on tensors of any shape.
-// Everything is proven against central finite differences in proofs_tests/test_gradcheck_layers.cpp.
+/// reference/layers_backward.hpp -- forward/backward pairs of the small pieces around the core
+/// recurrence in the model of SPEC section 5: sigmoid, softplus, SiLU, L2 normalisation of q and k,
+/// the GDN/KDA decay parametrisation g = -exp(A_log) softplus(a + dt_bias), and per-head RMSNorm.
+///
+/// Each piece is a plain forward function and a `_backward` that takes the forward's inputs and the
+/// gradient of a loss with respect to the output (dy) and returns the gradients with respect to the
+/// inputs (chain rule written out, llm.c style). Elementwise pieces work on tensors of any shape.
+/// Everything is proven against central finite differences in proofs_tests/test_gradcheck_reference.cpp.
+/// @file
 #pragma once
 
 #include <algorithm>
@@ -17,6 +18,9 @@
 #include "reference/feature_maps.hpp"
 
 namespace linattn::ref {
+
+/// @addtogroup backward
+/// @{
 
 namespace detail {
 template <class T>
@@ -283,5 +287,7 @@ RMSNormGrads<T> rms_norm_backward(const Tensor<T>& x, const Tensor<T>& weight,
   }
   return gr;
 }
+
+/// @}
 
 }  // namespace linattn::ref

@@ -1,13 +1,16 @@
-// reference/linear_attention.hpp -- linear attention with a feature map (Eqs.3-6), both forms.
-//
-// If sim(q, k) ~ phi(q)^T phi(k), causal attention becomes
-//   recurrent:  W_i = W_{i-1} + v_i phi(k_i)^T  (Eqs.4-5),  y_i = W_i phi(q_i)        (Eq.5/8)
-//   parallel:   y_i = sum_{j<=i} (phi(q_i) . phi(k_j)) v_j                               (Eq.3, fixed)
-// Both are the un-normalised numerator. The normalised option divides by z_i . phi(q_i) with
-// z_i = sum_{j<=i} phi(k_j) (plus eps, since relu features can make it 0).
-// Erratum 1 (SPEC section 7): the PDF's Eq.3 prints phi(q)^T W, which does not type-check for
-// W in R^{d_v x d_phi}; the read is W phi(q). The tests use d_v != d_phi so a transposed read
-// cannot pass.
+/// reference/linear_attention.hpp -- linear attention with a feature map (Eqs.3-6), both forms.
+///
+/// If sim(q, k) ~ phi(q)^T phi(k), causal attention becomes
+/// ~~~
+///   recurrent:  W_i = W_{i-1} + v_i phi(k_i)^T  (Eqs.4-5),  y_i = W_i phi(q_i)        (Eq.5/8)
+///   parallel:   y_i = sum_{j<=i} (phi(q_i) . phi(k_j)) v_j                               (Eq.3, fixed)
+/// ~~~
+/// Both are the un-normalised numerator. The normalised option divides by z_i . phi(q_i) with
+/// z_i = sum_{j<=i} phi(k_j) (plus eps, since relu features can make it 0).
+/// Erratum 1 (SPEC section 7): the PDF's Eq.3 prints phi(q)^T W, which does not type-check for
+/// W in R^{d_v x d_phi}; the read is W phi(q). The tests use d_v != d_phi so a transposed read
+/// cannot pass.
+/// @file
 #pragma once
 
 #include <vector>
@@ -17,6 +20,9 @@
 #include "reference/feature_maps.hpp"
 
 namespace linattn::ref {
+
+/// @addtogroup linear_attention
+/// @{
 
 template <class T>
 struct LinearAttnOptions {
@@ -90,5 +96,7 @@ Tensor<T> linear_attention_parallel(const Tensor<T>& q, const Tensor<T>& k, cons
   }
   return y;
 }
+
+/// @}
 
 }  // namespace linattn::ref

@@ -1,20 +1,23 @@
-// reference/recurrent.hpp -- sequence-level naive recurrences in the kernel-library layout.
-//
-// naive_recurrent_<op> runs the per-token steps of reference/delta_rules.hpp over whole batches
-// in the layout of SPEC section 1 (that of flash-linear-attention):
-//   q, k      [B, T, H, K]        v                 [B, T, H, V]
-//   g (GDN)   [B, T, H]           g (KDA, GDN2)     [B, T, H, K]   log-space decays, g = log alpha <= 0
-//   beta      [B, T, H]           b (GDN2) [B,T,H,K], w (GDN2) [B,T,H,V]   in [0, 1]
-//   state     [N, H, K, V]  (S = W^T; N = B, or the number of packed sequences)
-//   o         [B, T, H, V]  o_t = S_t^T (scale q_t) = W_t (scale q_t)   (Eq.8: reads the NEW state)
-// `scale` multiplies q (default K^-1/2; the paper's equations use scale 1). Packed variable-length
-// batches: B = 1 and cu_seqlens = [0, t_1, ..., T] (fla's convention); each sequence starts from its
-// own initial state and yields its own final state.
-//
-// Each head's state is converted S -> W on entry and W -> S on exit (a transpose, exact), and the
-// tokens run through the paper-notation steps, so the layouts agree exactly by construction.
-// Optionally the per-token trace (v_bar, r, written; each [B, T, H, V]) is returned: the values and
-// errors that the cross-layer routing schemes of Sec.4 consume.
+/// reference/recurrent.hpp -- sequence-level naive recurrences in the kernel-library layout.
+///
+/// naive_recurrent_<op> runs the per-token steps of reference/delta_rules.hpp over whole batches
+/// in the layout of SPEC section 1 (that of flash-linear-attention):
+/// ~~~
+///   q, k      [B, T, H, K]        v                 [B, T, H, V]
+///   g (GDN)   [B, T, H]           g (KDA, GDN2)     [B, T, H, K]   log-space decays, g = log alpha <= 0
+///   beta      [B, T, H]           b (GDN2) [B,T,H,K], w (GDN2) [B,T,H,V]   in [0, 1]
+///   state     [N, H, K, V]  (S = W^T; N = B, or the number of packed sequences)
+///   o         [B, T, H, V]  o_t = S_t^T (scale q_t) = W_t (scale q_t)   (Eq.8: reads the NEW state)
+/// ~~~
+/// `scale` multiplies q (default K^-1/2; the paper's equations use scale 1). Packed variable-length
+/// batches: B = 1 and cu_seqlens = [0, t_1, ..., T] (fla's convention); each sequence starts from its
+/// own initial state and yields its own final state.
+///
+/// Each head's state is converted S -> W on entry and W -> S on exit (a transpose, exact), and the
+/// tokens run through the paper-notation steps, so the layouts agree exactly by construction.
+/// Optionally the per-token trace (v_bar, r, written; each [B, T, H, V]) is returned: the values and
+/// errors that the cross-layer routing schemes of Sec.4 consume.
+/// @file
 #pragma once
 
 #include <cmath>
@@ -29,6 +32,8 @@
 
 namespace linattn::ref {
 
+/// The options of every sequence-level call (fla's keyword arguments).
+/// @ingroup sequence
 template <class T>
 struct RecurrentOptions {
   std::optional<T> scale;             ///< multiplies q; default K^-1/2
@@ -39,6 +44,8 @@ struct RecurrentOptions {
   bool return_trace = false;          ///< fill v_bar, r, written
 };
 
+/// What a sequence-level call returns: o, the final state when asked, the trace when asked.
+/// @ingroup sequence
 template <class T>
 struct RecurrentOutput {
   Tensor<T> o;            ///< [B, T, H, V]
@@ -49,8 +56,11 @@ struct RecurrentOutput {
 };
 
 /// The operators of this project, from the most general down (GDN2 > KDA > GDN > DeltaNet > LA).
+/// @ingroup sequence
 enum class Op { linear_attn, delta_rule, gated_delta_rule, kda, gdn2 };
 
+/// The fla-style name of an operator ("delta_rule", "gated_delta_rule", ...).
+/// @ingroup sequence
 inline const char* op_name(Op op) {
   switch (op) {
     case Op::linear_attn: return "linear_attn";
@@ -63,6 +73,7 @@ inline const char* op_name(Op op) {
 }
 
 /// The gate tensors of one call. Which are used depends on the operator.
+/// @ingroup sequence
 template <class T>
 struct Gates {
   Tensor<T> g;     ///< GDN: [B,T,H]; KDA, GDN2: [B,T,H,K]
@@ -73,6 +84,7 @@ struct Gates {
 
 /// Validate every argument of a sequence-level call; returns the number of sequences N.
 /// Shared by the reference and the optimized kernels so that all report errors the same way.
+/// @ingroup sequence
 template <class T>
 index_t validate_recurrent(const std::string& fn, Op op, const Tensor<T>& q, const Tensor<T>& k,
                            const Tensor<T>& v, const Gates<T>& gates,
@@ -118,6 +130,8 @@ index_t validate_recurrent(const std::string& fn, Op op, const Tensor<T>& q, con
 
 /// The general driver: validate, then for each sequence and head run `step` token by token.
 /// step(W, kappa, v, t_abs, b, h) updates W in place and returns the StepTrace.
+/// Per token: \f$ W_t = \mathrm{step}(W_{t-1}, k_t, v_t) \f$, then \f$ o_t = W_t\,(\mathrm{scale}\; q_t) \f$ (Eq.8).
+/// @ingroup sequence
 template <class T, class Step>
 RecurrentOutput<T> run_recurrent(const std::string& fn, Op op, const Tensor<T>& q,
                                  const Tensor<T>& k, const Tensor<T>& v, const Gates<T>& gates,
@@ -171,6 +185,7 @@ RecurrentOutput<T> run_recurrent(const std::string& fn, Op op, const Tensor<T>& 
 
 /// Linear attention (Eqs.4-5, 8) over a batch: S_t = S_{t-1} + k_t v_t^T, o_t = S_t^T (scale q_t).
 /// q and k are taken as phi(q), phi(k) already (apply feature_map() first for other maps).
+/// @ingroup linear_attention
 template <class T>
 RecurrentOutput<T> naive_recurrent_linear_attn(const Tensor<T>& q, const Tensor<T>& k,
                                                const Tensor<T>& v,
@@ -181,6 +196,7 @@ RecurrentOutput<T> naive_recurrent_linear_attn(const Tensor<T>& q, const Tensor<
 }
 
 /// DeltaNet (Eq.14) over a batch. beta [B, T, H] in [0, 1].
+/// @ingroup deltanet
 template <class T>
 RecurrentOutput<T> naive_recurrent_delta_rule(const Tensor<T>& q, const Tensor<T>& k,
                                               const Tensor<T>& v, const Tensor<T>& beta,
@@ -195,6 +211,7 @@ RecurrentOutput<T> naive_recurrent_delta_rule(const Tensor<T>& q, const Tensor<T
 }
 
 /// Gated DeltaNet (Eqs.15-17) over a batch. g [B, T, H] = log alpha <= 0; beta [B, T, H].
+/// @ingroup gdn
 template <class T>
 RecurrentOutput<T> naive_recurrent_gated_delta_rule(const Tensor<T>& q, const Tensor<T>& k,
                                                     const Tensor<T>& v, const Tensor<T>& g,
@@ -213,6 +230,7 @@ RecurrentOutput<T> naive_recurrent_gated_delta_rule(const Tensor<T>& q, const Te
 
 /// Kimi Delta Attention (Eqs.18-20) over a batch. g [B, T, H, K] = log alpha_vec <= 0 per key
 /// channel; beta [B, T, H].
+/// @ingroup kda
 template <class T>
 RecurrentOutput<T> naive_recurrent_kda(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v,
                                        const Tensor<T>& g, const Tensor<T>& beta,
@@ -232,6 +250,7 @@ RecurrentOutput<T> naive_recurrent_kda(const Tensor<T>& q, const Tensor<T>& k, c
 
 /// Gated DeltaNet-2 (Eqs.21-24) over a batch. g [B, T, H, K] log-decays; b [B, T, H, K] erase
 /// gates; w [B, T, H, V] write gates.
+/// @ingroup gdn2
 template <class T>
 RecurrentOutput<T> naive_recurrent_gdn2(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v,
                                         const Tensor<T>& g, const Tensor<T>& b, const Tensor<T>& w,

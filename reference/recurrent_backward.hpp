@@ -1,31 +1,36 @@
-// reference/recurrent_backward.hpp -- the reference backward of the sequence-level recurrences.
-//
-// For a loss L with known dL/do (`do_`, [B, T, H, V]) and dL/dS_T (`dht`, [N, H, K, V], optional),
-// naive_recurrent_<op>_backward returns dL/d(every input): q, k, v, the log-decays g, beta (or b
-// and w) and the initial state. It is the reverse-time recurrence of the per-token update, in the
-// paper's notation (W = S^T in R^{d_v x d_phi}; docs/derivation-backward.md derives every line):
-//
-//   forward, per token:  W~ = W_{t-1} D            D = Diag(alpha), alpha = exp(g)       (Eq.21)
-//                        e = b (.) kappa,  z = w (.) v                                   (Eq.22)
-//                        r = z - W~ e                                                    (Eq.23)
-//                        W_t = W~ + r kappa^T                                            (Eq.24)
-//                        y_t = W_t x_t          x_t = scale q_t                          (Eq.8)
-//   backward, t = T..1, carrying dW (= dL/dW_t; starts at dht^T):
-//                        dW += dy x^T;           dx = W_t^T dy
-//                        dr = dW kappa;          dkappa = dW^T r
-//                        dz = dr;  de = -W~^T dr; dW~ = dW - dr e^T
-//                        dw = dz (.) v;  dv = dz (.) w;  db = de (.) kappa;  dkappa += de (.) b
-//                        dg_j = sum_i dW~_ij W~_ij  (= alpha_j dL/dalpha_j);  dW_{t-1} = dW~ D
-//   and dh0 = dW_0^T.
-//
-// GDN2 is the general case; the others are specialisations of the gates (exact, by the chain rule):
-//   KDA  b = w = beta 1            -> dbeta = sum_j db_j + sum_i dw_i
-//   GDN  as KDA, alpha = exp(g) 1  -> dg = sum_j dg_j
-//   DeltaNet  as GDN with alpha = 1;   linear attention: alpha = 1, b = 0, w = 1.
-// The forward states are recomputed inside with the forward's own per-token steps
-// (reference/delta_rules.hpp) and kept, O(T d_v d_phi) memory per head. use_qk_l2norm is supported
-// (chain rule through l2_normalize, eps 1e-6). Proven by finite differences in
-// proofs_tests/test_gradcheck_reference.cpp.
+/// reference/recurrent_backward.hpp -- the reference backward of the sequence-level recurrences.
+///
+/// For a loss L with known dL/do (`do_`, [B, T, H, V]) and dL/dS_T (`dht`, [N, H, K, V], optional),
+/// naive_recurrent_<op>_backward returns dL/d(every input): q, k, v, the log-decays g, beta (or b
+/// and w) and the initial state. It is the reverse-time recurrence of the per-token update, in the
+/// paper's notation (W = S^T in R^{d_v x d_phi}; docs/derivation-backward.md derives every line):
+///
+/// ~~~
+///   forward, per token:  W~ = W_{t-1} D            D = Diag(alpha), alpha = exp(g)       (Eq.21)
+///                        e = b (.) kappa,  z = w (.) v                                   (Eq.22)
+///                        r = z - W~ e                                                    (Eq.23)
+///                        W_t = W~ + r kappa^T                                            (Eq.24)
+///                        y_t = W_t x_t          x_t = scale q_t                          (Eq.8)
+///   backward, t = T..1, carrying dW (= dL/dW_t; starts at dht^T):
+///                        dW += dy x^T;           dx = W_t^T dy
+///                        dr = dW kappa;          dkappa = dW^T r
+///                        dz = dr;  de = -W~^T dr; dW~ = dW - dr e^T
+///                        dw = dz (.) v;  dv = dz (.) w;  db = de (.) kappa;  dkappa += de (.) b
+///                        dg_j = sum_i dW~_ij W~_ij  (= alpha_j dL/dalpha_j);  dW_{t-1} = dW~ D
+///   and dh0 = dW_0^T.
+/// ~~~
+///
+/// GDN2 is the general case; the others are specialisations of the gates (exact, by the chain rule):
+/// ~~~
+///   KDA  b = w = beta 1            -> dbeta = sum_j db_j + sum_i dw_i
+///   GDN  as KDA, alpha = exp(g) 1  -> dg = sum_j dg_j
+///   DeltaNet  as GDN with alpha = 1;   linear attention: alpha = 1, b = 0, w = 1.
+/// ~~~
+/// The forward states are recomputed inside with the forward's own per-token steps
+/// (reference/delta_rules.hpp) and kept, O(T d_v d_phi) memory per head. use_qk_l2norm is supported
+/// (chain rule through l2_normalize, eps 1e-6). Proven by finite differences in
+/// proofs_tests/test_gradcheck_reference.cpp.
+/// @file
 #pragma once
 
 #include <cmath>
@@ -38,6 +43,9 @@
 #include "reference/recurrent.hpp"
 
 namespace linattn::ref {
+
+/// @addtogroup backward
+/// @{
 
 /// Gradients of one token's update and read.
 template <class T>
@@ -308,5 +316,7 @@ RecurrentGrads<T> naive_recurrent_gdn2_backward(const Tensor<T>& q, const Tensor
   return detail::recurrent_backward<T>("naive_recurrent_gdn2_backward", Op::gdn2, q, k, v, gt, do_,
                                        dht, opt);
 }
+
+/// @}
 
 }  // namespace linattn::ref

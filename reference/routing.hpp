@@ -1,20 +1,23 @@
-// reference/routing.hpp -- cross-layer routing (Sec.4, SPEC section 3): CLER, CLER-H, CLVR, and
-// the smallest stack of layers on which their stack-level claims can be stated and tested.
-//
-//   CLER   (Eqs.27-28)      v~_l = v_l + Gamma_l rho(r_{p(l)}): the error of the nearest lower
-//                           linear layer p(l) joins layer l's value target; layer l then computes
-//                           its own error against v~_l. Gamma_l is a scalar, initialised to 0.
-//   CLER-H (Eq.29, s = r)   h <- h + P_l r_l after every linear layer l.
-//   CLVR   (Eq.29, s = v)   h <- h + P_l v_l, the full write value (not beta-scaled).
-//
-// Layouts: per-token signals as in recurrent.hpp, v, r [B, T, H, V]; the residual stream
-// h [B, T, d_model]; P [d_model, H*V] acts on s flattened per token in head-major order
-// (element (h, j) of a token is entry h*V + j), so eps = P s. Low rank: P = U D with
-// U [d_model, r], D [r, H*V] (the paper notes' U_l D_l; d_model is never called D here).
-// "The error" r is either the paper's or the beta-scaled written one: see RoutedError.
-//
-// Everything is naive and per token; nothing here is fast. Bad input throws linattn::Error
-// naming the argument and the expected and actual value; no argument is ever modified.
+/// reference/routing.hpp -- cross-layer routing (Sec.4, SPEC section 3): CLER, CLER-H, CLVR, and
+/// the smallest stack of layers on which their stack-level claims can be stated and tested.
+///
+/// ~~~
+///   CLER   (Eqs.27-28)      v~_l = v_l + Gamma_l rho(r_{p(l)}): the error of the nearest lower
+///                           linear layer p(l) joins layer l's value target; layer l then computes
+///                           its own error against v~_l. Gamma_l is a scalar, initialised to 0.
+///   CLER-H (Eq.29, s = r)   h <- h + P_l r_l after every linear layer l.
+///   CLVR   (Eq.29, s = v)   h <- h + P_l v_l, the full write value (not beta-scaled).
+/// ~~~
+///
+/// Layouts: per-token signals as in recurrent.hpp, v, r [B, T, H, V]; the residual stream
+/// h [B, T, d_model]; P [d_model, H*V] acts on s flattened per token in head-major order
+/// (element (h, j) of a token is entry h*V + j), so eps = P s. Low rank: P = U D with
+/// U [d_model, r], D [r, H*V] (the paper notes' U_l D_l; d_model is never called D here).
+/// "The error" r is either the paper's or the beta-scaled written one: see RoutedError.
+///
+/// Everything is naive and per token; nothing here is fast. Bad input throws linattn::Error
+/// naming the argument and the expected and actual value; no argument is ever modified.
+/// @file
 #pragma once
 
 #include <algorithm>
@@ -29,6 +32,9 @@
 #include "reference/softmax_attention.hpp"
 
 namespace linattn::ref {
+
+/// @addtogroup routing
+/// @{
 
 // ---------------------------------------------------------------------------------------------
 // Layer kinds and the routable predecessor p(l).
@@ -529,5 +535,7 @@ struct ToyStack {
     return run;
   }
 };
+
+/// @}
 
 }  // namespace linattn::ref

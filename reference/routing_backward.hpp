@@ -1,8 +1,9 @@
-// reference/routing_backward.hpp -- the backward of the routing operations of reference/routing.hpp:
-// CLER's value-target injection (Eq.27) and CLER-H/CLVR's residual injection (Eq.29), full or
-// low-rank P. Given the gradient of a loss with respect to the output, each returns the gradients
-// with respect to every input (derivations: docs/derivation-backward.md, section 7).
-// Proven by finite differences in proofs_tests/test_gradcheck_reference.cpp.
+/// reference/routing_backward.hpp -- the backward of the routing operations of reference/routing.hpp:
+/// CLER's value-target injection (Eq.27) and CLER-H/CLVR's residual injection (Eq.29), full or
+/// low-rank P. Given the gradient of a loss with respect to the output, each returns the gradients
+/// with respect to every input (derivations: docs/derivation-backward.md, section 7).
+/// Proven by finite differences in proofs_tests/test_gradcheck_reference.cpp.
+/// @file
 #pragma once
 
 #include <string>
@@ -12,6 +13,9 @@
 #include "reference/routing.hpp"
 
 namespace linattn::ref {
+
+/// @addtogroup backward
+/// @{
 
 template <class T>
 struct ClerGrads {
@@ -138,5 +142,7 @@ ResidualInjectGrads<T> residual_inject_backward(const Tensor<T>& h, const Tensor
     fail("residual_inject_backward", "U", "a tensor of shape [d_model, r]", "an empty tensor");
   return detail::residual_inject_backward("", h, s, proj, dy);
 }
+
+/// @}
 
 }  // namespace linattn::ref

@@ -1,9 +1,10 @@
-// reference/softmax_attention.hpp -- causal softmax attention (Eq.1; Sec.3.1 Eqs.7-13).
-//
-// y_i = sum_{j<=i} softmax_j(scale q_i . k_j + mask_ij) v_j, computed per query with explicit
-// sums (max-subtracted for stability). It is the comparison baseline and the softmax layer of
-// hybrid stacks. Grouped-query attention (GQA): k and v may have fewer heads Hkv dividing H;
-// query head h reads key/value head h / (H / Hkv).
+/// reference/softmax_attention.hpp -- causal softmax attention (Eq.1; Sec.3.1 Eqs.7-13).
+///
+/// y_i = sum_{j<=i} softmax_j(scale q_i . k_j + mask_ij) v_j, computed per query with explicit
+/// sums (max-subtracted for stability). It is the comparison baseline and the softmax layer of
+/// hybrid stacks. Grouped-query attention (GQA): k and v may have fewer heads Hkv dividing H;
+/// query head h reads key/value head h / (H / Hkv).
+/// @file
 #pragma once
 
 #include <cmath>
@@ -15,6 +16,9 @@
 
 namespace linattn::ref {
 
+/// @addtogroup softmax_attention
+/// @{
+
 template <class T>
 struct SoftmaxOptions {
   std::optional<T> scale;  ///< default K^-1/2 (the sqrt(d_k) of Eq.1)
@@ -22,7 +26,9 @@ struct SoftmaxOptions {
   Tensor<T> mask;          ///< optional additive mask [T, T] (may hold -inf to block pairs)
 };
 
-/// Eq.1. q [B, T, H, K], k [B, T, Hkv, K], v [B, T, Hkv, V] -> y [B, T, H, V].
+/// Eq.1 with an optional additive mask m:
+/// \f$ y_i = \sum_{j \le i} \mathrm{softmax}_j\big(q_i^\top k_j / \sqrt{d_k} + m_{ij}\big)\, v_j \f$.
+/// q [B, T, H, K], k [B, T, Hkv, K], v [B, T, Hkv, V] -> y [B, T, H, V].
 template <class T>
 Tensor<T> naive_softmax_attn(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v,
                              const SoftmaxOptions<T>& opt = {}) {
@@ -78,5 +84,7 @@ Tensor<T> naive_softmax_attn(const Tensor<T>& q, const Tensor<T>& k, const Tenso
     }
   return y;
 }
+
+/// @}
 
 }  // namespace linattn::ref

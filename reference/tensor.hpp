@@ -1,14 +1,15 @@
-// reference/tensor.hpp -- the one small tensor type shared by every layer of linattn.
-//
-// A Tensor<T> is a shape plus contiguous row-major storage. Copies share storage (like NumPy
-// and PyTorch); clone() makes a deep copy. Storage is either owned (allocated here) or borrowed
-// (wrap(): a pointer into somebody else's buffer, e.g. a NumPy array, kept alive through an
-// optional keep-alive handle), so the Python bindings can hand arrays in without a copy.
-//
-// Per-head views: the public layout of SPEC section 1 is [B, T, H, D] (token-major, heads
-// interleaved). One head of one sequence is therefore a strided T x D matrix with row stride
-// H*D; MatView describes exactly that, and head_view() builds it. States are [N, H, K, V]; one
-// head's state is a dense K x V matrix (state_view()).
+/// reference/tensor.hpp -- the one small tensor type shared by every layer of linattn.
+///
+/// A Tensor<T> is a shape plus contiguous row-major storage. Copies share storage (like NumPy
+/// and PyTorch); clone() makes a deep copy. Storage is either owned (allocated here) or borrowed
+/// (wrap(): a pointer into somebody else's buffer, e.g. a NumPy array, kept alive through an
+/// optional keep-alive handle), so the Python bindings can hand arrays in without a copy.
+///
+/// Per-head views: the public layout of SPEC section 1 is [B, T, H, D] (token-major, heads
+/// interleaved). One head of one sequence is therefore a strided T x D matrix with row stride
+/// H*D; MatView describes exactly that, and head_view() builds it. States are [N, H, K, V]; one
+/// head's state is a dense K x V matrix (state_view()).
+/// @file
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,9 @@
 #include <vector>
 
 namespace linattn {
+
+/// @addtogroup tensor
+/// @{
 
 using index_t = std::int64_t;
 
@@ -191,5 +195,7 @@ MatView<T> state_view(const Tensor<T>& s, index_t n, index_t h) {
   const index_t H = s.size(1), K = s.size(2), V = s.size(3);
   return {s.data() + (n * H + h) * K * V, K, V, V};
 }
+
+/// @}
 
 }  // namespace linattn

@@ -1,21 +1,26 @@
-// optimized/cpu/chunk.hpp -- chunked (WY / UT-transform) forward kernels for DeltaNet, Gated
-// DeltaNet, KDA and Gated DeltaNet-2 on the CPU, in float and double (SPEC section 4).
-//
-// Same layout, options and results as the naive reference (reference/recurrent.hpp):
-//   q, k [B, T, H, K], v [B, T, H, V], log-decays g <= 0 ([B, T, H] scalar or [B, T, H, K] per key
-//   channel), beta [B, T, H], b [B, T, H, K], w [B, T, H, V]; state [N, H, K, V]; o [B, T, H, V].
-// The sequence is cut into chunks of C = chunk_size tokens (16, 32 or 64; the last one may be
-// partial; chunks never cross the sequence boundaries of a packed batch), and each chunk is one
-// step of the state recurrence done with matrix products instead of C rank-1 updates:
-//   cumulative gates G -> L -> A = (I + L)^-1 -> w_aux, u -> v_new, o, S'
-// (optimized/cpu/chunk.cpp implements the stages, each next to its equation).
-// All arithmetic is in the input's precision: float inputs keep a float32 state and float32
-// cumulative gates, double inputs double.
-//
-// Threads: OpenMP over (sequence, head) pairs. Errors: every argument is checked by
-// ref::validate_recurrent (the reference's own checks), plus chunk_size and num_threads.
-// return_trace is supported: v_bar, r = v - v_bar and written (= v_new of the chunked form) are
-// computed from the same chunk quantities (one more C x K x V product per chunk).
+/// optimized/cpu/chunk.hpp -- chunked (WY / UT-transform) forward kernels for DeltaNet, Gated
+/// DeltaNet, KDA and Gated DeltaNet-2 on the CPU, in float and double (SPEC section 4).
+///
+/// Same layout, options and results as the naive reference (reference/recurrent.hpp):
+/// ~~~
+///   q, k [B, T, H, K], v [B, T, H, V], log-decays g <= 0 ([B, T, H] scalar or [B, T, H, K] per key
+///   channel), beta [B, T, H], b [B, T, H, K], w [B, T, H, V]; state [N, H, K, V]; o [B, T, H, V].
+/// ~~~
+/// The sequence is cut into chunks of C = chunk_size tokens (16, 32 or 64; the last one may be
+/// partial; chunks never cross the sequence boundaries of a packed batch), and each chunk is one
+/// step of the state recurrence done with matrix products instead of C rank-1 updates:
+/// ~~~
+///   cumulative gates G -> L -> A = (I + L)^-1 -> w_aux, u -> v_new, o, S'
+/// ~~~
+/// (optimized/cpu/chunk.cpp implements the stages, each next to its equation).
+/// All arithmetic is in the input's precision: float inputs keep a float32 state and float32
+/// cumulative gates, double inputs double.
+///
+/// Threads: OpenMP over (sequence, head) pairs. Errors: every argument is checked by
+/// ref::validate_recurrent (the reference's own checks), plus chunk_size and num_threads.
+/// return_trace is supported: v_bar, r = v - v_bar and written (= v_new of the chunked form) are
+/// computed from the same chunk quantities (one more C x K x V product per chunk).
+/// @file
 #pragma once
 
 #include <vector>
@@ -23,6 +28,9 @@
 #include "reference/recurrent.hpp"
 
 namespace linattn::cpu {
+
+/// @addtogroup cpu_kernels
+/// @{
 
 template <class T>
 struct ChunkOptions : ref::RecurrentOptions<T> {
@@ -90,5 +98,7 @@ std::vector<ChunkStages<T>> chunk_intermediates(ref::Op op, const Tensor<T>& q,
                                                 const Tensor<T>& k, const Tensor<T>& v,
                                                 const ref::Gates<T>& gates,
                                                 const ChunkOptions<T>& opt = {});
+
+/// @}
 
 }  // namespace linattn::cpu

@@ -1,30 +1,34 @@
-// optimized/cpu/chunk_backward.hpp -- chunked (UT-transform) backward kernels for DeltaNet, Gated
-// DeltaNet, KDA and Gated DeltaNet-2 on the CPU, in float and double (SPEC section 4, "Backward").
-//
-// Same inputs, options and result as the reference backward (reference/recurrent_backward.hpp):
-// given dL/do (`do_`, [B, T, H, V]) and optionally dL/dS_T (`dht`, [N, H, K, V]; undefined = 0),
-// return RecurrentGrads{dq, dk, dv, dg, dbeta, db, dw, dh0} for the inputs of the forward call
-// chunk_<op>(...) with the same options (scale, initial_state, cu_seqlens, use_qk_l2norm). Fields
-// that an operator does not have stay undefined, exactly as in the reference.
-//
-// How (as the chunked libraries do): pass 1 runs the chunked forward and keeps only the state
-// entering each chunk; pass 2 walks the chunks in reverse, recomputes the chunk's quantities
-// (G, L, A = (I + L)^-1, w_aux, u, v_new, the causal scores P) from that state, and pulls the
-// gradient back through o and S' to v_new and the entering state, through the UT transform to L,
-// e, u0, and through the decays to the cumulative gates G, whose gradient becomes dg by a reverse
-// cumulative sum. optimized/cpu/chunk_backward.cpp implements the stages, each next to its
-// equation; docs/derivation-backward.md, section "Chunked backward", derives every line.
-// All arithmetic is in the input's precision (float: float32 states, gates and inverse).
-//
-// Threads: OpenMP over (sequence, head) pairs (opt.num_threads; 0 = OpenMP's default); the result
-// does not depend on the thread count. Errors: the forward's checks (ref::validate_recurrent,
-// chunk_size, num_threads), then do_ and dht as in the reference backward.
+/// optimized/cpu/chunk_backward.hpp -- chunked (UT-transform) backward kernels for DeltaNet, Gated
+/// DeltaNet, KDA and Gated DeltaNet-2 on the CPU, in float and double (SPEC section 4, "Backward").
+///
+/// Same inputs, options and result as the reference backward (reference/recurrent_backward.hpp):
+/// given dL/do (`do_`, [B, T, H, V]) and optionally dL/dS_T (`dht`, [N, H, K, V]; undefined = 0),
+/// return RecurrentGrads{dq, dk, dv, dg, dbeta, db, dw, dh0} for the inputs of the forward call
+/// chunk_<op>(...) with the same options (scale, initial_state, cu_seqlens, use_qk_l2norm). Fields
+/// that an operator does not have stay undefined, exactly as in the reference.
+///
+/// How (as the chunked libraries do): pass 1 runs the chunked forward and keeps only the state
+/// entering each chunk; pass 2 walks the chunks in reverse, recomputes the chunk's quantities
+/// (G, L, A = (I + L)^-1, w_aux, u, v_new, the causal scores P) from that state, and pulls the
+/// gradient back through o and S' to v_new and the entering state, through the UT transform to L,
+/// e, u0, and through the decays to the cumulative gates G, whose gradient becomes dg by a reverse
+/// cumulative sum. optimized/cpu/chunk_backward.cpp implements the stages, each next to its
+/// equation; docs/derivation-backward.md, section "Chunked backward", derives every line.
+/// All arithmetic is in the input's precision (float: float32 states, gates and inverse).
+///
+/// Threads: OpenMP over (sequence, head) pairs (opt.num_threads; 0 = OpenMP's default); the result
+/// does not depend on the thread count. Errors: the forward's checks (ref::validate_recurrent,
+/// chunk_size, num_threads), then do_ and dht as in the reference backward.
+/// @file
 #pragma once
 
 #include "optimized/cpu/chunk.hpp"
 #include "reference/recurrent_backward.hpp"
 
 namespace linattn::cpu {
+
+/// @addtogroup backward
+/// @{
 
 /// Backward of chunk_delta_rule (Eq.14). Gives dq, dk, dv, dbeta, dh0.
 template <class T>
@@ -63,5 +67,7 @@ ref::RecurrentGrads<T> chunk_backward(ref::Op op, const Tensor<T>& q, const Tens
                                       const Tensor<T>& v, const ref::Gates<T>& gates,
                                       const Tensor<T>& do_, const Tensor<T>& dht,
                                       const ChunkOptions<T>& opt = {});
+
+/// @}
 
 }  // namespace linattn::cpu

@@ -1,19 +1,23 @@
-// optimized/cpu/fused_recurrent.hpp -- the tuned token-by-token ("fused recurrent") CPU forward
-// kernels for DeltaNet, GDN, KDA and GDN2: the fair baseline for the chunked kernels of chunk.hpp.
-//
-// Same layout, options, results and error checks as the naive reference
-// (reference/recurrent.hpp, whose validate_recurrent they call). They run the same per-token
-// recurrence, S_t = (I - k_t e_t^T) Diag(alpha_t) S_{t-1} + k_t u0_t^T, o_t = S_t^T (scale q_t),
-// but vectorised and with the state kept in L1: the value columns of S are independent (every
-// delta rule updates column c from column c alone), so each thread holds a K x 64 column block
-// of one head's state and runs all the tokens through it, one pass over the block per token
-// (update, read o_t, and the next token's error read, fused). float and double; OpenMP over
-// (sequence, head) pairs (OpenMP's default thread count). return_trace is supported.
+/// optimized/cpu/fused_recurrent.hpp -- the tuned token-by-token ("fused recurrent") CPU forward
+/// kernels for DeltaNet, GDN, KDA and GDN2: the fair baseline for the chunked kernels of chunk.hpp.
+///
+/// Same layout, options, results and error checks as the naive reference
+/// (reference/recurrent.hpp, whose validate_recurrent they call). They run the same per-token
+/// recurrence, S_t = (I - k_t e_t^T) Diag(alpha_t) S_{t-1} + k_t u0_t^T, o_t = S_t^T (scale q_t),
+/// but vectorised and with the state kept in L1: the value columns of S are independent (every
+/// delta rule updates column c from column c alone), so each thread holds a K x 64 column block
+/// of one head's state and runs all the tokens through it, one pass over the block per token
+/// (update, read o_t, and the next token's error read, fused). float and double; OpenMP over
+/// (sequence, head) pairs (OpenMP's default thread count). return_trace is supported.
+/// @file
 #pragma once
 
 #include "reference/recurrent.hpp"
 
 namespace linattn::cpu {
+
+/// @addtogroup cpu_kernels
+/// @{
 
 /// DeltaNet (Eq.14), token by token. beta [B, T, H].
 template <class T>
@@ -48,5 +52,7 @@ ref::RecurrentOutput<T> fused_recurrent_forward(ref::Op op, const Tensor<T>& q,
                                                 const Tensor<T>& k, const Tensor<T>& v,
                                                 const ref::Gates<T>& gates,
                                                 const ref::RecurrentOptions<T>& opt = {});
+
+/// @}
 
 }  // namespace linattn::cpu

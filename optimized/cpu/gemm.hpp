@@ -1,10 +1,12 @@
-// optimized/cpu/gemm.hpp -- a blocked, packed, multi-threaded float matrix product: the
-// machine's own GEMM rate, measured by the benchmark as the ceiling for the chunked kernels.
-//
-// sgemm computes C = A B for row-major matrices (A: M x K, B: K x N, C: M x N) with the
-// classic Goto/BLIS blocking: B is packed in KC x NR panels (L1/L3), A in MC x KC blocks of MR-row
-// slivers (L2), and a register tile of MR x NR accumulators does the arithmetic (the same tile
-// code as the chunked kernels, small_gemm.hpp). Threads (OpenMP) split the MC blocks.
+/// optimized/cpu/gemm.hpp -- a blocked, packed, multi-threaded float matrix product: the
+/// machine's own GEMM rate, measured by the benchmark as the ceiling for the chunked kernels.
+///
+/// sgemm computes C = A B for row-major matrices (A: M x K, B: K x N, C: M x N) with the
+/// classic Goto/BLIS blocking: B is packed in KC x NR panels (L1/L3), A in MC x KC blocks of MR-row
+/// slivers (L2), and a register tile of MR x NR accumulators does the arithmetic (the same tile
+/// code as the chunked kernels, small_gemm.hpp). Threads (OpenMP) split the MC blocks.
+/// @file
+/// @ingroup cpu_internals
 #pragma once
 
 #include "reference/tensor.hpp"

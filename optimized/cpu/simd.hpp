@@ -1,15 +1,17 @@
-// optimized/cpu/simd.hpp -- the small SIMD vocabulary of the CPU kernels (internal header).
-//
-// Vectors are GCC vector extensions, vec<T, W> = W lanes of T, so one source compiles to SSE2,
-// AVX2 or AVX-512 depending on the target of the function it is inlined into (see dispatch.hpp:
-// every kernel is compiled three times and the best version for the running CPU is picked at
-// load time). Everything here is always_inline for that reason: a helper compiled for another
-// target would have a different calling convention for vector arguments.
-//
-// vexp is the only transcendental: exp on vectors, accurate to ~2 ulp (float) and ~1 ulp
-// (double) on the domain the kernels use it on, x <= 0 (SPEC section 4: only non-positive
-// differences of cumulative log-gates are exponentiated). Results below the smallest normal
-// number are flushed to 0 by a select (never by multiplying an inf or a NaN by 0).
+/// optimized/cpu/simd.hpp -- the small SIMD vocabulary of the CPU kernels (internal header).
+///
+/// Vectors are GCC vector extensions, vec<T, W> = W lanes of T, so one source compiles to SSE2,
+/// AVX2 or AVX-512 depending on the target of the function it is inlined into (see dispatch.hpp:
+/// every kernel is compiled three times and the best version for the running CPU is picked at
+/// load time). Everything here is always_inline for that reason: a helper compiled for another
+/// target would have a different calling convention for vector arguments.
+///
+/// vexp is the only transcendental: exp on vectors, accurate to ~2 ulp (float) and ~1 ulp
+/// (double) on the domain the kernels use it on, x <= 0 (SPEC section 4: only non-positive
+/// differences of cumulative log-gates are exponentiated). Results below the smallest normal
+/// number are flushed to 0 by a select (never by multiplying an inf or a NaN by 0).
+/// @file
+/// @ingroup cpu_internals
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,11 @@
-// optimized/cpu/simd_level.hpp -- which compiled version of the CPU kernels runs.
-//
-// Every kernel of optimized/cpu is compiled three times: for baseline x86-64 (SSE2), for
-// x86-64-v3 (AVX2 + FMA) and for x86-64-v4 (AVX-512); see dispatch.hpp. By default each call uses
-// the best version the running CPU supports. Tests (and curious readers) can force a lower level
-// to check that every version computes the same thing.
+/// optimized/cpu/simd_level.hpp -- which compiled version of the CPU kernels runs.
+///
+/// Every kernel of optimized/cpu is compiled three times: for baseline x86-64 (SSE2), for
+/// x86-64-v3 (AVX2 + FMA) and for x86-64-v4 (AVX-512); see dispatch.hpp. By default each call uses
+/// the best version the running CPU supports. Tests (and curious readers) can force a lower level
+/// to check that every version computes the same thing.
+/// @file
+/// @ingroup cpu_internals
 #pragma once
 
 namespace linattn::cpu {

@@ -1,16 +1,20 @@
-// optimized/cpu/small_gemm.hpp -- register-blocked matrix products for the chunk-sized matrices
-// of the CPU kernels (internal header).
-//
-// gemm(m, n, k, A, rsA, csA, B, ldb, C, ldc, acc, tri) computes  C (acc)= A B  with
-//   A(i, p) = A[i * rsA + p * csA]   (any strides: row-major A, or a transposed one with rsA = 1)
-//   B(p, j) = B[p * ldb + j]         (row-major, n a multiple of the vector width W)
-//   C(i, j) = C[i * ldc + j]         acc: C = AB (store), C += AB (add) or C -= AB (sub).
-// tri = lower_a: A is lower triangular (A(i, p) = 0 for p > i), so row i only needs p <= i;
-// tri = lower_c: only C(i, j) with j <= i is wanted (tiles wholly above the diagonal are skipped,
-// the entries of the computed tiles above the diagonal are garbage for the caller to mask).
-// The operands are at most a few hundred KB (one chunk, one head's state), so there is no
-// packing: the loop over column panels is outermost and a K x (NV W) panel of B stays in L1
-// while the row tiles of A stream past it. Every function is always_inline (see simd.hpp).
+/// optimized/cpu/small_gemm.hpp -- register-blocked matrix products for the chunk-sized matrices
+/// of the CPU kernels (internal header).
+///
+/// gemm(m, n, k, A, rsA, csA, B, ldb, C, ldc, acc, tri) computes  C (acc)= A B  with
+/// ~~~
+///   A(i, p) = A[i * rsA + p * csA]   (any strides: row-major A, or a transposed one with rsA = 1)
+///   B(p, j) = B[p * ldb + j]         (row-major, n a multiple of the vector width W)
+///   C(i, j) = C[i * ldc + j]         acc: C = AB (store), C += AB (add) or C -= AB (sub).
+/// ~~~
+/// tri = lower_a: A is lower triangular (A(i, p) = 0 for p > i), so row i only needs p <= i;
+/// tri = lower_c: only C(i, j) with j <= i is wanted (tiles wholly above the diagonal are skipped,
+/// the entries of the computed tiles above the diagonal are garbage for the caller to mask).
+/// The operands are at most a few hundred KB (one chunk, one head's state), so there is no
+/// packing: the loop over column panels is outermost and a K x (NV W) panel of B stays in L1
+/// while the row tiles of A stream past it. Every function is always_inline (see simd.hpp).
+/// @file
+/// @ingroup cpu_internals
 #pragma once
 
 #include <algorithm>
