@@ -3,8 +3,9 @@
 # silent when everything is already present. Called by ./run.sh before every build.
 set -euo pipefail
 
-# Debian packages: compiler, CMake, the test frameworks (Catch2 v2, RapidCheck), Google Benchmark.
-DEB_PACKAGES=(g++ cmake make catch2 librapidcheck-dev libbenchmark-dev)
+# Debian packages: compiler, CMake, the test frameworks (Catch2 v2, RapidCheck), Google Benchmark,
+# Doxygen (the API reference; test docs_build_without_warnings).
+DEB_PACKAGES=(g++ cmake make catch2 librapidcheck-dev libbenchmark-dev doxygen)
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
