@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "reference/check.hpp"
+#include "reference/delta_rules.hpp"  // Vec
 #include "reference/feature_maps.hpp"
 
 namespace linattn::ref {
