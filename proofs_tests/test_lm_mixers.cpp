@@ -15,44 +15,15 @@
 #include <vector>
 
 #include "reference/recurrent_backward.hpp"
+#include "fd_check.hpp"
 #include "walkthroughs/lm/model.hpp"
 
 using namespace linattn;
 using namespace linattn::lm;
-using Vd = std::vector<double>;
+using namespace linattn::lm::fd;  // randn, dot, numeric_grad, rel_err (fd_check.hpp)
 
 namespace {
 
-Vd randn(std::mt19937_64& rng, index_t n, double sd = 1.0) {
-  std::normal_distribution<double> nd(0.0, sd);
-  Vd x(static_cast<size_t>(n));
-  for (double& v : x) v = nd(rng);
-  return x;
-}
-double dot(const Vd& a, const Vd& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-Vd numeric_grad(Vd& x, const std::function<double()>& loss, double h = 1e-5) {
-  Vd g(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double x0 = x[i];
-    x[i] = x0 + h;
-    const double lp = loss();
-    x[i] = x0 - h;
-    const double lm = loss();
-    x[i] = x0;
-    g[i] = (lp - lm) / (2 * h);
-  }
-  return g;
-}
-/// ||a - b|| / ||b|| (b = 0: ||a||).
-double rel_err(const Vd& a, const Vd& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) num += (a[i] - b[i]) * (a[i] - b[i]), den += b[i] * b[i];
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
 Vd as_vec(const Tensor<double>& t) { return Vd(t.begin(), t.end()); }
 
 /// A random core problem: unit keys, log-decays in (-3, 0], gates in (0, 1).
@@ -258,28 +229,12 @@ ModelConfig tiny_hybrid(const std::string& routing, MixerKind kind) {
   return cfg;
 }
 /// FD over every parameter of a tiny hybrid model [lin, lin, softmax, lin] with routing, after
-/// moving Gamma and P away from 0 so that the routed paths carry gradient.
+/// moving Gamma and P away from 0 so that the routed paths carry gradient (fd_check.hpp).
 double model_grad_error(const ModelConfig& cfg, std::uint64_t seed) {
-  Model<double> m(cfg);
-  m.init(seed);
-  std::mt19937_64 rng(seed + 1);
-  std::normal_distribution<double> nd(0.0, 0.3);
-  for (const ParamSpec& s : m.ps.specs)
-    if (s.kind != ParamKind::vector || s.name.find("Gamma") != std::string::npos)
-      for (index_t i = 0; i < s.numel(); ++i) m.ps.data[s.offset + i] = nd(rng);
-  const index_t B = 2, T = 4;
-  std::uniform_int_distribution<int> u(0, int(cfg.vocab) - 1);
-  std::vector<int> tok(B * T), tgt(B * T);
-  for (int& t : tok) t = u(rng);
-  for (int& t : tgt) t = u(rng);
-  m.ps.zero_grad();
-  m.forward(tok.data(), tgt.data(), B, T);
-  m.backward();
-  const Vd analytic(m.ps.grad.begin(), m.ps.grad.end());
+  FdProblem p(cfg, seed, 2, 4);
   // h = 1e-6: the L2 normalisation of small q, k makes the short-convolution weights strongly
   // curved (the error at h = 1e-5 was measured at up to 4e-5 and shrinks as h^2)
-  const Vd numeric = numeric_grad(m.ps.data, [&] { return m.forward(tok.data(), tgt.data(), B, T); }, 1e-6);
-  return rel_err(analytic, numeric);
+  return model_fd_error(p, 1e-6);
 }
 }  // namespace
 

@@ -16,61 +16,16 @@
 #include <vector>
 
 #include "reference/softmax_attention.hpp"
+#include "fd_check.hpp"
 #include "walkthroughs/lm/model.hpp"
 
 using namespace linattn;
 using namespace linattn::lm;
-using Vd = std::vector<double>;
+using namespace linattn::lm::fd;  // randn, dot, numeric_grad, grad_err, rel_err (fd_check.hpp)
 
 namespace {
 
-Vd randn(std::mt19937_64& rng, index_t n, double sd = 1.0) {
-  std::normal_distribution<double> nd(0.0, sd);
-  Vd x(static_cast<size_t>(n));
-  for (double& v : x) v = nd(rng);
-  return x;
-}
-
-double dot(const Vd& a, const Vd& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-
-/// Central-difference gradient of `loss` with respect to x (x is perturbed in place and restored).
-Vd numeric_grad(Vd& x, const std::function<double()>& loss, double h = 1e-5) {
-  Vd g(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double x0 = x[i];
-    x[i] = x0 + h;
-    const double lp = loss();
-    x[i] = x0 - h;
-    const double lm = loss();
-    x[i] = x0;
-    g[i] = (lp - lm) / (2 * h);
-  }
-  return g;
-}
-
-/// max |a - n| / max(1, max |n|): the error measure of every gradient check here.
-double grad_err(const Vd& analytic, const Vd& numeric) {
-  double diff = 0, scale = 1;
-  for (size_t i = 0; i < analytic.size(); ++i) {
-    diff = std::max(diff, std::abs(analytic[i] - numeric[i]));
-    scale = std::max(scale, std::abs(numeric[i]));
-  }
-  return diff / scale;
-}
-
 constexpr double kGradTol = 1e-6;
-
-/// ||a - n|| / ||n||: the error measure of the whole-model check (gradients there are small).
-double rel_err(const Vd& analytic, const Vd& numeric) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < analytic.size(); ++i)
-    num += (analytic[i] - numeric[i]) * (analytic[i] - numeric[i]), den += numeric[i] * numeric[i];
-  return std::sqrt(num / den);
-}
 
 }  // namespace
 
@@ -114,6 +69,33 @@ TEST_CASE("LM linear layer backward equals finite differences of x W transposed 
     linear_backward(dx2.data(), dw2.data(), R.data(), x.data(), w.data(), N, C, OC);
     for (size_t i = 0; i < dx.size(); ++i) RC_ASSERT(std::abs(dx2[i] - 2 * dx[i]) <= 1e-12 * (1 + std::abs(dx[i])));
     for (size_t i = 0; i < dw.size(); ++i) RC_ASSERT(std::abs(dw2[i] - 2 * dw[i]) <= 1e-12 * (1 + std::abs(dw[i])));
+  });
+}
+
+TEST_CASE("LM low-rank linear backward equals finite differences of x D transposed U transposed and the forward equals x times the transposed product U D") {
+  rc::prop("lowrank", [] {
+    const index_t N = *rc::gen::inRange<index_t>(1, 9), C = *rc::gen::inRange<index_t>(1, 10),
+                  r = *rc::gen::inRange<index_t>(1, 5), OC = *rc::gen::inRange<index_t>(1, 10);
+    std::mt19937_64 rng(*rc::gen::arbitrary<std::uint64_t>());
+    Vd x = randn(rng, N * C), U = randn(rng, OC * r), D = randn(rng, r * C), R = randn(rng, N * OC);
+    auto loss = [&] {
+      Vd y(N * OC), t(N * r);
+      lowrank_forward(y.data(), t.data(), x.data(), U.data(), D.data(), N, C, r, OC);
+      return dot(y, R);
+    };
+    Vd y(N * OC), t(N * r), dx(N * C, 0.0), dU(OC * r, 0.0), dD(r * C, 0.0);
+    lowrank_forward(y.data(), t.data(), x.data(), U.data(), D.data(), N, C, r, OC);
+    // the same map as the full matrix P = U D (OC, C), formed here by the naive triple loop
+    Vd P(OC * C, 0.0), yP(N * OC);
+    for (index_t o = 0; o < OC; ++o)
+      for (index_t j = 0; j < r; ++j)
+        for (index_t c = 0; c < C; ++c) P[o * C + c] += U[o * r + j] * D[j * C + c];
+    linear_forward(yP.data(), x.data(), P.data(), N, C, OC);
+    RC_ASSERT(rel_err(y, yP) < 1e-12);
+    lowrank_backward(dx.data(), dU.data(), dD.data(), R.data(), t.data(), x.data(), U.data(), D.data(), N, C, r, OC);
+    RC_ASSERT(grad_err(dx, numeric_grad(x, loss)) < kGradTol);
+    RC_ASSERT(grad_err(dU, numeric_grad(U, loss)) < kGradTol);
+    RC_ASSERT(grad_err(dD, numeric_grad(D, loss)) < kGradTol);
   });
 }
 
@@ -373,24 +355,8 @@ TEST_CASE("LM per-head RMSNorm with output gate backward equals finite differenc
 namespace {
 /// Finite-difference check of every parameter of a tiny model; returns the error measure.
 double model_grad_error(const ModelConfig& cfg, std::uint64_t seed, index_t B, index_t T) {
-  Model<double> m(cfg);
-  m.init(seed);
-  // larger weights than the training init, so every path carries a visible gradient
-  std::mt19937_64 rng(seed + 1);
-  std::normal_distribution<double> nd(0.0, 0.3);
-  for (const ParamSpec& s : m.ps.specs)
-    if (s.kind != ParamKind::vector)
-      for (index_t i = 0; i < s.numel(); ++i) m.ps.data[s.offset + i] = nd(rng);
-  std::uniform_int_distribution<int> u(0, int(cfg.vocab) - 1);
-  std::vector<int> tok(B * T), tgt(B * T);
-  for (int& t : tok) t = u(rng);
-  for (int& t : tgt) t = u(rng);
-  m.ps.zero_grad();
-  m.forward(tok.data(), tgt.data(), B, T);
-  m.backward();
-  Vd analytic(m.ps.grad.begin(), m.ps.grad.end());
-  Vd numeric = numeric_grad(m.ps.data, [&] { return m.forward(tok.data(), tgt.data(), B, T); });
-  return rel_err(analytic, numeric);
+  FdProblem p(cfg, seed, B, T);  // larger weights than the training init: every path carries gradient
+  return model_fd_error(p);
 }
 }  // namespace
 

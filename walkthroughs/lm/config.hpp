@@ -45,6 +45,9 @@ struct ModelConfig {
   std::string routing = "none";         ///< none | cler | cler-h | clvr
   std::string routed_error = "paper";   ///< paper (r = v - v_bar) | written (what the kernel writes)
   std::string rho = "identity";         ///< CLER's rho: identity | rms
+  /// CLER-H / CLVR: rank of P_l (0: full matrix). r > 0: P_l = U_l D_l with U_l (d_model x r)
+  /// zero-initialised and D_l (r x Hv Dv) random, as reference/routing.hpp's low_rank_projection.
+  index_t route_rank = 0;
 
   index_t hd() const { return head_dim > 0 ? head_dim : d_model / n_head; }
   index_t hidden() const {
@@ -87,6 +90,10 @@ struct ModelConfig {
     if ((routing == "cler" || routing == "cler-h") && core != "recurrent")
       fail(fn, "core", "recurrent with routing " + routing +
            " (it differentiates through the recurrence trace; only walkthroughs/lm/delta_core.hpp does)", core);
+    if (route_rank < 0) fail(fn, "route_rank", "0 (full P) or a positive rank", std::to_string(route_rank));
+    if (route_rank > 0 && routing != "cler-h" && routing != "clvr")
+      fail(fn, "route_rank", "0 unless routing is cler-h or clvr (only they have a P_l)",
+           std::to_string(route_rank) + " with routing " + routing);
     if (routing != "none" && stack == "dense")
       fail(fn, "routing", "none for a dense stack (only linear layers are routable)", routing);
   }

@@ -12,7 +12,10 @@
 // optional sigmoid output gate) and mixer_linear.hpp (DeltaNet, GDN, KDA, GDN2 with the authors'
 // layer structure). Cross-layer routing (SPEC section 3): CLER inside the linear mixers (the
 // model wires each linear layer to its routable predecessor p(l)); CLER-H and CLVR here, adding
-// P_l s_l to the residual stream after the whole layer l.
+// P_l s_l to the residual stream after the whole layer l; P_l full (d_model x Hv Dv) or, with
+// route_rank r > 0, P_l = U_l D_l (U_l: d_model x r, zero-initialised; D_l: r x Hv Dv, random
+// N(0, 1/(Hv Dv)) from its own generator, as reference/routing.hpp's low_rank_projection), applied
+// as U_l (D_l s_l) without forming P_l.
 //
 // Model<T>::forward saves every activation that backward needs; backward accumulates all
 // parameter gradients into ParamStore::grad (zeroed by the caller, see zero_grad()).
@@ -40,6 +43,8 @@ struct Model {
   struct Block {
     int ln1, ln2, w1, w3, w2;
     int route_P = -1;               ///< CLER-H / CLVR: P_l (C, Hv Dv), zero-initialised (Eq.29)
+    int route_U = -1, route_D = -1; ///< low rank: P_l = U_l D_l, U_l (C, r) zero, D_l (r, Hv Dv) random
+    std::vector<T> route_t;         ///< low rank: t = D_l s_l per token (N, r), kept for backward
     index_t pred = -1;              ///< p(l): the nearest lower linear layer (-1: none)
     std::unique_ptr<Mixer<T>> mixer;
     LinearMixer<T>* lin = nullptr;  ///< the same mixer when it is linear
@@ -79,8 +84,15 @@ struct Model {
         auto lm = std::make_unique<LinearMixer<T>>(ps, cfg, pre, bl.pred >= 0);
         bl.lin = lm.get();
         bl.mixer = std::move(lm);
-        if (cfg.residual_routing())
+        if (cfg.residual_routing() && cfg.route_rank == 0)
           bl.route_P = ps.add(pre + "route.P", C, bl.lin->HVD(), ParamKind::matrix, Init{0, 0.0});
+        if (cfg.residual_routing() && cfg.route_rank > 0) {
+          // one factor zero (P = 0 at initialisation), the other random: both zero never learn
+          Init dinit{1.0 / std::sqrt(double(bl.lin->HVD()))};
+          dinit.own_stream = true;  // the other parameters stay those of the baseline model
+          bl.route_U = ps.add(pre + "route.U", C, cfg.route_rank, ParamKind::matrix, Init{0, 0.0});
+          bl.route_D = ps.add(pre + "route.D", cfg.route_rank, bl.lin->HVD(), ParamKind::matrix, dinit);
+        }
       }
       bl.ln2 = ps.add(pre + "ln2", 1, C, ParamKind::vector, one);
       bl.w1 = ps.add(pre + "mlp.w1", F, C, ParamKind::matrix, hid);
@@ -136,9 +148,15 @@ struct Model {
       linear_forward(bl.mix.data(), bl.act.data(), ps.p(bl.w2), N, F, C);
       for (index_t i = 0; i < N * C; ++i) xn[i] = m[i] + bl.mix[i];
       // pass 3: CLER-H / CLVR, x_{l+1} += P_l s_l after the whole layer (Eq.29)
-      if (bl.route_P >= 0) {
+      if (bl.route_P >= 0 || bl.route_U >= 0) {
         eps_l.resize(N * C);
-        linear_forward(eps_l.data(), routed_signal(bl).data(), ps.p(bl.route_P), N, bl.lin->HVD(), C);
+        if (bl.route_P >= 0) {
+          linear_forward(eps_l.data(), routed_signal(bl).data(), ps.p(bl.route_P), N, bl.lin->HVD(), C);
+        } else {  // low rank: eps = U (D s), t = D s
+          bl.route_t.resize(static_cast<size_t>(N * cfg.route_rank));
+          lowrank_forward(eps_l.data(), bl.route_t.data(), routed_signal(bl).data(), ps.p(bl.route_U),
+                          ps.p(bl.route_D), N, bl.lin->HVD(), cfg.route_rank, C);
+        }
         for (index_t i = 0; i < N * C; ++i) xn[i] += eps_l[i];
       }
     }
@@ -186,6 +204,12 @@ struct Model {
         std::vector<T>& ds = cfg.routing == "clvr" ? bl.lin->dv_extra : bl.lin->dtrace;
         linear_backward(ds.data(), ps.g(bl.route_P), dres.data(), routed_signal(bl).data(), ps.p(bl.route_P), N,
                         bl.lin->HVD(), C);
+      }
+      if (bl.route_U >= 0) {  // x_{l+1} = ... + (s D^T) U^T
+        std::vector<T>& ds = cfg.routing == "clvr" ? bl.lin->dv_extra : bl.lin->dtrace;
+        lowrank_backward(ds.data(), ps.g(bl.route_U), ps.g(bl.route_D), dres.data(), bl.route_t.data(),
+                         routed_signal(bl).data(), ps.p(bl.route_U), ps.p(bl.route_D), N, bl.lin->HVD(),
+                         cfg.route_rank, C);
       }
       // MLP: x_{l+1} = m + W2 swiglu(W1 b, W3 b), b = RMSNorm(m)
       zeros(dact, N * F), zeros(dh1, N * F), zeros(dh3, N * F), zeros(dn, N * C);

@@ -120,6 +120,28 @@ void linear_backward(T* dinp, T* dweight, const T* dout, const T* inp, const T* 
 }
 
 // ---------------------------------------------------------------------------------------------
+// Low-rank linear: out = (inp D^T) U^T = inp (U D)^T, never forming U D (the low-rank P_l of
+// Eq.29; reference/routing.hpp's residual_inject with U, D).
+// ---------------------------------------------------------------------------------------------
+
+/// t (N, r) = inp (N, C) @ D (r, C)^T;  out (N, OC) = t @ U (OC, r)^T.
+template <class T>
+void lowrank_forward(T* out, T* t, const T* inp, const T* U, const T* D, index_t N, index_t C, index_t r,
+                     index_t OC) {
+  linear_forward(t, inp, D, N, C, r);
+  linear_forward(out, t, U, N, r, OC);
+}
+
+/// dinp (N, C) += dout U D; dU (OC, r) += dout^T t; dD (r, C) += (dout U)^T inp. t from the forward.
+template <class T>
+void lowrank_backward(T* dinp, T* dU, T* dD, const T* dout, const T* t, const T* inp, const T* U, const T* D,
+                      index_t N, index_t C, index_t r, index_t OC) {
+  std::vector<T> dt(static_cast<size_t>(N * r), T(0));
+  linear_backward(dt.data(), dU, dout, t, U, N, r, OC);
+  linear_backward(dinp, dD, dt.data(), inp, D, N, C, r);
+}
+
+// ---------------------------------------------------------------------------------------------
 // SwiGLU: out = SiLU(a) * b (the gated MLP's nonlinearity; the MLP is W2 (SiLU(W1 x) * W3 x)).
 // ---------------------------------------------------------------------------------------------
 

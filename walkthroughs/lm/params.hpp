@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
@@ -38,6 +39,10 @@ struct Init {
   double value = 0;   ///< std == 0: every element = value
   enum class Custom { none, log_uniform, uniform } custom = Custom::none;
   double lo = 0, hi = 0;  ///< range of log_uniform / uniform
+  /// Draw from a generator of this parameter's own (seeded with the seed and the name) instead of
+  /// the shared one, so that adding the parameter leaves every other parameter's values unchanged
+  /// (the random factor of a low-rank routing P: the routed model stays matched to its baseline).
+  bool own_stream = false;
 };
 
 struct ParamSpec {
@@ -51,6 +56,12 @@ struct ParamSpec {
 /// Flat parameter + gradient storage with a table of named slices.
 template <class T>
 struct ParamStore {
+  /// FNV-1a of a name (fixed, unlike std::hash, so initialisations are the same everywhere).
+  static std::uint64_t name_hash(const std::string& name) {
+    std::uint64_t h = 14695981039346656037ull;
+    for (unsigned char ch : name) h = (h ^ ch) * 1099511628211ull;
+    return h;
+  }
   std::vector<ParamSpec> specs;
   std::vector<T> data, grad;
 
@@ -75,10 +86,13 @@ struct ParamStore {
   const ParamSpec& spec(int id) const { return specs[static_cast<size_t>(id)]; }
   void zero_grad() { std::fill(grad.begin(), grad.end(), T(0)); }
 
-  /// Draw every parameter from its Init with one generator, in registration order.
+  /// Draw every parameter from its Init with one generator, in registration order (parameters
+  /// with Init::own_stream from a generator of their own, seeded by the seed and the name).
   void initialise(std::uint64_t seed) {
-    std::mt19937_64 rng(seed);
+    std::mt19937_64 shared(seed);
     for (const ParamSpec& s : specs) {
+      std::mt19937_64 own(seed ^ name_hash(s.name));
+      std::mt19937_64& rng = s.init.own_stream ? own : shared;
       T* x = data.data() + s.offset;
       const index_t n = s.numel();
       switch (s.init.custom) {
