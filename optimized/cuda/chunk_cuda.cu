@@ -76,10 +76,38 @@ void require(bool ok, const std::string& arg, const std::string& expected, const
   if (!ok) fail("linattn::cuda::forward_device", arg, expected, got);
 }
 
-}  // namespace
+/// A call's parameters and its chunk table, checked: what forward_device and backward_device share.
+struct Plan {
+  KParams p;
+  std::vector<int> cu, tok0, seq, first;
+  std::size_t table_bytes() const {
+    return align256(sizeof(int) * (cu.size() + tok0.size() + seq.size() + first.size()));
+  }
+  /// Copy the chunk table to the start of `base` and point p at it; p.ws = what follows.
+  void place(char* base, cudaStream_t stream) {
+    if (!cu.empty()) {
+      std::vector<int> table;
+      table.reserve(cu.size() + tok0.size() + seq.size() + first.size());
+      table.insert(table.end(), cu.begin(), cu.end());
+      table.insert(table.end(), tok0.begin(), tok0.end());
+      table.insert(table.end(), seq.begin(), seq.end());
+      table.insert(table.end(), first.begin(), first.end());
+      LINATTN_CUDA_CHECK(cudaMemcpyAsync(base, table.data(), sizeof(int) * table.size(),
+                                         cudaMemcpyHostToDevice, stream));
+      int* t = reinterpret_cast<int*>(base);
+      p.cu = t;
+      p.chunk_tok0 = t + cu.size();
+      p.chunk_seq = t + cu.size() + tok0.size();
+      p.seq_chunk0 = t + cu.size() + tok0.size() + seq.size();
+    }
+    p.ws = base + table_bytes();
+  }
+};
 
-void forward_device(const DeviceArgs& a, Version version) {
-  const std::string fn = "linattn::cuda::forward_device";
+Plan plan_call(const DeviceArgs& a, const std::string& fn) {
+  auto require = [&](bool ok, const std::string& arg, const std::string& expected, const std::string& got) {
+    if (!ok) fail(fn, arg, expected, got);
+  };
   require(a.op != Op::linear_attn, "op", "delta_rule, gated_delta_rule, kda or gdn2", "linear_attn");
   require(a.B >= 0 && a.T >= 0, "q.shape", "non-negative B and T",
           "B = " + std::to_string(a.B) + ", T = " + std::to_string(a.T));
@@ -90,14 +118,14 @@ void forward_device(const DeviceArgs& a, Version version) {
           std::to_string(a.B * a.T));
   require(std::isfinite(a.scale), "scale", "a finite value", num_str(a.scale));
   const std::int64_t numel_qk = a.B * a.T * a.H * a.K;
-  require(numel_qk == 0 || (a.q && a.k && a.v && a.o), "q, k, v, o", "device pointers", "null");
   const bool gdn2 = a.op == Op::gdn2;
   const bool gated = a.op != Op::delta_rule;
   require(numel_qk == 0 || !gated || a.g, "g", "a device pointer for " + std::string(ref::op_name(a.op)), "null");
   require(numel_qk == 0 || gdn2 || a.beta, "beta", "a device pointer", "null");
   require(numel_qk == 0 || !gdn2 || (a.b && a.w), "b, w", "device pointers for gdn2", "null");
 
-  KParams p;
+  Plan pl;
+  KParams& p = pl.p;
   p.op = static_cast<int>(a.op);
   p.gate = a.op == Op::delta_rule ? detail::kGateNone
                                   : (a.op == Op::gated_delta_rule ? detail::kGateScalar : detail::kGateChannel);
@@ -109,24 +137,34 @@ void forward_device(const DeviceArgs& a, Version version) {
   p.ht = a.final_state;
 
   // Sequences and the chunk table.
-  std::vector<int> cu, tok0, seq, first;
   if (a.cu_seqlens) {
     require(a.B == 1, "q.shape[0] (B)", "1 when cu_seqlens is given (packed sequences)", std::to_string(a.B));
     require(a.num_seqs >= 1, "num_seqs", "at least 1 sequence", std::to_string(a.num_seqs));
     std::vector<index_t> offs(a.cu_seqlens, a.cu_seqlens + a.num_seqs + 1);
     check_offsets(fn, offs, a.B, a.T);
     p.N = int(a.num_seqs);
-    cu.assign(offs.begin(), offs.end());
+    pl.cu.assign(offs.begin(), offs.end());
     for (int n = 0; n < p.N; ++n) {
-      first.push_back(int(tok0.size()));
-      for (int t = cu[n]; t < cu[n + 1]; t += kChunk) tok0.push_back(t), seq.push_back(n);
+      pl.first.push_back(int(pl.tok0.size()));
+      for (int t = pl.cu[n]; t < pl.cu[n + 1]; t += kChunk) pl.tok0.push_back(t), pl.seq.push_back(n);
     }
-    p.num_chunks = int(tok0.size());
+    p.num_chunks = int(pl.tok0.size());
   } else {
     p.N = int(a.B);
     p.chunks_per_seq = int((a.T + kChunk - 1) / kChunk);
     p.num_chunks = p.N * p.chunks_per_seq;
   }
+  return pl;
+}
+
+}  // namespace
+
+void forward_device(const DeviceArgs& a, Version version) {
+  const std::string fn = "linattn::cuda::forward_device";
+  Plan pl = plan_call(a, fn);
+  KParams& p = pl.p;
+  const std::int64_t numel_qk = a.B * a.T * a.H * a.K;
+  require(numel_qk == 0 || (a.q && a.k && a.v && a.o), "q, k, v, o", "device pointers", "null");
 
   detail::Call call;
   call.dtype = static_cast<int>(a.dtype);
@@ -152,24 +190,8 @@ void forward_device(const DeviceArgs& a, Version version) {
     fail(fn, "version", "a version of the ladder", std::to_string(static_cast<int>(version)));
   }
 
-  const std::size_t table_bytes = align256(sizeof(int) * (cu.size() + tok0.size() + seq.size() + first.size()));
-  char* base = static_cast<char*>(workspace().get(table_bytes + align256(ws_bytes) + 256));
-  if (!cu.empty()) {
-    std::vector<int> table;
-    table.reserve(cu.size() + tok0.size() + seq.size() + first.size());
-    table.insert(table.end(), cu.begin(), cu.end());
-    table.insert(table.end(), tok0.begin(), tok0.end());
-    table.insert(table.end(), seq.begin(), seq.end());
-    table.insert(table.end(), first.begin(), first.end());
-    LINATTN_CUDA_CHECK(cudaMemcpyAsync(base, table.data(), sizeof(int) * table.size(),
-                                       cudaMemcpyHostToDevice, call.stream));
-    int* t = reinterpret_cast<int*>(base);
-    p.cu = t;
-    p.chunk_tok0 = t + cu.size();
-    p.chunk_seq = t + cu.size() + tok0.size();
-    p.seq_chunk0 = t + cu.size() + tok0.size() + seq.size();
-  }
-  p.ws = base + table_bytes;
+  char* base = static_cast<char*>(workspace().get(pl.table_bytes() + align256(ws_bytes) + 256));
+  pl.place(base, call.stream);
   call.p = p;
   if (p.N == 0) return;
   if (version == Version::v1_simple) detail::v1_launch(call);
@@ -331,6 +353,203 @@ ref::RecurrentOutput<float> chunk_gdn2(const Tensor<float>& q, const Tensor<floa
   gt.b = b;
   gt.w = w;
   return chunk_forward(Op::gdn2, q, k, v, gt, opt, dtype, DType::f32, version);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Backward
+// ------------------------------------------------------------------------------------------------
+
+const char* bwd_version_name(BwdVersion v) {
+  switch (v) {
+    case BwdVersion::best: return "best";
+    case BwdVersion::v1_simple: return "bwd_v1_simple";
+  }
+  return "?";
+}
+
+namespace {
+Workspace& workspace_bwd() {  // apart from the forward's, so that alternating calls do not reallocate
+  static Workspace ws;
+  return ws;
+}
+}  // namespace
+
+void backward_device(const DeviceBwdArgs& a, BwdVersion version) {
+  const std::string fn = "linattn::cuda::backward_device";
+  Plan pl = plan_call(a.fwd, fn);
+  KParams& p = pl.p;
+  const DeviceArgs& f = a.fwd;
+  auto require_b = [&](bool ok, const std::string& arg, const std::string& expected, const std::string& got) {
+    if (!ok) fail(fn, arg, expected, got);
+  };
+  const bool any = f.B * f.T * f.H > 0;
+  require_b(!any || (f.q && f.k && f.v && a.do_), "q, k, v, do_", "device pointers", "null");
+  require_b(!any || (a.dq && a.dk && a.dv), "dq, dk, dv", "device pointers", "null");
+  require_b(!any || f.op == Op::delta_rule || a.dg, "dg", "a device pointer for " + std::string(ref::op_name(f.op)), "null");
+  require_b(!any || f.op == Op::gdn2 || a.dbeta, "dbeta", "a device pointer", "null");
+  require_b(!any || f.op != Op::gdn2 || (a.db && a.dw), "db, dw", "device pointers for gdn2", "null");
+  require_b(p.N == 0 || a.dh0, "dh0", "a device pointer ([N, H, K, V] float32)", "null");
+  if (version == BwdVersion::best) version = BwdVersion::v1_simple;
+  if (version != BwdVersion::v1_simple)
+    fail(fn, "version", "a version of the backward ladder", std::to_string(static_cast<int>(version)));
+
+  detail::BwdCall call;
+  call.dtype = static_cast<int>(f.dtype);
+  call.gate_dtype = static_cast<int>(f.gate_dtype);
+  call.stream = static_cast<cudaStream_t>(f.stream);
+  call.do_ = a.do_, call.dht = a.dht, call.dh0 = a.dh0;
+  call.dq = a.dq, call.dk = a.dk, call.dv = a.dv;
+  call.dg = a.dg, call.dbeta = a.dbeta, call.db = a.db, call.dw = a.dw;
+  const std::size_t ws_bytes = detail::bwd_v1_workspace_bytes(p);
+  char* base = static_cast<char*>(workspace_bwd().get(pl.table_bytes() + align256(ws_bytes) + 256));
+  pl.place(base, call.stream);
+  call.p = p;
+  if (p.N == 0) return;
+  detail::bwd_v1_launch(call);
+}
+
+namespace {
+
+/// dL/dx of y = x / sqrt(|x|^2 + 1e-6) given dL/dy, row by row (as ref::l2_normalize_backward),
+/// in float64: dx = inv (dy - y (y . dy)).
+Tensor<float> l2norm_backward_rows(const Tensor<float>& x, const Tensor<float>& dy) {
+  Tensor<float> dx(x.shape());
+  const index_t D = x.size(3), rows = x.numel() / (D ? D : 1);
+  for (index_t r = 0; r < rows; ++r) {
+    const float *a = x.data() + r * D, *g = dy.data() + r * D;
+    double ss = 0, ydy = 0;
+    for (index_t d = 0; d < D; ++d) ss += double(a[d]) * a[d];
+    const double inv = 1.0 / std::sqrt(ss + 1e-6);
+    for (index_t d = 0; d < D; ++d) ydy += a[d] * inv * g[d];
+    for (index_t d = 0; d < D; ++d) dx.data()[r * D + d] = float(inv * (g[d] - a[d] * inv * ydy));
+  }
+  return dx;
+}
+
+}  // namespace
+
+ref::RecurrentGrads<float> chunk_backward(Op op, const Tensor<float>& q, const Tensor<float>& k,
+                                          const Tensor<float>& v, const ref::Gates<float>& gates,
+                                          const Tensor<float>& do_, const Tensor<float>& dht,
+                                          const ref::RecurrentOptions<float>& opt, DType dtype,
+                                          DType gate_dtype, BwdVersion version) {
+  const std::string fn = std::string("linattn::cuda::chunk_") + ref::op_name(op) + "_backward";
+  if (op == Op::linear_attn) fail(fn, "op", "delta_rule, gated_delta_rule, kda or gdn2", "linear_attn");
+  const index_t N = ref::validate_recurrent(fn, op, q, k, v, gates, opt);
+  const index_t B = q.size(0), Tn = q.size(1), H = q.size(2), K = q.size(3), V = v.size(3);
+  if (K > kMaxDim) fail(fn, "q.shape[3] (K)", "K <= 256", std::to_string(K));
+  if (V > kMaxDim) fail(fn, "v.shape[3] (V)", "V <= 256", std::to_string(V));
+  if (opt.return_trace) fail(fn, "return_trace", "false (the CUDA kernels return no trace)", "true");
+  check_shape(fn, "do_", do_, {B, Tn, H, V});
+  check_finite(fn, "do_", do_);
+  if (dht.defined()) {
+    check_shape(fn, "dht", dht, {N, H, K, V});
+    check_finite(fn, "dht", dht);
+  }
+
+  const Tensor<float> qq = opt.use_qk_l2norm ? l2norm_rows(q) : q;
+  const Tensor<float> kk = opt.use_qk_l2norm ? l2norm_rows(k) : k;
+  DevBuf bq, bk, bv, bg, bbeta, bb, bw, bh0, bdo, bdht;
+  bq.upload(qq, dtype), bk.upload(kk, dtype), bv.upload(v, dtype), bdo.upload(do_, dtype);
+  bg.upload(gates.g, gate_dtype), bbeta.upload(gates.beta, gate_dtype);
+  bb.upload(gates.b, gate_dtype), bw.upload(gates.w, gate_dtype);
+  bh0.upload(opt.initial_state, DType::f32);
+  bdht.upload(dht, DType::f32);
+
+  // Gradient buffers, filled with NaN (all-ones bits) so that an element no kernel writes shows.
+  const std::size_t esz = dtype == DType::f32 ? 4 : 2, gsz = gate_dtype == DType::f32 ? 4 : 2;
+  const std::size_t nqk = std::size_t(B * Tn * H * K), nv = std::size_t(B * Tn * H * V);
+  const std::size_t ntok = std::size_t(B * Tn * H), ns = std::size_t(N * H * K * V);
+  const bool gdn2 = op == Op::gdn2;
+  const std::size_t ng = op == Op::delta_rule ? 0 : (op == Op::gated_delta_rule ? ntok : nqk);
+  DevBuf gq, gk, gv, gg, gbeta, gb, gw, gh0;
+  auto nan_alloc = [](DevBuf& b, std::size_t bytes) {
+    b.alloc(bytes);
+    LINATTN_CUDA_CHECK(cudaMemset(b.p, 0xff, bytes ? bytes : 1));
+  };
+  nan_alloc(gq, esz * nqk), nan_alloc(gk, esz * nqk), nan_alloc(gv, esz * nv);
+  if (ng) nan_alloc(gg, gsz * ng);
+  if (gdn2) nan_alloc(gb, gsz * nqk), nan_alloc(gw, gsz * nv);
+  else nan_alloc(gbeta, gsz * ntok);
+  nan_alloc(gh0, 4 * ns);
+
+  DeviceBwdArgs a;
+  DeviceArgs& f = a.fwd;
+  f.op = op, f.dtype = dtype, f.gate_dtype = gate_dtype;
+  f.B = B, f.T = Tn, f.H = H, f.K = K, f.V = V;
+  f.q = bq.p, f.k = bk.p, f.v = bv.p, f.g = bg.p, f.beta = bbeta.p, f.b = bb.p, f.w = bw.p;
+  f.scale = opt.scale ? *opt.scale : 1.0f / std::sqrt(float(K));
+  f.initial_state = static_cast<const float*>(bh0.p);
+  if (!opt.cu_seqlens.empty()) {
+    f.cu_seqlens = opt.cu_seqlens.data();
+    f.num_seqs = N;
+  }
+  a.do_ = bdo.p, a.dht = static_cast<const float*>(bdht.p);
+  a.dq = gq.p, a.dk = gk.p, a.dv = gv.p, a.dg = gg.p, a.dbeta = gbeta.p, a.db = gb.p, a.dw = gw.p;
+  a.dh0 = static_cast<float*>(gh0.p);
+  backward_device(a, version);
+  LINATTN_CUDA_CHECK(cudaGetLastError());
+  LINATTN_CUDA_CHECK(cudaDeviceSynchronize());
+
+  ref::RecurrentGrads<float> gr;
+  gr.dq = download(gq.p, {B, Tn, H, K}, dtype);
+  gr.dk = download(gk.p, {B, Tn, H, K}, dtype);
+  gr.dv = download(gv.p, {B, Tn, H, V}, dtype);
+  if (op == Op::gated_delta_rule) gr.dg = download(gg.p, {B, Tn, H}, gate_dtype);
+  if (op == Op::kda || gdn2) gr.dg = download(gg.p, {B, Tn, H, K}, gate_dtype);
+  if (gdn2) {
+    gr.db = download(gb.p, {B, Tn, H, K}, gate_dtype);
+    gr.dw = download(gw.p, {B, Tn, H, V}, gate_dtype);
+  } else {
+    gr.dbeta = download(gbeta.p, {B, Tn, H}, gate_dtype);
+  }
+  gr.dh0 = download(gh0.p, {N, H, K, V}, DType::f32);
+  if (opt.use_qk_l2norm) {  // the kernels saw q / |q| and k / |k|: the chain rule through them
+    gr.dq = l2norm_backward_rows(q, gr.dq);
+    gr.dk = l2norm_backward_rows(k, gr.dk);
+  }
+  return gr;
+}
+
+ref::RecurrentGrads<float> chunk_delta_rule_backward(const Tensor<float>& q, const Tensor<float>& k,
+                                                     const Tensor<float>& v, const Tensor<float>& beta,
+                                                     const Tensor<float>& do_, const Tensor<float>& dht,
+                                                     const ref::RecurrentOptions<float>& opt,
+                                                     DType dtype, BwdVersion version) {
+  ref::Gates<float> gt;
+  gt.beta = beta;
+  return chunk_backward(Op::delta_rule, q, k, v, gt, do_, dht, opt, dtype, DType::f32, version);
+}
+
+ref::RecurrentGrads<float> chunk_gated_delta_rule_backward(
+    const Tensor<float>& q, const Tensor<float>& k, const Tensor<float>& v, const Tensor<float>& g,
+    const Tensor<float>& beta, const Tensor<float>& do_, const Tensor<float>& dht,
+    const ref::RecurrentOptions<float>& opt, DType dtype, BwdVersion version) {
+  ref::Gates<float> gt;
+  gt.g = g, gt.beta = beta;
+  return chunk_backward(Op::gated_delta_rule, q, k, v, gt, do_, dht, opt, dtype, DType::f32, version);
+}
+
+ref::RecurrentGrads<float> chunk_kda_backward(const Tensor<float>& q, const Tensor<float>& k,
+                                              const Tensor<float>& v, const Tensor<float>& g,
+                                              const Tensor<float>& beta, const Tensor<float>& do_,
+                                              const Tensor<float>& dht,
+                                              const ref::RecurrentOptions<float>& opt, DType dtype,
+                                              BwdVersion version) {
+  ref::Gates<float> gt;
+  gt.g = g, gt.beta = beta;
+  return chunk_backward(Op::kda, q, k, v, gt, do_, dht, opt, dtype, DType::f32, version);
+}
+
+ref::RecurrentGrads<float> chunk_gdn2_backward(const Tensor<float>& q, const Tensor<float>& k,
+                                               const Tensor<float>& v, const Tensor<float>& g,
+                                               const Tensor<float>& b, const Tensor<float>& w,
+                                               const Tensor<float>& do_, const Tensor<float>& dht,
+                                               const ref::RecurrentOptions<float>& opt, DType dtype,
+                                               BwdVersion version) {
+  ref::Gates<float> gt;
+  gt.g = g, gt.b = b, gt.w = w;
+  return chunk_backward(Op::gdn2, q, k, v, gt, do_, dht, opt, dtype, DType::f32, version);
 }
 
 }  // namespace linattn::cuda

@@ -1,4 +1,5 @@
-// optimized/cuda/chunk_cuda.hpp -- host API of the CUDA chunked forward kernels (SPEC section 4).
+// optimized/cuda/chunk_cuda.hpp -- host API of the CUDA chunked forward and backward kernels
+// (SPEC section 4; the backward at the end of this file).
 //
 // DeltaNet, Gated DeltaNet (GDN), Kimi Delta Attention (KDA) and Gated DeltaNet-2 (GDN2) in the
 // chunked UT-transform form with chunk C = 64, in the layout of SPEC section 1 (that of
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "reference/recurrent.hpp"
+#include "reference/recurrent_backward.hpp"
 
 namespace linattn::cuda {
 
@@ -133,5 +135,86 @@ ref::RecurrentOutput<float> chunk_gdn2(const Tensor<float>& q, const Tensor<floa
                                        const Tensor<float>& b, const Tensor<float>& w,
                                        const ref::RecurrentOptions<float>& opt = {},
                                        DType dtype = DType::f32, Version version = Version::best);
+
+// ------------------------------------------------------------------------------------------------
+// Backward (issue 6): the gradients of the forward above, chunked, recomputing what the forward
+// does not keep (bwd_v1_simple.cu says how). Given dL/do and optionally dL/dS_T (dht), every input
+// gets its gradient: dq, dk, dv; dg ([B,T,H] GDN, [B,T,H,K] KDA and GDN2); dbeta (DeltaNet, GDN,
+// KDA) or db, dw (GDN2); dh0 [N,H,K,V] (always, also without an initial state). Arithmetic in
+// float32 (cumulative log-decays in float64) whatever the input type.
+// ------------------------------------------------------------------------------------------------
+
+/// The rungs of the backward ladder.
+enum class BwdVersion : int {
+  best = 0,
+  v1_simple = 1  ///< four plain FFMA kernels (prepare; states; state gradients; chunk gradients)
+};
+
+const char* bwd_version_name(BwdVersion v);
+
+/// Arguments of one backward call on device memory: the forward call's arguments (o and
+/// final_state are not used) plus dL/do and the gradient outputs. do_, dq, dk, dv are in
+/// fwd.dtype; dg, dbeta, db, dw in fwd.gate_dtype; dht and dh0 in float32.
+struct DeviceBwdArgs {
+  DeviceArgs fwd;
+  const void* do_ = nullptr;   ///< [B, T, H, V]
+  const float* dht = nullptr;  ///< [N, H, K, V] or null (zeros)
+  void* dq = nullptr;          ///< [B, T, H, K]
+  void* dk = nullptr;          ///< [B, T, H, K]
+  void* dv = nullptr;          ///< [B, T, H, V]
+  void* dg = nullptr;          ///< GDN [B, T, H]; KDA, GDN2 [B, T, H, K]
+  void* dbeta = nullptr;       ///< DeltaNet, GDN, KDA [B, T, H]
+  void* db = nullptr;          ///< GDN2 [B, T, H, K]
+  void* dw = nullptr;          ///< GDN2 [B, T, H, V]
+  float* dh0 = nullptr;        ///< [N, H, K, V], always written
+};
+
+/// Run one backward call: the forward's size checks, then the gradient pointers; throws
+/// linattn::Error for bad arguments, std::runtime_error for CUDA failures. Its own process-wide,
+/// grow-only workspace (about (12 K + 3 V + 128) floats per token and head plus two K x V states
+/// per chunk and head; not thread-safe).
+void backward_device(const DeviceBwdArgs& args, BwdVersion version = BwdVersion::best);
+
+/// Host convenience, the counterpart of chunk_forward and of cpu::chunk_backward: validates as the
+/// CPU backward does (ref::validate_recurrent, then do_ and dht: shape and finiteness), copies to
+/// the device (rounding to bf16 as chunk_forward does), fills every gradient buffer with NaN,
+/// runs, copies back. use_qk_l2norm: the kernels see the normalised q, k and the chain rule
+/// through the normalisation is applied on the host in float64.
+ref::RecurrentGrads<float> chunk_backward(Op op, const Tensor<float>& q, const Tensor<float>& k,
+                                          const Tensor<float>& v, const ref::Gates<float>& gates,
+                                          const Tensor<float>& do_, const Tensor<float>& dht,
+                                          const ref::RecurrentOptions<float>& opt,
+                                          DType dtype = DType::f32, DType gate_dtype = DType::f32,
+                                          BwdVersion version = BwdVersion::best);
+
+/// Backward of chunk_delta_rule (Eq.14): dq, dk, dv, dbeta, dh0.
+ref::RecurrentGrads<float> chunk_delta_rule_backward(const Tensor<float>& q, const Tensor<float>& k,
+                                                     const Tensor<float>& v, const Tensor<float>& beta,
+                                                     const Tensor<float>& do_, const Tensor<float>& dht,
+                                                     const ref::RecurrentOptions<float>& opt = {},
+                                                     DType dtype = DType::f32,
+                                                     BwdVersion version = BwdVersion::best);
+/// Backward of chunk_gated_delta_rule (Eqs.15-17): dq, dk, dv, dg [B,T,H], dbeta, dh0.
+ref::RecurrentGrads<float> chunk_gated_delta_rule_backward(
+    const Tensor<float>& q, const Tensor<float>& k, const Tensor<float>& v, const Tensor<float>& g,
+    const Tensor<float>& beta, const Tensor<float>& do_, const Tensor<float>& dht,
+    const ref::RecurrentOptions<float>& opt = {}, DType dtype = DType::f32,
+    BwdVersion version = BwdVersion::best);
+/// Backward of chunk_kda (Eqs.18-20): dq, dk, dv, dg [B,T,H,K], dbeta, dh0.
+ref::RecurrentGrads<float> chunk_kda_backward(const Tensor<float>& q, const Tensor<float>& k,
+                                              const Tensor<float>& v, const Tensor<float>& g,
+                                              const Tensor<float>& beta, const Tensor<float>& do_,
+                                              const Tensor<float>& dht,
+                                              const ref::RecurrentOptions<float>& opt = {},
+                                              DType dtype = DType::f32,
+                                              BwdVersion version = BwdVersion::best);
+/// Backward of chunk_gdn2 (Eqs.21-24): dq, dk, dv, dg [B,T,H,K], db, dw, dh0.
+ref::RecurrentGrads<float> chunk_gdn2_backward(const Tensor<float>& q, const Tensor<float>& k,
+                                               const Tensor<float>& v, const Tensor<float>& g,
+                                               const Tensor<float>& b, const Tensor<float>& w,
+                                               const Tensor<float>& do_, const Tensor<float>& dht,
+                                               const ref::RecurrentOptions<float>& opt = {},
+                                               DType dtype = DType::f32,
+                                               BwdVersion version = BwdVersion::best);
 
 }  // namespace linattn::cuda

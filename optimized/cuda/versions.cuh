@@ -31,4 +31,23 @@ bool v3_supports(const Call& c, std::string* why);
 std::size_t v3_workspace_bytes(const KParams& p);
 void v3_launch(Call c);
 
+/// One backward call: the forward's parameters (o and ht unused) plus dL/do, dL/dS_T and the
+/// gradient outputs (q, k, v, do and their gradients in `dtype`; gates and theirs in `gate_dtype`;
+/// states float32).
+struct BwdCall {
+  KParams p;
+  const void* do_ = nullptr;
+  const float* dht = nullptr;
+  void *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  void *dg = nullptr, *dbeta = nullptr, *db = nullptr, *dw = nullptr;
+  float* dh0 = nullptr;
+  int dtype = 0;
+  int gate_dtype = 0;
+  cudaStream_t stream = nullptr;
+};
+
+// bwd_v1_simple.cu
+std::size_t bwd_v1_workspace_bytes(const KParams& p);
+void bwd_v1_launch(const BwdCall& c);
+
 }  // namespace linattn::cuda::detail

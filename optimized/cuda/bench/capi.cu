@@ -1,5 +1,6 @@
-// optimized/cuda/bench/capi.cu -- a C ABI over linattn::cuda::forward_device, built as the shared
-// library liblinattn_cuda_capi.so, so that the Python benchmark driver (bench_forward.py) can call
+// optimized/cuda/bench/capi.cu -- a C ABI over linattn::cuda::forward_device and backward_device,
+// built as the shared library liblinattn_cuda_capi.so, so that the Python benchmark drivers
+// (bench_forward.py, bench_backward.py) can call
 // the kernels with ctypes on the very tensors it hands to flash-linear-attention and PyTorch.
 #include <cstdint>
 #include <cstdio>
@@ -40,6 +41,51 @@ int linattn_cuda_forward(const LinattnArgs* a, int version, char* err, int errle
     d.num_seqs = a->num_seqs;
     d.stream = a->stream;
     linattn::cuda::forward_device(d, static_cast<linattn::cuda::Version>(version));
+    return 0;
+  } catch (const std::exception& e) {
+    if (err && errlen > 0) std::snprintf(err, std::size_t(errlen), "%s", e.what());
+    return 1;
+  }
+}
+
+/// Mirrors linattn::cuda::DeviceBwdArgs (see bench_backward.py's ctypes Structure).
+struct LinattnBwdArgs {
+  LinattnArgs fwd;
+  const void* do_;
+  const float* dht;
+  void *dq, *dk, *dv, *dg, *dbeta, *db, *dw;
+  float* dh0;
+};
+
+namespace {
+linattn::cuda::DeviceArgs device_args(const LinattnArgs* a) {
+  linattn::cuda::DeviceArgs d;
+  d.op = static_cast<linattn::ref::Op>(a->op);
+  d.dtype = static_cast<linattn::cuda::DType>(a->dtype);
+  d.gate_dtype = static_cast<linattn::cuda::DType>(a->gate_dtype);
+  d.B = a->B, d.T = a->T, d.H = a->H, d.K = a->K, d.V = a->V;
+  d.q = a->q, d.k = a->k, d.v = a->v, d.g = a->g, d.beta = a->beta, d.b = a->b, d.w = a->w;
+  d.o = a->o;
+  d.scale = static_cast<float>(a->scale);
+  d.initial_state = a->initial_state;
+  d.final_state = a->final_state;
+  d.cu_seqlens = a->cu_seqlens;
+  d.num_seqs = a->num_seqs;
+  d.stream = a->stream;
+  return d;
+}
+}  // namespace
+
+/// Returns 0 on success; otherwise 1 and the message in err.
+int linattn_cuda_backward(const LinattnBwdArgs* a, int version, char* err, int errlen) {
+  try {
+    linattn::cuda::DeviceBwdArgs d;
+    d.fwd = device_args(&a->fwd);
+    d.do_ = a->do_, d.dht = a->dht;
+    d.dq = a->dq, d.dk = a->dk, d.dv = a->dv;
+    d.dg = a->dg, d.dbeta = a->dbeta, d.db = a->db, d.dw = a->dw;
+    d.dh0 = a->dh0;
+    linattn::cuda::backward_device(d, static_cast<linattn::cuda::BwdVersion>(version));
     return 0;
   } catch (const std::exception& e) {
     if (err && errlen > 0) std::snprintf(err, std::size_t(errlen), "%s", e.what());

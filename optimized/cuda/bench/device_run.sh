@@ -4,12 +4,16 @@
 # the benchmark against fla and SDPA. Built here, run there: the binaries and fla's source are
 # carried (build/cuda/..., .fla); logs go to $OUT. Stages are bounded with timeout so a slow stage
 # cannot eat the whole call. Usage: bash optimized/cuda/bench/device_run.sh [stages...]
-#   stages: tests sanitize mutants bench (default: all). BENCH_ARGS adds arguments to bench_forward.py.
+#   stages: tests sanitize mutants bench (default: all) for the forward; btests bsanitize bbench for
+#   the backward (test_cuda_backward, its sanitizer runs, bench_backward.py). BENCH_ARGS adds
+#   arguments to bench_forward.py, BBENCH_ARGS to bench_backward.py.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 B=build/cuda
-TEST=$B/proofs_tests/test_cuda_forward
-LIB=$B/optimized/cuda/liblinattn_cuda_capi.so
+# BIN: a folder holding (stripped) copies of the three binaries, to carry less; default: the build.
+TEST=${BIN:-$B/proofs_tests}/test_cuda_forward
+BTEST=${BIN:-$B/proofs_tests}/test_cuda_backward
+LIB=${BIN:-$B/optimized/cuda}/liblinattn_cuda_capi.so
 stages=${*:-tests sanitize mutants bench}
 export PYTHONUNBUFFERED=1
 export TRITON_CACHE_DIR=/tmp/triton_cache TRITON_CACHE_AUTOTUNING=1
@@ -51,6 +55,19 @@ for s in $stages; do
         run_m 7 "$P2" "$RG"
         run_m 8 "$P3" "$RG"
       } 2>&1 | tee "$OUT/mutants.log" ;;
+    btests)
+      echo "=== backward tests: $BTEST"
+      ( time LINATTN_CUDA_BACKWARD_REPORT=1 timeout 300 "$BTEST" --durations yes ) 2>&1 | tee "$OUT/btests.log" | grep -v "^  [0-9.]* s: " | tail -60 ;;
+    bsanitize)
+      F='CUDA chunked backward of a packed batch of many short sequences equals the reference'
+      for tool in memcheck racecheck; do
+        echo "=== compute-sanitizer --tool $tool: $F"
+        ( time timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 "$BTEST" "$F" ) 2>&1 | tee "$OUT/bsanitize_$tool.log" | tail -8
+      done ;;
+    bbench)
+      echo "=== backward bench"
+      timeout ${BBENCH_TIMEOUT:-330} python3 optimized/cuda/bench/bench_backward.py --lib $LIB --fla .fla --json "$OUT/bbench.json" ${BBENCH_ARGS:-} 2>&1 | tee "$OUT/bbench.log" | grep -v "^\s*$"
+      tar -czf "$OUT/triton_cache.tgz" -C /tmp/triton_cache . 2>/dev/null ;;
     bench)
       echo "=== bench"
       timeout 420 python3 optimized/cuda/bench/bench_forward.py --lib $LIB --fla .fla --json "$OUT/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | grep -v "^\s*$"

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""optimized/cuda/bench/bench_backward.py -- forward + backward of the linattn CUDA kernels
+(forward: Version best; backward: the backward ladder, through liblinattn_cuda_capi.so and ctypes)
+beside flash-linear-attention's (chunk_delta_rule, chunk_gated_delta_rule, chunk_kda, chunk_gdn2
+through torch.autograd) and PyTorch causal SDPA forward + backward, on the same inputs, at
+B=8 T=4096 H=16 K=V=128 bf16 (float32 gates) by default.
+
+The loss is L = <do, o> + <dht, S_T> (random do bf16, dht float32). Before timing, every linattn
+gradient is compared with fla's (relative RMS). Times are medians of triton.testing.do_bench.
+fla's source is not part of linattn: pass its checkout with --fla.
+
+Usage: python3 bench_backward.py --lib build/cuda/optimized/cuda/liblinattn_cuda_capi.so --fla .fla
+"""
+import argparse
+import ctypes
+import json
+import os
+import sys
+import time
+import traceback
+
+import torch
+import triton
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_forward import OPS, OP_ID, Args, Linattn, bench, fla_call, load_fla, make_inputs, rel_rms  # noqa: E402
+
+
+class BwdArgs(ctypes.Structure):  # mirrors LinattnBwdArgs in capi.cu
+    _fields_ = [("fwd", Args), ("do_", ctypes.c_void_p), ("dht", ctypes.c_void_p),
+                ("dq", ctypes.c_void_p), ("dk", ctypes.c_void_p), ("dv", ctypes.c_void_p),
+                ("dg", ctypes.c_void_p), ("dbeta", ctypes.c_void_p), ("db", ctypes.c_void_p),
+                ("dw", ctypes.c_void_p), ("dh0", ctypes.c_void_p)]
+
+
+GATES = {"delta_rule": ["beta"], "gated_delta_rule": ["g", "beta"], "kda": ["g", "beta"], "gdn2": ["g", "b", "w"]}
+
+
+def linattn_backward(lin, op, x, do, dht, scale, ver):
+    """Allocate the gradients and the argument block once; returns (run, grads)."""
+    lin.lib.linattn_cuda_backward.argtypes = [ctypes.POINTER(BwdArgs), ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+    lin.lib.linattn_cuda_backward.restype = ctypes.c_int
+    q = x["q"]
+    B, T, H, K = q.shape
+    V = x["v"].shape[-1]
+    a = BwdArgs()
+    f = a.fwd
+    f.op, f.dtype, f.gate_dtype = OP_ID[op], 1, 0
+    f.B, f.T, f.H, f.K, f.V = B, T, H, K, V
+    for n in ("q", "k", "v", "g", "beta", "b", "w"):
+        setattr(f, n, x[n].data_ptr() if n in x else None)
+    f.scale = scale
+    f.stream = torch.cuda.current_stream().cuda_stream
+    grads = {n: torch.empty_like(x[n]) for n in ["q", "k", "v"] + GATES[op]}
+    grads["h0"] = torch.empty(B, H, K, V, device="cuda", dtype=torch.float32)
+    a.do_, a.dht = do.data_ptr(), dht.data_ptr()
+    a.dq, a.dk, a.dv = grads["q"].data_ptr(), grads["k"].data_ptr(), grads["v"].data_ptr()
+    for n in ("g", "beta", "b", "w"):
+        setattr(a, "d" + n, grads[n].data_ptr() if n in grads else None)
+    a.dh0 = grads["h0"].data_ptr()
+    ref, fn, err = ctypes.byref(a), lin.lib.linattn_cuda_backward, lin.err
+
+    def run():
+        if fn(ref, ver, err, 4096) != 0:
+            raise RuntimeError(err.value.decode())
+    run.args = a
+    return run, grads
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--fla", default=None)
+    ap.add_argument("--shapes", default="8x4096x16x128x128")
+    ap.add_argument("--ops", default=",".join(OPS))
+    ap.add_argument("--bwd-versions", default="1")
+    ap.add_argument("--fwd-version", type=int, default=0, help="forward rung for fwd + bwd (0 = best)")
+    ap.add_argument("--rep", type=int, default=200)
+    ap.add_argument("--slow-rep", type=int, default=40, help="rep for calls slower than 20 ms")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = torch.cuda.get_device_properties(0)
+    print(f"device: {dev.name}, {dev.multi_processor_count} SMs; torch {torch.__version__}, triton {triton.__version__}", flush=True)
+    lin = Linattn(args.lib)
+    fns = load_fla(args.fla) if args.fla else {}
+    rows = []
+    results = {"device": dev.name, "date": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": rows}
+
+    def timed(fn):
+        t0 = time.time()
+        fn()
+        torch.cuda.synchronize()
+        return bench(fn, args.rep if time.time() - t0 < 0.02 else args.slow_rep)
+
+    def record(shape, op, impl, ms, check=""):
+        rows.append({"shape": shape, "op": op, "impl": impl, "ms": ms, "check": check})
+        print(f"  {shape:>20} {op:>17} {impl:>34} {ms:9.3f} ms  {check}", flush=True)
+
+    for s in args.shapes.split(","):
+        B, T, H, K, V = (int(t) for t in s.split("x"))
+        scale = K ** -0.5
+        print(f"shape B={B} T={T} H={H} K={K} V={V}", flush=True)
+        for op in args.ops.split(","):
+            x = make_inputs(op, B, T, H, K, V, seed=1234)
+            gen = torch.Generator(device="cuda").manual_seed(99)
+            do = torch.randn(B, T, H, V, device="cuda", generator=gen).bfloat16()
+            dht = torch.randn(B, H, K, V, device="cuda", generator=gen)
+            names = ["q", "k", "v"] + GATES[op]
+            ref = None
+            if op in fns:
+                xg = {n: t.detach().clone().requires_grad_(n in names) for n, t in x.items()}
+
+                def fla_fb():
+                    for t in xg.values():
+                        t.grad = None
+                    o, ht = fla_call(fns, op, xg, scale)
+                    torch.autograd.backward((o, ht), (do, dht))
+                try:
+                    fla_fb()
+                    torch.cuda.synchronize()
+                    ref = {n: xg[n].grad.clone() for n in names}
+                    record(s, op, "fla forward", timed(lambda: fla_call(fns, op, x, scale)))
+                    record(s, op, "fla forward + backward", timed(fla_fb))
+                except Exception:
+                    print(f"[fla] {op} forward + backward failed:\n{traceback.format_exc()}", flush=True)
+                    ref = None
+                del xg
+            run_f, o, ht = lin.prepare(op, x, scale, args.fwd_version)
+            record(s, op, f"linattn forward {lin.name(args.fwd_version)}", timed(run_f))
+            for ver in [int(v) for v in args.bwd_versions.split(",") if v]:
+                try:
+                    run_b, grads = linattn_backward(lin, op, x, do, dht, scale, ver)
+                    for t in grads.values():
+                        t.fill_(float("nan"))
+                    run_b()
+                    torch.cuda.synchronize()
+                    bad = [n for n, t in grads.items() if not torch.isfinite(t).all()]
+                    check = ("NON-FINITE: " + ",".join(bad)) if bad else ""
+                    if ref is not None:
+                        errs = {n: rel_rms(grads[n], ref[n]) for n in names}
+                        check += " vs fla: " + " ".join(f"d{n} {e:.1e}" for n, e in errs.items())
+                        if max(errs.values()) > 2e-2:
+                            check += " MISMATCH"
+                    results.setdefault("grad_check", []).append({"shape": s, "op": op, "bwd_version": ver, "text": check})
+                    record(s, op, f"linattn backward v{ver}", timed(run_b), check)
+
+                    def fb():
+                        run_f()
+                        run_b()
+                    record(s, op, f"linattn forward + backward v{ver}", timed(fb))
+                    del grads
+                except Exception:
+                    print(f"[linattn bwd v{ver}] {op} failed:\n{traceback.format_exc()}", flush=True)
+            del x, o, ht, ref
+            torch.cuda.empty_cache()
+        # Softmax attention: causal SDPA forward + backward on [B, H, T, D] views.
+        g = torch.Generator(device="cuda").manual_seed(7)
+        mk = lambda D: torch.randn(B, T, H, D, device="cuda", dtype=torch.bfloat16, generator=g).transpose(1, 2).requires_grad_(True)
+        q, k, v = mk(K), mk(K), mk(V)
+        do = torch.randn(B, H, T, V, device="cuda", dtype=torch.bfloat16, generator=g)
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+
+        def sd_fb():
+            for t in (q, k, v):
+                t.grad = None
+            sdpa(q, k, v, is_causal=True).backward(do)
+        with torch.no_grad():
+            record(s, "softmax", "torch SDPA causal forward", timed(lambda: sdpa(q, k, v, is_causal=True)))
+        record(s, "softmax", "torch SDPA causal forward + backward", timed(sd_fb))
+        del q, k, v, do
+        torch.cuda.empty_cache()
+
+    print("\nsummary (ms):")
+    for r in rows:
+        print(f"  {r['shape']:>20} {r['op']:>17} {r['impl']:>34} {r['ms']:9.3f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

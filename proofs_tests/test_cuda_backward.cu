@@ -1,0 +1,422 @@
+// proofs_tests/test_cuda_backward.cu -- the CUDA chunked backward (optimized/cuda, bwd_v1_simple.cu,
+// host API cuda::chunk_backward) equals the float64 reference backward
+// (reference/recurrent_backward.hpp, itself proven by finite differences in
+// test_gradcheck_reference.cpp) for DeltaNet, GDN, KDA and GDN2, in float32 and bfloat16.
+//
+// The reference runs in float64 on exactly the inputs the device sees (q, k, v, do rounded to
+// bfloat16 for DType::bf16; the gates too when they are bf16), so the comparison measures the
+// kernels alone. The loss is L = <do, o> + <dht, S_T> with random do and (mostly) dht. Each
+// gradient is compared as in test_chunk_backward.cpp:
+//   rms(got - want) <= tol * max(rms(want), floor),  floor = rms of dq, dk and dv together,
+// the floor covering gradients that are legitimately tiny next to the others (dg with g = -1000).
+// Bounds (tol), per gradient and dtype:
+//   float32 inputs: 1e-4 for every gradient (float32 arithmetic, as the CPU float32 backward);
+//   bfloat16 inputs: 5e-3 for dq, dk, dv (stored as bfloat16: their rounding alone is about
+//   1.1e-3 RMS), 1e-4 for the float32 gate gradients and dh0; with bfloat16 gates their
+//   gradients are stored as bfloat16 too: 5e-3.
+// Every gradient buffer is filled with NaN before the launch (the host API does it), so an element
+// a kernel does not write fails (a non-finite value counts as an infinite error).
+// Without a usable GPU every test that needs one says why (Catch2 WARN) and returns, so CTest
+// passes on CI machines; the argument checks run everywhere.
+#include <catch2/catch.hpp>
+#include <rapidcheck/catch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "generators.hpp"
+#include "optimized/cuda/chunk_cuda.hpp"
+
+using namespace linattn;
+using namespace linattn::testing;
+using cuda::DType;
+
+namespace {
+
+bool gpu_ok(std::string& why) {
+  static std::string reason;
+  static const bool ok = cuda::device_available(&reason);
+  why = reason;
+  return ok;
+}
+
+#define SKIP_WITHOUT_GPU()                                                  \
+  do {                                                                      \
+    std::string why_;                                                       \
+    if (!gpu_ok(why_)) {                                                    \
+      WARN("no CUDA device: " << why_ << " -- this CUDA test is skipped");  \
+      return;                                                               \
+    }                                                                       \
+  } while (0)
+
+const Op kOps[] = {Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2};
+const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
+
+/// The bound of the file comment for gradient `name`.
+double tol(const std::string& name, DType dt, DType gdt) {
+  const bool gate_grad = name == "dg" || name == "dbeta" || name == "db" || name == "dw";
+  if (gate_grad) return gdt == DType::bf16 ? 5e-3 : 1e-4;
+  if (name == "dh0") return 1e-4;
+  return dt == DType::bf16 ? 5e-3 : 1e-4;
+}
+
+/// The structure of one backward case: the forward case plus dht, l2norm, scale.
+struct BwdCase {
+  Case c;
+  bool with_dht = true, l2norm = false, custom_scale = false;
+};
+
+std::ostream& operator<<(std::ostream& os, const BwdCase& b) {
+  return os << b.c << " dht=" << b.with_dht << " l2norm=" << b.l2norm
+            << " scale=" << (b.custom_scale ? "0.7" : "default");
+}
+
+/// A full backward problem in float64: forward inputs, do, dht.
+struct BwdProblem {
+  Problem<double> p;
+  Tensor<double> do_, dht;
+};
+
+BwdProblem make_bwd_problem(Op op, const BwdCase& b) {
+  BwdProblem r;
+  r.p = make_problem<double>(op, b.c, /*unit_keys=*/!b.l2norm);
+  r.p.opt.use_qk_l2norm = b.l2norm;
+  r.p.opt.output_final_state = false;
+  if (b.custom_scale) r.p.opt.scale = 0.7;
+  std::mt19937_64 rng(b.c.seed ^ 0x5851f42d4c957f2dULL);
+  std::normal_distribution<double> nd(0.0, 1.0);
+  r.do_ = Tensor<double>({b.c.B, b.c.T, b.c.H, b.c.V});
+  for (double& x : r.do_) x = nd(rng);
+  if (b.with_dht) {
+    r.dht = Tensor<double>({r.p.N, b.c.H, b.c.K, b.c.V});
+    for (double& x : r.dht) x = nd(rng);
+  }
+  return r;
+}
+
+/// The problem in float32 as the device sees it: q, k, v and do rounded to bf16 for DType::bf16,
+/// the gates too for gate dtype bf16 (dht and the initial state stay float32).
+struct DevProblem {
+  Problem<float> p;
+  Tensor<float> do_, dht;
+};
+
+DevProblem as_device_sees(const BwdProblem& b, DType dt, DType gdt) {
+  DevProblem d;
+  d.p = cast_problem<float>(b.p);
+  d.do_ = cast<float>(b.do_);
+  d.dht = cast<float>(b.dht);
+  if (dt == DType::bf16) {
+    d.p.q = cuda::round_to_bf16(d.p.q), d.p.k = cuda::round_to_bf16(d.p.k);
+    d.p.v = cuda::round_to_bf16(d.p.v), d.do_ = cuda::round_to_bf16(d.do_);
+  }
+  if (gdt == DType::bf16) {
+    Gates<float>& g = d.p.gates;
+    g.g = cuda::round_to_bf16(g.g), g.beta = cuda::round_to_bf16(g.beta);
+    g.b = cuda::round_to_bf16(g.b), g.w = cuda::round_to_bf16(g.w);
+  }
+  return d;
+}
+
+/// The float64 reference backward on the inputs the device sees.
+ref::RecurrentGrads<double> reference_backward(const DevProblem& d) {
+  const Problem<double> p = cast_problem<double>(d.p);
+  const Tensor<double> do_ = cast<double>(d.do_), dht = cast<double>(d.dht);
+  switch (p.op) {
+    case Op::delta_rule:
+      return ref::naive_recurrent_delta_rule_backward(p.q, p.k, p.v, p.gates.beta, do_, dht, p.opt);
+    case Op::gated_delta_rule:
+      return ref::naive_recurrent_gated_delta_rule_backward(p.q, p.k, p.v, p.gates.g, p.gates.beta,
+                                                            do_, dht, p.opt);
+    case Op::kda:
+      return ref::naive_recurrent_kda_backward(p.q, p.k, p.v, p.gates.g, p.gates.beta, do_, dht, p.opt);
+    case Op::gdn2:
+      return ref::naive_recurrent_gdn2_backward(p.q, p.k, p.v, p.gates.g, p.gates.b, p.gates.w, do_,
+                                                dht, p.opt);
+    default: break;
+  }
+  return {};
+}
+
+ref::RecurrentGrads<float> cuda_backward(const DevProblem& d, DType dt, DType gdt) {
+  return cuda::chunk_backward(d.p.op, d.p.q, d.p.k, d.p.v, d.p.gates, d.do_, d.dht, d.p.opt, dt, gdt);
+}
+
+/// One gradient's comparison.
+struct GradErr {
+  std::string name;
+  bool defined_ok = true, shape_ok = true;
+  double err = 0, scale = 0, floor = 0;  // rms(got - want), rms(want), the floor
+  double ratio() const { return err / std::max({scale, floor, 1e-300}); }
+};
+
+/// Every gradient the operator has (see the file comment for the measure).
+std::vector<GradErr> compare_grads(const ref::RecurrentGrads<float>& got,
+                                   const ref::RecurrentGrads<double>& want) {
+  const std::vector<std::tuple<const char*, const Tensor<float>*, const Tensor<double>*>> all = {
+      {"dq", &got.dq, &want.dq},          {"dk", &got.dk, &want.dk},
+      {"dv", &got.dv, &want.dv},          {"dg", &got.dg, &want.dg},
+      {"dbeta", &got.dbeta, &want.dbeta}, {"db", &got.db, &want.db},
+      {"dw", &got.dw, &want.dw},          {"dh0", &got.dh0, &want.dh0}};
+  double sq = 0, cnt = 0;
+  for (const Tensor<double>* w : {&want.dq, &want.dk, &want.dv}) {
+    for (index_t i = 0; i < w->numel(); ++i) sq += w->data()[i] * w->data()[i];
+    cnt += double(w->numel());
+  }
+  const double floor = cnt > 0 ? std::sqrt(sq / cnt) : 0.0;
+  std::vector<GradErr> out;
+  for (const auto& [name, g, w] : all) {
+    GradErr e;
+    e.name = name;
+    e.floor = floor;
+    e.defined_ok = g->defined() == w->defined();
+    if (!w->defined() || !e.defined_ok) {
+      if (!e.defined_ok) out.push_back(e);
+      continue;
+    }
+    e.shape_ok = g->shape() == w->shape();
+    if (e.shape_ok) {
+      double num = 0, den = 0;
+      for (index_t i = 0; i < w->numel(); ++i) {
+        const double a = double(g->data()[i]), b = w->data()[i];
+        num += std::isfinite(a) ? (a - b) * (a - b) : INFINITY;
+        den += b * b;
+      }
+      const double n = w->numel() ? double(w->numel()) : 1.0;
+      e.err = std::sqrt(num / n), e.scale = std::sqrt(den / n);
+    }
+    out.push_back(e);
+  }
+  return out;
+}
+
+bool within(const GradErr& e, DType dt, DType gdt) {
+  return e.defined_ok && e.shape_ok && std::isfinite(e.err) &&
+         e.err <= tol(e.name, dt, gdt) * std::max(e.scale, e.floor);
+}
+
+std::string describe(const std::vector<GradErr>& errs) {
+  std::ostringstream os;
+  for (const GradErr& e : errs)
+    os << e.name << ": err " << e.err << " rms " << e.scale << " floor " << e.floor
+       << (e.defined_ok && e.shape_ok ? "" : " (undefined or wrong shape)") << "; ";
+  return os.str();
+}
+
+/// The largest error ratios seen per gradient (printed when LINATTN_CUDA_BACKWARD_REPORT is set),
+/// to measure the bounds of the file comment.
+struct Worst {
+  std::map<std::string, double> by_grad;
+  void add(const std::vector<GradErr>& errs) {
+    for (const GradErr& e : errs) by_grad[e.name] = std::max(by_grad[e.name], e.ratio());
+  }
+  void print(const std::string& title) const {
+    if (!std::getenv("LINATTN_CUDA_BACKWARD_REPORT")) return;
+    std::cout << title << " (worst err / max(rms, floor)):";
+    for (const auto& [name, w] : by_grad) std::cout << "  " << name << " " << w;
+    std::cout << "\n";
+  }
+};
+
+/// The property for one dtype pair: every operator, any structure drawn, equals the reference.
+void prop_matches_reference(DType dt, DType gdt) {
+  for (Op op : kOps) {
+    auto worst = std::make_shared<Worst>();
+    rc::prop(std::string(ref::op_name(op)) + " backward equals the reference", [=] {
+      BwdCase b;
+      CaseLimits lim;
+      lim.max_B = 2, lim.max_H = 2, lim.max_K = 40, lim.max_V = 40;
+      lim.max_T = *rc::gen::weightedElement<index_t>({{4, 70}, {1, 200}});
+      b.c = *gen_case(lim);
+      b.with_dht = *rc::gen::weightedElement<bool>({{3, true}, {1, false}});
+      // the host normalises before rounding, the reference after: only in float32
+      b.l2norm = dt == DType::f32 && *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
+      b.custom_scale = *rc::gen::arbitrary<bool>();
+      const DevProblem d = as_device_sees(make_bwd_problem(op, b), dt, gdt);
+      const auto errs = compare_grads(cuda_backward(d, dt, gdt), reference_backward(d));
+      worst->add(errs);
+      RC_LOG() << ref::op_name(op) << " " << dname(dt) << " gates " << dname(gdt) << " " << b << "\n"
+               << describe(errs) << "\n";
+      for (const GradErr& e : errs) RC_ASSERT(within(e, dt, gdt));
+    });
+    worst->print(std::string(ref::op_name(op)) + " " + dname(dt) + " gates " + dname(gdt));
+  }
+}
+
+Case fixed_case(index_t B, index_t T, index_t H, index_t K, index_t V, GateMode gm, bool init,
+                std::uint64_t seed, std::vector<index_t> cu = {}) {
+  Case c;
+  c.B = B, c.T = T, c.H = H, c.K = K, c.V = V, c.gates = gm, c.initial_state = init, c.seed = seed;
+  c.cu_seqlens = std::move(cu);
+  return c;
+}
+
+/// Every operator on one case, both input types (float32 gates).
+void check_case(const Case& c, bool with_dht = true) {
+  for (DType dt : {DType::f32, DType::bf16})
+    for (Op op : kOps) {
+      BwdCase b;
+      b.c = c, b.with_dht = with_dht;
+      const DevProblem d = as_device_sees(make_bwd_problem(op, b), dt, DType::f32);
+      const auto errs = compare_grads(cuda_backward(d, dt, DType::f32), reference_backward(d));
+      INFO(ref::op_name(op) << " " << dname(dt) << " " << c << ": " << describe(errs));
+      for (const GradErr& e : errs) CHECK(within(e, dt, DType::f32));
+    }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Properties against the reference, per input type.
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("CUDA v1 chunked backward equals the float64 reference backward for every operator in float32") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::f32, DType::f32);
+}
+
+TEST_CASE("CUDA v1 chunked backward equals the float64 reference backward for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::f32);
+}
+
+TEST_CASE("CUDA v1 chunked backward with bfloat16 gates equals the reference backward on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::bf16);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Edge cases, each for every operator and both input types.
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("CUDA chunked backward is exact at the tuned and the largest head sizes up to K = V = 256") {
+  SKIP_WITHOUT_GPU();
+  const index_t sizes[][2] = {{64, 64}, {128, 128}, {256, 256}, {200, 129}, {1, 256}, {256, 3}, {48, 80}};
+  std::uint64_t seed = 11;
+  for (const auto& kv : sizes) check_case(fixed_case(1, 130, 2, kv[0], kv[1], GateMode::random, true, seed++));
+}
+
+TEST_CASE("CUDA chunked backward at T = 1 equals one step of the reference backward") {
+  SKIP_WITHOUT_GPU();
+  check_case(fixed_case(3, 1, 2, 64, 64, GateMode::random, true, 5));
+  check_case(fixed_case(1, 1, 1, 128, 128, GateMode::mixed, false, 6), /*with_dht=*/false);
+}
+
+TEST_CASE("CUDA chunked backward with ragged last chunks equals the reference for lengths around 64") {
+  SKIP_WITHOUT_GPU();
+  std::uint64_t seed = 100;
+  for (index_t T : {63, 64, 65, 127, 128, 129, 200})
+    check_case(fixed_case(2, T, 2, 64, 48, GateMode::random, true, seed++));
+}
+
+TEST_CASE("CUDA chunked backward stays finite and exact with log-decays of 0 and -1000 and gates of 0 and 1") {
+  SKIP_WITHOUT_GPU();
+  std::uint64_t seed = 300;
+  for (GateMode gm : {GateMode::zero, GateMode::extreme, GateMode::mixed})
+    check_case(fixed_case(1, 150, 2, 64, 64, gm, true, seed++));
+}
+
+TEST_CASE("CUDA chunked backward of a packed batch of many short sequences equals the reference") {
+  SKIP_WITHOUT_GPU();
+  std::vector<index_t> cu = {0};
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int> len(0, 9);
+  for (int s = 0; s < 60; ++s) cu.push_back(cu.back() + len(rng));
+  cu.push_back(cu.back() + 70);  // one sequence longer than a chunk
+  cu.push_back(cu.back());       // and an empty one at the end
+  const index_t T = cu.back();
+  check_case(fixed_case(1, T, 2, 64, 64, GateMode::random, true, 17, cu));
+  check_case(fixed_case(1, T, 1, 32, 40, GateMode::mixed, false, 18, cu), /*with_dht=*/false);
+}
+
+TEST_CASE("CUDA chunked backward is deterministic: two runs give bitwise equal gradients") {
+  SKIP_WITHOUT_GPU();
+  for (Op op : kOps) {
+    BwdCase b;
+    b.c = fixed_case(2, 300, 4, 128, 128, GateMode::random, true, 31);
+    const DevProblem d = as_device_sees(make_bwd_problem(op, b), DType::bf16, DType::f32);
+    const auto x = cuda_backward(d, DType::bf16, DType::f32);
+    const auto y = cuda_backward(d, DType::bf16, DType::f32);
+    INFO(ref::op_name(op));
+    for (const auto& [a, c] : {std::pair{&x.dq, &y.dq}, {&x.dk, &y.dk}, {&x.dv, &y.dv}, {&x.dg, &y.dg},
+                               {&x.dbeta, &y.dbeta}, {&x.db, &y.db}, {&x.dw, &y.dw}, {&x.dh0, &y.dh0}}) {
+      REQUIRE(a->defined() == c->defined());
+      if (a->defined()) CHECK(std::memcmp(a->data(), c->data(), sizeof(float) * a->numel()) == 0);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Argument checks (no GPU needed: they fail before any device work).
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("CUDA chunked backward rejects bad arguments with a linattn Error naming the argument") {
+  const Problem<float> p = cast_problem<float>(make_problem<double>(Op::kda, fixed_case(1, 10, 2, 8, 8, GateMode::random, false, 1)));
+  const Tensor<float> do_({1, 10, 2, 8});
+  auto err = [&](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  using Catch::Matchers::Contains;
+  CHECK_THAT(err([&] {
+               Tensor<float> q({1, 10, 2, 257}), k({1, 10, 2, 257}), g({1, 10, 2, 257});
+               cuda::chunk_kda_backward(q, k, p.v, g, p.gates.beta, do_, {});
+             }),
+             Contains("'q.shape[3] (K)'") && Contains("K <= 256") && Contains("257"));
+  CHECK_THAT(err([&] {
+               Tensor<float> bad({1, 10, 2, 7});
+               cuda::chunk_kda_backward(p.q, p.k, p.v, p.gates.g, p.gates.beta, bad, {});
+             }),
+             Contains("chunk_kda_backward") && Contains("'do_'") && Contains("[1, 10, 2, 7]"));
+  CHECK_THAT(err([&] {
+               Tensor<float> bad = do_.clone();
+               bad.data()[3] = NAN;
+               cuda::chunk_kda_backward(p.q, p.k, p.v, p.gates.g, p.gates.beta, bad, {});
+             }),
+             Contains("'do_'"));
+  CHECK_THAT(err([&] {
+               Tensor<float> dht({1, 2, 8, 9});
+               cuda::chunk_kda_backward(p.q, p.k, p.v, p.gates.g, p.gates.beta, do_, dht);
+             }),
+             Contains("'dht'") && Contains("[1, 2, 8, 9]"));
+  CHECK_THAT(err([&] { cuda::chunk_backward(Op::linear_attn, p.q, p.k, p.v, {}, do_, {}, {}); }),
+             Contains("'op'") && Contains("linear_attn"));
+  CHECK_THAT(err([&] {
+               Tensor<float> g = p.gates.g.clone();
+               g.data()[5] = 0.5f;  // a log-decay must be <= 0
+               cuda::chunk_kda_backward(p.q, p.k, p.v, g, p.gates.beta, do_, {});
+             }),
+             Contains("'g'") && Contains("0.5"));
+  CHECK_THAT(err([&] {
+               ref::RecurrentOptions<float> opt;
+               opt.return_trace = true;
+               cuda::chunk_kda_backward(p.q, p.k, p.v, p.gates.g, p.gates.beta, do_, {}, opt);
+             }),
+             Contains("'return_trace'"));
+  CHECK_THAT(err([&] {
+               cuda::DeviceBwdArgs a;
+               a.fwd.op = Op::kda;
+               a.fwd.B = 1, a.fwd.T = 4, a.fwd.H = 1, a.fwd.K = 4, a.fwd.V = 4;
+               float x = 0;
+               a.fwd.q = a.fwd.k = a.fwd.v = a.fwd.g = a.fwd.beta = &x;
+               a.fwd.scale = 1;
+               a.do_ = a.dq = a.dk = a.dv = a.dbeta = &x;
+               a.dh0 = &x;
+               cuda::backward_device(a);  // dg missing
+             }),
+             Contains("backward_device") && Contains("'dg'"));
+}
