@@ -14,7 +14,7 @@ What it checks (each failure is printed as one line; exit status 1 if there is a
   5. Every walkthrough or file named as `walkthroughs/...`, `docs/...` etc. (a path in backquotes
      without ':') exists.
 The pages checked (3-5): docs/equation-map.md, docs/errata.md, docs/reductions.md,
-docs/derivation-chunked-forward.md, when present.
+docs/derivation-chunked-forward.md, docs/README.md and docs/walkthrough-delta-rule-by-hand.md.
 
 Usage:  check_equation_map.py [--root DIR]       check the tree (CTest: equation_map_matches_the_code)
         check_equation_map.py --self-test        mutate the map and the sources in memory and show
@@ -29,7 +29,8 @@ import sys
 
 N_EQUATIONS = 29
 MAP = "docs/equation-map.md"
-PAGES = [MAP, "docs/errata.md", "docs/reductions.md", "docs/derivation-chunked-forward.md"]
+PAGES = [MAP, "docs/errata.md", "docs/reductions.md", "docs/derivation-chunked-forward.md", "docs/README.md",
+         "docs/walkthrough-delta-rule-by-hand.md"]
 CODE_DIRS = ["reference", "optimized", "walkthroughs", "proofs_tests", "notebooks_bindings/src"]
 CODE_EXT = (".hpp", ".cpp", ".cu", ".cuh", ".h", ".inc")
 NO_CODE_MARK = "no separate code"
