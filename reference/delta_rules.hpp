@@ -93,6 +93,10 @@ StepTrace<T> trace(const Vec<T>& v, Vec<T> v_bar) {
 /// Linear attention (Eqs.4-5): W_i = W_{i-1} + v_i kappa_i^T. Trace: v_bar = W_{i-1} kappa
 /// (Eq.9), r = v - v_bar (Eq.10), written = v.
 /// \f$ W_i = W_{i-1} + v_i \kappa_i^\top \f$.
+/// @param W       [d_v, d_phi] the memory W_{i-1}, updated in place to W_i
+/// @param kappa   [d_phi] the key features phi(k)
+/// @param v       [d_v] the value
+/// @return the StepTrace: v_bar, r and the vector written along kappa
 /// @ingroup linear_attention
 template <class T>
 StepTrace<T> linear_attention_step(const Tensor<T>& W, const Vec<T>& kappa, const Vec<T>& v) {
@@ -107,6 +111,11 @@ StepTrace<T> linear_attention_step(const Tensor<T>& W, const Vec<T>& kappa, cons
 /// W_i = W_{i-1} + beta r kappa^T  [= W_{i-1}(I - beta kappa kappa^T) + beta v kappa^T].
 /// One gradient step with learning rate beta on L(W) = 1/2 ||W kappa - v||^2.
 /// \f$ W_i = W_{i-1} + \beta\, (v - W_{i-1}\kappa)\, \kappa^\top \f$.
+/// @param W       [d_v, d_phi] the memory W_{i-1}, updated in place to W_i
+/// @param kappa   [d_phi] the key features phi(k)
+/// @param v       [d_v] the value
+/// @param beta    write strength in [0, 1]
+/// @return the StepTrace: v_bar, r and the vector written along kappa
 /// @ingroup deltanet
 template <class T>
 StepTrace<T> deltanet_step(const Tensor<T>& W, const Vec<T>& kappa, const Vec<T>& v, T beta) {
@@ -123,6 +132,12 @@ StepTrace<T> deltanet_step(const Tensor<T>& W, const Vec<T>& kappa, const Vec<T>
 /// v_bar = alpha W_{i-1} kappa (Eq.15), r = v - v_bar (Eq.16), W_i = alpha W_{i-1} + beta r kappa^T
 /// (Eq.17). alpha in (0, 1] is a scalar per head and token.
 /// \f$ W_i = \alpha W_{i-1} + \beta\, (v - \alpha W_{i-1}\kappa)\, \kappa^\top \f$.
+/// @param W       [d_v, d_phi] the memory W_{i-1}, updated in place to W_i
+/// @param kappa   [d_phi] the key features phi(k)
+/// @param v       [d_v] the value
+/// @param alpha   decay in [0, 1], applied before the read
+/// @param beta    write strength in [0, 1]
+/// @return the StepTrace: v_bar, r and the vector written along kappa
 /// @ingroup gdn
 template <class T>
 StepTrace<T> gdn_step(const Tensor<T>& W, const Vec<T>& kappa, const Vec<T>& v, T alpha, T beta) {
@@ -160,6 +175,12 @@ StepTrace<T> gdn_step_decay_after_error(const Tensor<T>& W, const Vec<T>& kappa,
 /// v_bar = W_{i-1} D kappa (Eq.18), r = v - v_bar (Eq.19), W_i = W_{i-1} D + beta r kappa^T (Eq.20).
 /// \f$ W_i = W_{i-1} D + \beta\, (v - W_{i-1} D \kappa)\, \kappa^\top \f$ with
 /// \f$ D = \mathrm{Diag}(\boldsymbol\alpha) \f$.
+/// @param W       [d_v, d_phi] the memory W_{i-1}, updated in place to W_i
+/// @param kappa   [d_phi] the key features phi(k)
+/// @param v       [d_v] the value
+/// @param alpha_vec [d_phi] per-key-feature decays in [0, 1]
+/// @param beta    write strength in [0, 1]
+/// @return the StepTrace: v_bar, r and the vector written along kappa
 /// @ingroup kda
 template <class T>
 StepTrace<T> kda_step(const Tensor<T>& W, const Vec<T>& kappa, const Vec<T>& v,
@@ -183,6 +204,13 @@ StepTrace<T> kda_step(const Tensor<T>& W, const Vec<T>& kappa, const Vec<T>& v,
 /// written = r_gdn2. With b = w = beta 1 this is exactly KDA's trace.
 /// \f$ \tilde W = W_{i-1} D \f$,
 /// \f$ W_i = \tilde W + \big(w \odot v - \tilde W (b \odot \kappa)\big)\, \kappa^\top \f$.
+/// @param W       [d_v, d_phi] the memory W_{i-1}, updated in place to W_i
+/// @param kappa   [d_phi] the key features phi(k)
+/// @param v       [d_v] the value
+/// @param alpha_vec [d_phi] per-key-feature decays in [0, 1]
+/// @param b       [d_phi] erase gates in [0, 1]
+/// @param w       [d_v] write gates in [0, 1]
+/// @return the StepTrace: v_bar, r and the vector written along kappa
 /// @ingroup gdn2
 template <class T>
 StepTrace<T> gdn2_step(const Tensor<T>& W, const Vec<T>& kappa, const Vec<T>& v,

@@ -185,6 +185,11 @@ RecurrentOutput<T> run_recurrent(const std::string& fn, Op op, const Tensor<T>& 
 
 /// Linear attention (Eqs.4-5, 8) over a batch: S_t = S_{t-1} + k_t v_t^T, o_t = S_t^T (scale q_t).
 /// q and k are taken as phi(q), phi(k) already (apply feature_map() first for other maps).
+/// @param q     [B, T, H, K] queries (multiplied by opt.scale inside)
+/// @param k     [B, T, H, K] keys
+/// @param v     [B, T, H, V] values
+/// @param opt   scale, initial state [N, H, K, V], final state, cu_seqlens, qk L2 norm, trace
+/// @return o [B, T, H, V]; the final state and the trace (v_bar, r, written) when asked
 /// @ingroup linear_attention
 template <class T>
 RecurrentOutput<T> naive_recurrent_linear_attn(const Tensor<T>& q, const Tensor<T>& k,
@@ -196,6 +201,12 @@ RecurrentOutput<T> naive_recurrent_linear_attn(const Tensor<T>& q, const Tensor<
 }
 
 /// DeltaNet (Eq.14) over a batch. beta [B, T, H] in [0, 1].
+/// @param q     [B, T, H, K] queries (multiplied by opt.scale inside)
+/// @param k     [B, T, H, K] keys
+/// @param v     [B, T, H, V] values
+/// @param beta  [B, T, H] write strengths in [0, 1]
+/// @param opt   scale, initial state [N, H, K, V], final state, cu_seqlens, qk L2 norm, trace
+/// @return o [B, T, H, V]; the final state and the trace (v_bar, r, written) when asked
 /// @ingroup deltanet
 template <class T>
 RecurrentOutput<T> naive_recurrent_delta_rule(const Tensor<T>& q, const Tensor<T>& k,
@@ -211,6 +222,13 @@ RecurrentOutput<T> naive_recurrent_delta_rule(const Tensor<T>& q, const Tensor<T
 }
 
 /// Gated DeltaNet (Eqs.15-17) over a batch. g [B, T, H] = log alpha <= 0; beta [B, T, H].
+/// @param q     [B, T, H, K] queries (multiplied by opt.scale inside)
+/// @param k     [B, T, H, K] keys
+/// @param v     [B, T, H, V] values
+/// @param g     [B, T, H] log-decays g = log alpha <= 0
+/// @param beta  [B, T, H] write strengths in [0, 1]
+/// @param opt   scale, initial state [N, H, K, V], final state, cu_seqlens, qk L2 norm, trace
+/// @return o [B, T, H, V]; the final state and the trace (v_bar, r, written) when asked
 /// @ingroup gdn
 template <class T>
 RecurrentOutput<T> naive_recurrent_gated_delta_rule(const Tensor<T>& q, const Tensor<T>& k,
@@ -230,6 +248,13 @@ RecurrentOutput<T> naive_recurrent_gated_delta_rule(const Tensor<T>& q, const Te
 
 /// Kimi Delta Attention (Eqs.18-20) over a batch. g [B, T, H, K] = log alpha_vec <= 0 per key
 /// channel; beta [B, T, H].
+/// @param q     [B, T, H, K] queries (multiplied by opt.scale inside)
+/// @param k     [B, T, H, K] keys
+/// @param v     [B, T, H, V] values
+/// @param g     [B, T, H, K] per-key-channel log-decays <= 0
+/// @param beta  [B, T, H] write strengths in [0, 1]
+/// @param opt   scale, initial state [N, H, K, V], final state, cu_seqlens, qk L2 norm, trace
+/// @return o [B, T, H, V]; the final state and the trace (v_bar, r, written) when asked
 /// @ingroup kda
 template <class T>
 RecurrentOutput<T> naive_recurrent_kda(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v,
@@ -250,6 +275,14 @@ RecurrentOutput<T> naive_recurrent_kda(const Tensor<T>& q, const Tensor<T>& k, c
 
 /// Gated DeltaNet-2 (Eqs.21-24) over a batch. g [B, T, H, K] log-decays; b [B, T, H, K] erase
 /// gates; w [B, T, H, V] write gates.
+/// @param q     [B, T, H, K] queries (multiplied by opt.scale inside)
+/// @param k     [B, T, H, K] keys
+/// @param v     [B, T, H, V] values
+/// @param g     [B, T, H, K] per-key-channel log-decays <= 0
+/// @param b     [B, T, H, K] erase gates in [0, 1]
+/// @param w     [B, T, H, V] write gates in [0, 1]
+/// @param opt   scale, initial state [N, H, K, V], final state, cu_seqlens, qk L2 norm, trace
+/// @return o [B, T, H, V]; the final state and the trace (v_bar, r, written) when asked
 /// @ingroup gdn2
 template <class T>
 RecurrentOutput<T> naive_recurrent_gdn2(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v,
