@@ -10,7 +10,7 @@
 #              stopped by the budget keeps its completed runs: rerun to continue)
 #     LIBCPU   a prebuilt liblinattn_cpu.a (optional: else the project is built with CMake)
 # Environment: LINATTN_SHARED (the shared directory: data/, paper/), JOBS (runs at once,
-# default nproc), STEPS2 (Table 2 steps, default 200), BUDGETS7 (Table 7, default 100,300).
+# default nproc), STEPS2 (Table 2 steps, default 150), BUDGETS7 (Table 7, default 100,300).
 set -u
 OUT=$1; BUDGET=$2; LIB=${3:-}
 T0=$(date +%s)
@@ -41,8 +41,8 @@ run() {  # run ITEM SECONDS_RESERVED_AFTER CMD...
   timeout "$t" "$@" > "$OUT/$item.log" 2>&1
   echo "== $item: exit $? after $(( $(date +%s) - s )) s"
 }
-run table2 150 "$BIN/table2_mixers" --out "$OUT/table2" --jobs "$JOBS" --threads 1 --steps "${STEPS2:-200}" --timing-steps 6
-run fig6 90 "$BIN/fig6_iteration_time" --out "$OUT/fig6" --threads 4 --timing-steps 5
+run table2 110 "$BIN/table2_mixers" --out "$OUT/table2" --jobs "$JOBS" --threads 1 --steps "${STEPS2:-150}" --timing-steps 4
+run fig6 30 "$BIN/fig6_iteration_time" --out "$OUT/fig6" --threads 4 --timing-steps 4
 run table7 0 "$BIN/table7_routing" --out "$OUT/table7" --jobs "$JOBS" --threads 1 --budgets "${BUDGETS7:-100,300}" --seeds 2
 run table6 0 "$BIN/table6_cler" --out "$OUT/table6" --jobs "$JOBS" --threads 1 --steps 150 --seeds 2
 run lr_sweep 0 "$BIN/lr_sweep" --out "$OUT/lr_sweep" --jobs "$JOBS" --threads 1 --steps 150
