@@ -8,6 +8,9 @@
 //                                          full scale: d_model 96, 6 layers, 8 x 128 tokens per step)
 //   lm_throughput --core chunk             linear layers on the chunked CPU kernels (no CLER / CLER-H)
 //   lm_throughput --d-model 128 --layers 4 --batch 16   the sanity anchor's size
+//   lm_throughput --routing cler-h         linear stacks with routing (dense rows stay unrouted)
+//   lm_throughput --clock cpu              tokens per second of process CPU time (all threads):
+//                                          the program's own cost, less sensitive to other jobs
 //   lm_throughput --help
 //
 // Method: every configuration is built once; then `--rounds` rounds each time `--steps` steps of
@@ -18,6 +21,7 @@
 // numbers move with the load, the ratios much less.
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -45,6 +49,8 @@ struct Opts {
           lin_dv = 32, batch = 8, seq_len = 128, steps = 2, rounds = 3;
   int threads = 0;
   std::string core = "recurrent";
+  std::string routing = "none";
+  bool cpu_clock = false;
 };
 
 std::string first_line_of(const char* path, const std::string& key) {
@@ -95,6 +101,7 @@ int main(int argc, char** argv) {
         std::cout << "lm_throughput [--d-model 96] [--layers 6] [--heads 4] [--kv-heads 2] [--lin-heads 2]\n"
                      "              [--lin-v-heads 4] [--lin-dk 32] [--lin-dv 32] [--batch 8] [--seq-len 128]\n"
                      "              [--steps 2] [--rounds 3] [--threads 0 (all)] [--core recurrent|chunk]\n"
+                     "              [--routing none|cler|cler-h|clvr] [--clock wall|cpu]\n"
                      "tokens/s of forward + backward + optimiser step per mixer, stack and optimiser.\n";
         return 0;
       }
@@ -125,6 +132,11 @@ int main(int argc, char** argv) {
       else if (a == "--core") {
         if (v != "recurrent" && v != "chunk") fail("lm_throughput", a, "recurrent or chunk", "'" + v + "'");
         o.core = v;
+      } else if (a == "--routing") {
+        o.routing = v;
+      } else if (a == "--clock") {
+        if (v != "wall" && v != "cpu") fail("lm_throughput", a, "wall or cpu", "'" + v + "'");
+        o.cpu_clock = v == "cpu";
       } else {
         fail("lm_throughput", a, "a known option (see --help)", "an unknown option");
       }
@@ -141,6 +153,7 @@ int main(int argc, char** argv) {
         mc.d_model = o.d_model, mc.n_layer = o.layers, mc.n_head = o.heads, mc.n_kv_head = o.kv_heads;
         mc.lin_heads = o.lin_heads, mc.lin_v_heads = o.lin_v_heads, mc.lin_dk = o.lin_dk, mc.lin_dv = o.lin_dv;
         mc.stack = stack, mc.linear_mixer = mixer, mc.core = o.core;
+        if (stack != "dense") mc.routing = o.routing;
         OptimConfig oc;
         oc.name = opt;
         Schedule sc;
@@ -174,15 +187,18 @@ int main(int argc, char** argv) {
               << " OpenMP threads; load average before: " << loadavg() << "\n"
               << "model: d_model " << o.d_model << ", " << o.layers << " layers, softmax " << o.heads << " heads / "
               << o.kv_heads << " kv heads, linear " << o.lin_heads << " q/k heads x " << o.lin_dk << ", "
-              << o.lin_v_heads << " value heads x " << o.lin_dv << ", core " << o.core << "; " << B << " x " << Tn
-              << " tokens per step; " << o.rounds << " rounds of " << o.steps << " timed steps per configuration\n"
+              << o.lin_v_heads << " value heads x " << o.lin_dv << ", core " << o.core << ", routing " << o.routing << "; " << B << " x " << Tn
+              << " tokens per step; " << o.rounds << " rounds of " << o.steps << " timed steps per configuration; "
+              << (o.cpu_clock ? "process CPU time" : "wall time") << "\n"
               << std::flush;
     for (Config& c : cfgs) step(c);  // warm-up (allocations, first-touch)
     for (index_t r = 0; r < o.rounds; ++r) {
       for (Config& c : cfgs) {
         const auto t0 = std::chrono::steady_clock::now();
+        const std::clock_t c0 = std::clock();
         for (index_t s = 0; s < o.steps; ++s) step(c);
-        const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double dt = o.cpu_clock ? double(std::clock() - c0) / CLOCKS_PER_SEC
+                                      : std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         c.tps.push_back(double(o.steps * tokens) / dt);
       }
       std::cerr << "round " << r + 1 << "/" << o.rounds << " done\n";
