@@ -22,6 +22,9 @@
 // Every exponent is G_i - G_j (i >= j), G_last - G_j or G_i: never positive.
 //
 // Measured (H200, RESULTS.md, "Backward"): see the benchmark table there.
+#include <cstdio>
+#include <cstdlib>
+
 #include "optimized/cuda/versions.cuh"
 
 namespace linattn::cuda::detail {
@@ -530,6 +533,36 @@ __global__ void __launch_bounds__(kThreads) bwd_grads(KParams p, BwdOut out) {
   }
 }
 
+/// With LINATTN_BWD_PROFILE set, each kernel is timed with CUDA events and the times are printed
+/// (stderr) after a synchronisation: where the time of this rung goes.
+struct Profile {
+  bool on = std::getenv("LINATTN_BWD_PROFILE") != nullptr;
+  cudaStream_t stream;
+  cudaEvent_t ev[5];
+  int n = 0;
+  explicit Profile(cudaStream_t s) : stream(s) {
+    if (!on) return;
+    for (auto& e : ev) LINATTN_CUDA_CHECK(cudaEventCreate(&e));
+    mark();
+  }
+  void mark() {
+    if (on) LINATTN_CUDA_CHECK(cudaEventRecord(ev[n++], stream));
+  }
+  ~Profile() {
+    if (!on) return;
+    cudaEventSynchronize(ev[n - 1]);
+    const char* names[] = {"prepare", "states", "dstates", "grads"};
+    std::fprintf(stderr, "bwd_v1 kernels (ms):");
+    for (int i = 1; i < n; ++i) {
+      float ms = 0.f;
+      cudaEventElapsedTime(&ms, ev[i - 1], ev[i]);
+      std::fprintf(stderr, " %s %.3f", names[i - 1], ms);
+    }
+    std::fprintf(stderr, "\n");
+    for (auto& e : ev) cudaEventDestroy(e);
+  }
+};
+
 template <class Tin, class Tg>
 void launch_typed(const BwdCall& c) {
   const KParams& p = c.p;
@@ -537,29 +570,32 @@ void launch_typed(const BwdCall& c) {
   const std::size_t prep_smem = sizeof(double) * std::size_t(C) * (KG ? KG : 1) +
                                 sizeof(float) * (std::size_t(C) * p.K + 2 * C * LD + C);
   const std::size_t grad_smem = sizeof(float) * (std::size_t(5) * C * LD + p.K + C);
+  const dim3 rec_grid(p.N, p.H, (p.V + BV - 1) / BV);
+  const std::size_t st_smem = sizeof(float) * (std::size_t(p.K) * BV + C * BV + p.K);
+  const std::size_t ds_smem = sizeof(float) * (std::size_t(p.K) * BV + 2 * C * BV + p.K);
+  Profile prof(c.stream);
   if (p.num_chunks > 0) {
     LINATTN_CUDA_CHECK(cudaFuncSetAttribute(bwd_prepare<Tin, Tg>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_smem)));
     bwd_prepare<Tin, Tg><<<dim3(p.num_chunks, p.H), kThreads, prep_smem, c.stream>>>(p);
     LINATTN_CUDA_CHECK(cudaGetLastError());
-  }
-  const dim3 rec_grid(p.N, p.H, (p.V + BV - 1) / BV);
-  const std::size_t st_smem = sizeof(float) * (std::size_t(p.K) * BV + C * BV + p.K);
-  const std::size_t ds_smem = sizeof(float) * (std::size_t(p.K) * BV + 2 * C * BV + p.K);
-  if (p.num_chunks > 0) {
+    prof.mark();
     LINATTN_CUDA_CHECK(cudaFuncSetAttribute(bwd_states, cudaFuncAttributeMaxDynamicSharedMemorySize, int(st_smem)));
     bwd_states<<<rec_grid, kThreads, st_smem, c.stream>>>(p);
     LINATTN_CUDA_CHECK(cudaGetLastError());
+    prof.mark();
   }
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(bwd_dstates<Tin>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(ds_smem)));
   bwd_dstates<Tin><<<rec_grid, kThreads, ds_smem, c.stream>>>(p, static_cast<const Tin*>(c.do_), c.dht, c.dh0);
   LINATTN_CUDA_CHECK(cudaGetLastError());
+  prof.mark();
   if (p.num_chunks > 0) {
     LINATTN_CUDA_CHECK(cudaFuncSetAttribute(bwd_grads<Tin, Tg>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, int(grad_smem)));
     BwdOut o{c.do_, c.dq, c.dk, c.dv, c.dg, c.dbeta, c.db, c.dw};
     bwd_grads<Tin, Tg><<<dim3(p.num_chunks, p.H), kThreads, grad_smem, c.stream>>>(p, o);
     LINATTN_CUDA_CHECK(cudaGetLastError());
+    prof.mark();
   }
 }
 

@@ -104,13 +104,18 @@ def main():
         print(f"shape B={B} T={T} H={H} K={K} V={V}", flush=True)
         for op in args.ops.split(","):
             x = make_inputs(op, B, T, H, K, V, seed=1234)
+            fla_x = x
+            if op == "gdn2":  # fla's GDN2 backward needs w in bf16 (a bf16 x fp32 tl.dot fails to
+                # compile otherwise): both get the same values, fla as bf16, linattn as float32
+                fla_x = dict(x, w=x["w"].bfloat16())
+                x["w"] = fla_x["w"].float()
             gen = torch.Generator(device="cuda").manual_seed(99)
             do = torch.randn(B, T, H, V, device="cuda", generator=gen).bfloat16()
             dht = torch.randn(B, H, K, V, device="cuda", generator=gen)
             names = ["q", "k", "v"] + GATES[op]
             ref = None
             if op in fns:
-                xg = {n: t.detach().clone().requires_grad_(n in names) for n, t in x.items()}
+                xg = {n: t.detach().clone().requires_grad_(n in names) for n, t in fla_x.items()}
 
                 def fla_fb():
                     for t in xg.values():
@@ -121,12 +126,34 @@ def main():
                     fla_fb()
                     torch.cuda.synchronize()
                     ref = {n: xg[n].grad.clone() for n in names}
-                    record(s, op, "fla forward", timed(lambda: fla_call(fns, op, x, scale)))
+                    record(s, op, "fla forward", timed(lambda: fla_call(fns, op, fla_x, scale)))
                     record(s, op, "fla forward + backward", timed(fla_fb))
                 except Exception:
                     print(f"[fla] {op} forward + backward failed:\n{traceback.format_exc()}", flush=True)
                     ref = None
                 del xg
+                if ref is None and op == "gated_delta_rule" and "kda" in fns:
+                    # GDN is KDA with the scalar log-decay repeated over the K channels, and
+                    # dL/dg_GDN = sum over channels of dL/dg_KDA: fla's KDA gives the reference.
+                    xk = {n: t.detach().clone() for n, t in x.items()}
+                    xk["g"] = x["g"][..., None].expand(B, T, H, K).contiguous()
+                    for n in names:
+                        xk[n].requires_grad_(True)
+                    try:
+                        def fla_kda_fb():
+                            for t in xk.values():
+                                t.grad = None
+                            o, ht = fla_call(fns, "kda", xk, scale)
+                            torch.autograd.backward((o, ht), (do, dht))
+                        fla_kda_fb()
+                        torch.cuda.synchronize()
+                        ref = {n: xk[n].grad.clone() for n in names}
+                        ref["g"] = ref["g"].sum(-1)
+                        record(s, op, "fla KDA (repeated gate) fwd + bwd", timed(fla_kda_fb), "the reference for GDN's gradients")
+                    except Exception:
+                        print(f"[fla] GDN as KDA failed:\n{traceback.format_exc()}", flush=True)
+                        ref = None
+                    del xk
             run_f, o, ht = lin.prepare(op, x, scale, args.fwd_version)
             record(s, op, f"linattn forward {lin.name(args.fwd_version)}", timed(run_f))
             for ver in [int(v) for v in args.bwd_versions.split(",") if v]:
@@ -153,7 +180,14 @@ def main():
                     del grads
                 except Exception:
                     print(f"[linattn bwd v{ver}] {op} failed:\n{traceback.format_exc()}", flush=True)
-            del x, o, ht, ref
+            try:  # one more call with the per-kernel times printed (bwd_v1_simple.cu, Profile)
+                os.environ["LINATTN_BWD_PROFILE"] = "1"
+                run_b()
+                torch.cuda.synchronize()
+            except Exception:
+                pass
+            os.environ.pop("LINATTN_BWD_PROFILE", None)
+            del x, fla_x, o, ht, ref
             torch.cuda.empty_cache()
         # Softmax attention: causal SDPA forward + backward on [B, H, T, D] views.
         g = torch.Generator(device="cuda").manual_seed(7)

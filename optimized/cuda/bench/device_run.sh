@@ -4,8 +4,9 @@
 # the benchmark against fla and SDPA. Built here, run there: the binaries and fla's source are
 # carried (build/cuda/..., .fla); logs go to $OUT. Stages are bounded with timeout so a slow stage
 # cannot eat the whole call. Usage: bash optimized/cuda/bench/device_run.sh [stages...]
-#   stages: tests sanitize mutants bench (default: all) for the forward; btests bsanitize bbench for
-#   the backward (test_cuda_backward, its sanitizer runs, bench_backward.py). BENCH_ARGS adds
+#   stages: tests sanitize mutants bench (default: all) for the forward; btests bsanitize bmutants
+#   bbench for the backward (test_cuda_backward, its sanitizer runs and planted bugs,
+#   bench_backward.py). BENCH_ARGS adds
 #   arguments to bench_forward.py, BBENCH_ARGS to bench_backward.py.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -64,6 +65,31 @@ for s in $stages; do
         echo "=== compute-sanitizer --tool $tool: $F"
         ( time timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 "$BTEST" "$F" ) 2>&1 | tee "$OUT/bsanitize_$tool.log" | tail -8
       done ;;
+    bmutants)
+      # Each planted bug of the backward (make_mutants.py, 11-16; 5 is shared with the forward)
+      # must make the tests aimed at it fail.
+      M=${MBIN:-build/mutants}/test_cuda_backward
+      P32='CUDA v1 chunked backward equals the float64 reference backward for every operator in float32'
+      P16='CUDA v1 chunked backward equals the float64 reference backward for every operator in bfloat16'
+      T1='CUDA chunked backward at T = 1 equals one step of the reference backward'
+      PK='CUDA chunked backward of a packed batch of many short sequences equals the reference'
+      DT='CUDA chunked backward is deterministic: two runs give bitwise equal gradients'
+      RG='CUDA chunked backward with ragged last chunks equals the reference for lengths around 64'
+      run_m() { local n=$1; shift; for t in "$@"; do
+          r=$(LINATTN_MUTANT=$n RC_PARAMS="seed=20261130 max_success=30" timeout 60 $M "$t" 2>&1 | grep -E "^test cases|^All tests passed" | tail -1)
+          echo "mutant $n | $t | ${r:-no summary (crash or timeout)}"; done; }
+      {
+        run_m 0 "$P32" "$PK" "$DT"
+        run_m 5 "$PK" "$P32"
+        run_m 11 "$P32" "$RG"
+        run_m 12 "$P32" "$RG"
+        run_m 13 "$P32" "$RG"
+        run_m 14 "$P32" "$T1"
+        run_m 15 "$DT" "$P32"
+        run_m 16 "$P32" "$P16"
+        echo "mutant 15 under compute-sanitizer racecheck, $T1:"
+        LINATTN_MUTANT=15 timeout 120 compute-sanitizer --tool racecheck $M "$T1" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
+      } 2>&1 | tee "$OUT/bmutants.log" ;;
     bbench)
       echo "=== backward bench"
       timeout ${BBENCH_TIMEOUT:-330} python3 optimized/cuda/bench/bench_backward.py --lib $LIB --fla .fla --json "$OUT/bbench.json" ${BBENCH_ARGS:-} 2>&1 | tee "$OUT/bbench.log" | grep -v "^\s*$"

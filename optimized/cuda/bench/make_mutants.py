@@ -4,7 +4,7 @@
 Copies the source tree to DEST (default /tmp/linattn_mutants), plants every mutation below behind a
 run-time switch (environment variable LINATTN_MUTANT=<n>, read by forward_device), and configures a
 build there; the committed sources are never touched. Build with
-  cmake --build DEST/build --target test_cuda_forward -j2
+  cmake --build DEST/build --target test_cuda_forward test_cuda_backward -j2
 and run the test binary with LINATTN_MUTANT=n: each mutant must make the named tests fail, and
 LINATTN_MUTANT unset must pass (device_run.sh's 'mutants' stage does this on the GPU machine).
 """
@@ -35,8 +35,8 @@ MUTANTS = [
      "      if (p.mutant != 4 || j < i) sP[i * 72 + j] = __float2bfloat16(scale * psum);",
      "v2, per-channel gates: the diagonal of the intra-chunk read P is dropped (token i misses its own write)"),
     (5, "optimized/cuda/chunk_cuda.cu",
-     "      for (int t = cu[n]; t < cu[n + 1]; t += kChunk) tok0.push_back(t), seq.push_back(n);",
-     "      for (int t = cu[n]; t < cu[n + 1]; t += kChunk) tok0.push_back(t), seq.push_back(mutant == 5 && n > 0 ? n - 1 : n);",
+     "      for (int t = pl.cu[n]; t < pl.cu[n + 1]; t += kChunk) pl.tok0.push_back(t), pl.seq.push_back(n);",
+     "      for (int t = pl.cu[n]; t < pl.cu[n + 1]; t += kChunk) pl.tok0.push_back(t), pl.seq.push_back(mutant == 5 && n > 0 ? n - 1 : n);",
      "packed batches: a chunk is attributed to the previous sequence (wrong chunk length)"),
     (6, "optimized/cuda/v2_tensorcore.cu",
      "    __syncthreads();  // v_new complete in sVn; every read of sSh / sSl done",
@@ -50,6 +50,31 @@ MUTANTS = [
      "        cp_async16(sG + i * KP + d4, in ? gf + row(i) * K + d4 : gf, in ? 16 : 0);",
      "        cp_async16(sG + i * KP + d4, in ? gf + row(i) * K + d4 : gf, (in || p.mutant == 8) ? 16 : 0);",
      "v3, per-channel gates: log-decays past the end of a ragged chunk are not zero-filled, so G_C is wrong"),
+    # The backward (bwd_v1_simple.cu); test_cuda_backward must catch each.
+    (11, "optimized/cuda/bwd_v1_simple.cu",
+     "      float acc = sgl[d] * sdS[idx];",
+     "      float acc = (p.mutant == 11 ? 1.f : sgl[d]) * sdS[idx];",
+     "bwd: the state gradient forgets the decay Diag(gamma) (B3)"),
+    (12, "optimized/cuda/bwd_v1_simple.cu",
+     "      if (i == Lc - 1) dG += kdk + sdgam[d] * expf(float(Gl));",
+     "      if (i == Lc - 1) dG += kdk + (p.mutant == 12 ? 0.f : sdgam[d]) * expf(float(Gl));",
+     "bwd: dG_last forgets the dgamma gamma term (B10; only dg changes)"),
+    (13, "optimized/cuda/bwd_v1_simple.cu",
+     "      for (int m = 0; m <= j; ++m) acc += sdA[i * LD + m] * sA[j * LD + m];",
+     "      for (int m = 0; m < j + (p.mutant == 13 ? 0 : 1); ++m) acc += sdA[i * LD + m] * sA[j * LD + m];",
+     "bwd: T1 = dA A^T misses its last term (B7, off by one)"),
+    (14, "optimized/cuda/bwd_v1_simple.cu",
+     "  for (int i = tid; i < Lc; i += nt) {\n    if (!p.gdn2) {",
+     "  for (int i = tid; i < Lc - (p.mutant == 14 ? 1 : 0); i += nt) {\n    if (!p.gdn2) {",
+     "bwd: dbeta and the scalar dg of the last token of every chunk are never written (NaN poison stays)"),
+    (15, "optimized/cuda/bwd_v1_simple.cu",
+     "    __syncthreads();\n    // B3:",
+     "    if (p.mutant != 15) __syncthreads();\n    // B3:",
+     "bwd: the barrier between writing dv_new and reading it is removed (a race)"),
+    (16, "optimized/cuda/bwd_v1_simple.cu",
+     "      st(dq + x, p.scale * (ws.dQg[x] * eg + ws.dqP[x]));",
+     "      st(dq + x, (p.mutant == 16 ? 1.f : p.scale) * (ws.dQg[x] * eg + ws.dqP[x]));",
+     "bwd: dq forgets the factor scale"),
 ]
 
 HOOKS = [
@@ -57,8 +82,8 @@ HOOKS = [
      "  void* ws = nullptr;      ///< workspace of the version\n",
      "  void* ws = nullptr;      ///< workspace of the version\n  int mutant = 0;\n"),
     ("optimized/cuda/chunk_cuda.cu",
-     "  KParams p;\n",
-     "  KParams p;\n  const int mutant = std::getenv(\"LINATTN_MUTANT\") ? std::atoi(std::getenv(\"LINATTN_MUTANT\")) : 0;\n  p.mutant = mutant;\n"),
+     "  Plan pl;\n  KParams& p = pl.p;\n",
+     "  Plan pl;\n  KParams& p = pl.p;\n  const int mutant = std::getenv(\"LINATTN_MUTANT\") ? std::atoi(std::getenv(\"LINATTN_MUTANT\")) : 0;\n  p.mutant = mutant;\n"),
     ("optimized/cuda/chunk_cuda.cu", "#include <cmath>\n", "#include <cmath>\n#include <cstdlib>\n"),
 ]
 
@@ -80,7 +105,8 @@ def main():
     for n, f, _, _, what in MUTANTS:
         print(f"mutant {n}: {what} ({f})")
     subprocess.check_call(["cmake", "-S", DEST, "-B", os.path.join(DEST, "build"), "-DCMAKE_BUILD_TYPE=Release",
-                           "-DLINATTN_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=90a"], stdout=subprocess.DEVNULL)
+                           "-DLINATTN_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=90a",
+                           "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache", "-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache"], stdout=subprocess.DEVNULL)
 
 
 if __name__ == "__main__":
