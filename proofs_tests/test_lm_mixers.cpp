@@ -263,7 +263,7 @@ TEST_CASE("LM every routing scheme equals the baseline model at initialisation")
   Model<double> base(tiny_hybrid("none", MixerKind::gdn));
   base.init(4);
   const double want = base.forward(tok.data(), tgt.data(), B, T);
-  for (const char* routing : {"cler", "cler-h", "clvr"}) {
+  for (const char* routing : {"cler", "cler-h", "clvr", "clvr-gate", "clvr-concat"}) {
     Model<double> m(tiny_hybrid(routing, MixerKind::gdn));
     m.init(4);
     INFO(routing);

@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
         std::cout << "linear layers: " << to_string(o.model.linear_mixer) << ", " << o.model.lin_heads << " q/k heads x "
                   << o.model.lin_dk << ", " << o.model.lin_v_heads << " value heads x " << o.model.lin_dv << ", core "
                   << o.model.core << ", routing " << o.model.routing
-                  << (o.model.routing == "cler" || o.model.routing == "cler-h" ? " (" + o.model.routed_error + " error)" : "")
+                  << (o.model.needs_trace() ? " (" + o.model.routed_error + " error)" : "")
                   << (o.model.route_rank > 0 ? ", P_l of rank " + std::to_string(o.model.route_rank) : "")
                   << '\n';
       std::cout << "train: " << o.sched.steps << " steps x " << o.batch << " x " << o.seq_len << " tokens, "

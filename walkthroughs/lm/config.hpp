@@ -42,7 +42,9 @@ struct ModelConfig {
   index_t conv_size = 4;      ///< causal depthwise short convolution on q, k, v
   std::string core = "recurrent";  ///< recurrence core: recurrent | chunk | reference
   // cross-layer routing (SPEC section 3)
-  std::string routing = "none";         ///< none | cler | cler-h | clvr
+  /// none | cler | cler-h | clvr, or the Sec.6.6 controls clvr-gate (s = sigmoid(a ||r|| / (||v|| +
+  /// eps) + b) v per token and head) and clvr-concat (s = [r; v]), injected as CLER-H / CLVR
+  std::string routing = "none";
   std::string routed_error = "paper";   ///< paper (r = v - v_bar) | written (what the kernel writes)
   std::string rho = "identity";         ///< CLER's rho: identity | rms
   /// CLER-H / CLVR: rank of P_l (0: full matrix). r > 0: P_l = U_l D_l with U_l (d_model x r)
@@ -83,23 +85,32 @@ struct ModelConfig {
       fail(fn, "lin_v_heads", "a multiple of lin_heads = " + std::to_string(lin_heads), std::to_string(lin_v_heads));
     if (core != "recurrent" && core != "chunk" && core != "reference")
       fail(fn, "core", "recurrent, chunk or reference", core);
-    if (routing != "none" && routing != "cler" && routing != "cler-h" && routing != "clvr")
-      fail(fn, "routing", "none, cler, cler-h or clvr", routing);
+    if (routing != "none" && routing != "cler" && routing != "cler-h" && routing != "clvr" &&
+        routing != "clvr-gate" && routing != "clvr-concat")
+      fail(fn, "routing", "none, cler, cler-h, clvr, clvr-gate or clvr-concat", routing);
     if (routed_error != "paper" && routed_error != "written") fail(fn, "routed_error", "paper or written", routed_error);
     if (rho != "identity" && rho != "rms") fail(fn, "rho", "identity or rms", rho);
-    if ((routing == "cler" || routing == "cler-h") && core != "recurrent")
+    if (needs_trace() && core != "recurrent")
       fail(fn, "core", "recurrent with routing " + routing +
            " (it differentiates through the recurrence trace; only walkthroughs/lm/delta_core.hpp does)", core);
     if (route_rank < 0) fail(fn, "route_rank", "0 (full P) or a positive rank", std::to_string(route_rank));
-    if (route_rank > 0 && routing != "cler-h" && routing != "clvr")
-      fail(fn, "route_rank", "0 unless routing is cler-h or clvr (only they have a P_l)",
+    if (route_rank > 0 && !residual_routing())
+      fail(fn, "route_rank", "0 unless routing is cler-h or clvr (or a clvr control; only they have a P_l)",
            std::to_string(route_rank) + " with routing " + routing);
     if (routing != "none" && stack == "dense")
       fail(fn, "routing", "none for a dense stack (only linear layers are routable)", routing);
   }
   /// Routing mode predicates.
   bool cler() const { return routing == "cler"; }
-  bool residual_routing() const { return routing == "cler-h" || routing == "clvr"; }
+  bool residual_routing() const {
+    return routing == "cler-h" || routing == "clvr" || routing == "clvr-gate" || routing == "clvr-concat";
+  }
+  /// The linear layers must keep their trace r (or written) and its gradient.
+  bool needs_trace() const {
+    return routing == "cler" || routing == "cler-h" || routing == "clvr-gate" || routing == "clvr-concat";
+  }
+  /// The routed signal depends on the write value v (its gradient goes to LinearMixer::dv_extra).
+  bool routes_value() const { return routing == "clvr" || routing == "clvr-gate" || routing == "clvr-concat"; }
 };
 
 /// A token mixer: out (B, T, C) = mixer(x (B, T, C)), with its parameters in the store.

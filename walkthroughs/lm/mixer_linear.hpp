@@ -82,7 +82,7 @@ struct LinearMixer : Mixer<T> {
       : kind(c.linear_mixer), op(op_of(c.linear_mixer)), C(c.d_model), Hk(c.lin_heads),
         Hv(c.lin_v_heads), Dk(c.lin_dk), Dv(c.lin_dv), G(c.lin_v_heads / c.lin_heads),
         KW(c.conv_size), core(c.core), eps(T(c.norm_eps)),
-        want_trace(c.routing == "cler" || c.routing == "cler-h"),
+        want_trace(c.needs_trace()),
         route_written(c.routed_error == "written"), rho_rms(c.rho == "rms") {
     off_k = Hk * Dk, off_v = 2 * Hk * Dk, Cqkv = 2 * Hk * Dk + Hv * Dv;
     Wp = Cqkv;

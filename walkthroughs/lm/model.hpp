@@ -16,6 +16,9 @@
 // route_rank r > 0, P_l = U_l D_l (U_l: d_model x r, zero-initialised; D_l: r x Hv Dv, random
 // N(0, 1/(Hv Dv)) from its own generator, as reference/routing.hpp's low_rank_projection), applied
 // as U_l (D_l s_l) without forming P_l.
+// The Sec.6.6 controls (SPEC section 3), injected the same way: clvr-gate routes
+// s = sigmoid(a_l rho + b_l) v per token and head with rho = ||r|| / (||v|| + 1e-6) ("surprise"
+// gating; scalars a_l, b_l initialised to 1, 0), clvr-concat routes s = [r; v] (P_l twice as wide).
 //
 // Model<T>::forward saves every activation that backward needs; backward accumulates all
 // parameter gradients into ParamStore::grad (zeroed by the caller, see zero_grad()).
@@ -45,6 +48,9 @@ struct Model {
     int route_P = -1;               ///< CLER-H / CLVR: P_l (C, Hv Dv), zero-initialised (Eq.29)
     int route_U = -1, route_D = -1; ///< low rank: P_l = U_l D_l, U_l (C, r) zero, D_l (r, Hv Dv) random
     std::vector<T> route_t;         ///< low rank: t = D_l s_l per token (N, r), kept for backward
+    int gate_a = -1, gate_b = -1;   ///< clvr-gate: the gate's scalars a_l (init 1), b_l (init 0)
+    std::vector<T> sig;             ///< clvr-gate / clvr-concat: the routed signal s (N, width)
+    std::vector<T> g_rho, g_gate, g_nr, g_nv;  ///< clvr-gate per (token, head): rho, gate, ||r||, ||v||
     index_t pred = -1;              ///< p(l): the nearest lower linear layer (-1: none)
     std::unique_ptr<Mixer<T>> mixer;
     LinearMixer<T>* lin = nullptr;  ///< the same mixer when it is linear
@@ -84,14 +90,19 @@ struct Model {
         auto lm = std::make_unique<LinearMixer<T>>(ps, cfg, pre, bl.pred >= 0);
         bl.lin = lm.get();
         bl.mixer = std::move(lm);
+        const index_t SW = signal_width(bl);
         if (cfg.residual_routing() && cfg.route_rank == 0)
-          bl.route_P = ps.add(pre + "route.P", C, bl.lin->HVD(), ParamKind::matrix, Init{0, 0.0});
+          bl.route_P = ps.add(pre + "route.P", C, SW, ParamKind::matrix, Init{0, 0.0});
         if (cfg.residual_routing() && cfg.route_rank > 0) {
           // one factor zero (P = 0 at initialisation), the other random: both zero never learn
-          Init dinit{1.0 / std::sqrt(double(bl.lin->HVD()))};
+          Init dinit{1.0 / std::sqrt(double(SW))};
           dinit.own_stream = true;  // the other parameters stay those of the baseline model
           bl.route_U = ps.add(pre + "route.U", C, cfg.route_rank, ParamKind::matrix, Init{0, 0.0});
-          bl.route_D = ps.add(pre + "route.D", cfg.route_rank, bl.lin->HVD(), ParamKind::matrix, dinit);
+          bl.route_D = ps.add(pre + "route.D", cfg.route_rank, SW, ParamKind::matrix, dinit);
+        }
+        if (cfg.routing == "clvr-gate") {
+          bl.gate_a = ps.add(pre + "route.gate_a", 1, 1, ParamKind::vector, Init{0, 1.0});
+          bl.gate_b = ps.add(pre + "route.gate_b", 1, 1, ParamKind::vector, Init{0, 0.0});
         }
       }
       bl.ln2 = ps.add(pre + "ln2", 1, C, ParamKind::vector, one);
@@ -106,10 +117,73 @@ struct Model {
 
   void init(std::uint64_t seed) { ps.initialise(seed); }
 
-  /// s_l of Eq.29: the routed error (CLER-H) or the write value (CLVR) of linear layer bl.
+  /// s_l of Eq.29: the routed error (CLER-H), the write value (CLVR) or a control's signal.
   const std::vector<T>& routed_signal(const Block& bl) const {
+    if (cfg.routing == "clvr-gate" || cfg.routing == "clvr-concat") return bl.sig;
     return cfg.routing == "clvr" ? bl.lin->value() : bl.lin->trace;
   }
+  /// Width of s_l per token: Hv Dv, or 2 Hv Dv for clvr-concat.
+  index_t signal_width(const Block& bl) const { return (cfg.routing == "clvr-concat" ? 2 : 1) * bl.lin->HVD(); }
+
+  /// The Sec.6.6 controls' signal from the layer's r (its trace) and v: bl.sig.
+  void control_signal_forward(Block& bl, index_t N) {
+    const LinearMixer<T>& lin = *bl.lin;
+    const index_t H = lin.Hv, D = lin.Dv, HV = lin.HVD();
+    const std::vector<T>&r = lin.trace, &v = lin.value();
+    bl.sig.resize(static_cast<size_t>(N * signal_width(bl)));
+    if (cfg.routing == "clvr-concat") {  // s = [r; v]
+      for (index_t n = 0; n < N; ++n) {
+        std::copy_n(r.data() + n * HV, HV, bl.sig.data() + n * 2 * HV);
+        std::copy_n(v.data() + n * HV, HV, bl.sig.data() + n * 2 * HV + HV);
+      }
+      return;
+    }
+    // s = sigmoid(a rho + b) v, rho = ||r|| / (||v|| + eps), per token and head
+    const T a = ps.p(bl.gate_a)[0], b = ps.p(bl.gate_b)[0];
+    for (auto* x : {&bl.g_rho, &bl.g_gate, &bl.g_nr, &bl.g_nv}) x->resize(static_cast<size_t>(N * H));
+    for (index_t i = 0; i < N * H; ++i) {
+      T sr = 0, sv = 0;
+      for (index_t j = 0; j < D; ++j) sr += r[i * D + j] * r[i * D + j], sv += v[i * D + j] * v[i * D + j];
+      bl.g_nr[i] = std::sqrt(sr), bl.g_nv[i] = std::sqrt(sv);
+      bl.g_rho[i] = bl.g_nr[i] / (bl.g_nv[i] + T(kGateEps));
+      bl.g_gate[i] = sigmoid(a * bl.g_rho[i] + b);
+      for (index_t j = 0; j < D; ++j) bl.sig[i * D + j] = bl.g_gate[i] * v[i * D + j];
+    }
+  }
+  /// Backward of control_signal_forward: ds into the layer's dtrace (r) and dv_extra (v), and a, b.
+  void control_signal_backward(Block& bl, const std::vector<T>& ds, index_t N) {
+    LinearMixer<T>& lin = *bl.lin;
+    const index_t H = lin.Hv, D = lin.Dv, HV = lin.HVD();
+    const std::vector<T>&r = lin.trace, &v = lin.value();
+    if (cfg.routing == "clvr-concat") {
+      for (index_t n = 0; n < N; ++n)
+        for (index_t j = 0; j < HV; ++j) {
+          lin.dtrace[n * HV + j] += ds[n * 2 * HV + j];
+          lin.dv_extra[n * HV + j] += ds[n * 2 * HV + HV + j];
+        }
+      return;
+    }
+    const T a = ps.p(bl.gate_a)[0];
+    double da = 0, db = 0;
+    for (index_t i = 0; i < N * H; ++i) {
+      const T gt = bl.g_gate[i], nr = bl.g_nr[i], nv = bl.g_nv[i], den = nv + T(kGateEps);
+      T dgate = 0;
+      for (index_t j = 0; j < D; ++j) {
+        lin.dv_extra[i * D + j] += gt * ds[i * D + j];  // s = gate v
+        dgate += ds[i * D + j] * v[i * D + j];
+      }
+      const T dz = dgate * gt * (T(1) - gt);  // gate = sigmoid(z), z = a rho + b
+      da += double(dz) * double(bl.g_rho[i]), db += double(dz);
+      const T drho = dz * a;  // rho = ||r|| / (||v|| + eps): d/dr = r / (||r|| den), d/dv = -rho v / (||v|| den)
+      for (index_t j = 0; j < D; ++j) {
+        if (nr > 0) lin.dtrace[i * D + j] += drho * r[i * D + j] / (nr * den);
+        if (nv > 0) lin.dv_extra[i * D + j] -= drho * bl.g_rho[i] * v[i * D + j] / (nv * den);
+      }
+    }
+    ps.g(bl.gate_a)[0] += static_cast<T>(da);
+    ps.g(bl.gate_b)[0] += static_cast<T>(db);
+  }
+  static constexpr double kGateEps = 1e-6;
   index_t num_params() const { return ps.size(); }
 
   T* stream(index_t i) { return res.data() + i * B * Tn * cfg.d_model; }  // x_l = 2l, m_l = 2l+1
@@ -149,13 +223,14 @@ struct Model {
       for (index_t i = 0; i < N * C; ++i) xn[i] = m[i] + bl.mix[i];
       // pass 3: CLER-H / CLVR, x_{l+1} += P_l s_l after the whole layer (Eq.29)
       if (bl.route_P >= 0 || bl.route_U >= 0) {
+        if (cfg.routing == "clvr-gate" || cfg.routing == "clvr-concat") control_signal_forward(bl, N);
         eps_l.resize(N * C);
         if (bl.route_P >= 0) {
-          linear_forward(eps_l.data(), routed_signal(bl).data(), ps.p(bl.route_P), N, bl.lin->HVD(), C);
+          linear_forward(eps_l.data(), routed_signal(bl).data(), ps.p(bl.route_P), N, signal_width(bl), C);
         } else {  // low rank: eps = U (D s), t = D s
           bl.route_t.resize(static_cast<size_t>(N * cfg.route_rank));
           lowrank_forward(eps_l.data(), bl.route_t.data(), routed_signal(bl).data(), ps.p(bl.route_U),
-                          ps.p(bl.route_D), N, bl.lin->HVD(), cfg.route_rank, C);
+                          ps.p(bl.route_D), N, signal_width(bl), cfg.route_rank, C);
         }
         for (index_t i = 0; i < N * C; ++i) xn[i] += eps_l[i];
       }
@@ -191,7 +266,7 @@ struct Model {
     for (Block& bl : blocks)  // routing cotangents start at zero
       if (bl.lin) {
         if (bl.lin->want_trace) bl.lin->dtrace.assign(static_cast<size_t>(N * bl.lin->HVD()), T(0));
-        if (cfg.routing == "clvr") bl.lin->dv_extra.assign(static_cast<size_t>(N * bl.lin->HVD()), T(0));
+        if (cfg.routes_value()) bl.lin->dv_extra.assign(static_cast<size_t>(N * bl.lin->HVD()), T(0));
         if (cfg.cler() && bl.pred >= 0)
           bl.lin->droute_in = blocks[static_cast<size_t>(bl.pred)].lin->dtrace.data();
       }
@@ -200,16 +275,20 @@ struct Model {
       Block& bl = blocks[static_cast<size_t>(l)];
       const T* x = stream(2 * l);
       const T* m = stream(2 * l + 1);
-      if (bl.route_P >= 0) {  // x_{l+1} = ... + s P^T: dP += dres^T s, ds += dres P
-        std::vector<T>& ds = cfg.routing == "clvr" ? bl.lin->dv_extra : bl.lin->dtrace;
-        linear_backward(ds.data(), ps.g(bl.route_P), dres.data(), routed_signal(bl).data(), ps.p(bl.route_P), N,
-                        bl.lin->HVD(), C);
-      }
-      if (bl.route_U >= 0) {  // x_{l+1} = ... + (s D^T) U^T
-        std::vector<T>& ds = cfg.routing == "clvr" ? bl.lin->dv_extra : bl.lin->dtrace;
-        lowrank_backward(ds.data(), ps.g(bl.route_U), ps.g(bl.route_D), dres.data(), bl.route_t.data(),
-                         routed_signal(bl).data(), ps.p(bl.route_U), ps.p(bl.route_D), N, bl.lin->HVD(),
-                         cfg.route_rank, C);
+      if (bl.route_P >= 0 || bl.route_U >= 0) {
+        // ds: straight into the layer's trace / value gradient, or (controls) via control_signal_backward
+        const bool control = cfg.routing == "clvr-gate" || cfg.routing == "clvr-concat";
+        std::vector<T> dsig;
+        if (control) dsig.assign(static_cast<size_t>(N * signal_width(bl)), T(0));
+        std::vector<T>& ds = control ? dsig : cfg.routing == "clvr" ? bl.lin->dv_extra : bl.lin->dtrace;
+        if (bl.route_P >= 0)  // x_{l+1} = ... + s P^T: dP += dres^T s, ds += dres P
+          linear_backward(ds.data(), ps.g(bl.route_P), dres.data(), routed_signal(bl).data(), ps.p(bl.route_P), N,
+                          signal_width(bl), C);
+        else  // x_{l+1} = ... + (s D^T) U^T
+          lowrank_backward(ds.data(), ps.g(bl.route_U), ps.g(bl.route_D), dres.data(), bl.route_t.data(),
+                           routed_signal(bl).data(), ps.p(bl.route_U), ps.p(bl.route_D), N, signal_width(bl),
+                           cfg.route_rank, C);
+        if (control) control_signal_backward(bl, dsig, N);
       }
       // MLP: x_{l+1} = m + W2 swiglu(W1 b, W3 b), b = RMSNorm(m)
       zeros(dact, N * F), zeros(dh1, N * F), zeros(dh3, N * F), zeros(dn, N * C);

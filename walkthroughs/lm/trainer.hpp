@@ -147,7 +147,7 @@ inline const std::vector<OptionSpec>& option_table() {
        [](O& o, const std::string& s) { o.model.lin_dv = parse_int("lin-dv", s); }},
       {"core", "recurrence core: recurrent (lm/delta_core.hpp) | chunk (optimized/cpu) | reference (naive)", true,
        [](const O& o) { return o.model.core; }, [](O& o, const std::string& s) { o.model.core = s; }},
-      {"routing", "cross-layer routing: none | cler | cler-h | clvr", true,
+      {"routing", "cross-layer routing: none | cler | cler-h | clvr | clvr-gate | clvr-concat (the last two: Sec.6.6 controls)", true,
        [](const O& o) { return o.model.routing; }, [](O& o, const std::string& s) { o.model.routing = s; }},
       {"routed-error", "what CLER / CLER-H route: paper (r = v - v_bar) | written (beta r, the kernel's)", true,
        [](const O& o) { return o.model.routed_error; }, [](O& o, const std::string& s) { o.model.routed_error = s; }},
