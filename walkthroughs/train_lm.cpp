@@ -4,7 +4,8 @@
 // What it is: the small-scale counterpart of the paper's training runs -- a pre-norm decoder
 // (embedding, [RMSNorm, mixer, residual, RMSNorm, SwiGLU, residual] x L, RMSNorm, untied head)
 // with softmax and/or linear mixers (DeltaNet, GDN, KDA, GDN2; --stack dense|pure|hybrid) and
-// optional cross-layer routing (--routing cler|cler-h|clvr),
+// optional cross-layer routing (--routing cler|cler-h|clvr, the Sec.6.6 controls clvr-gate|clvr-concat;
+// --route-rank r for a low-rank P_l),
 // AdamW or Muon (NorMuon flavour), WSD schedule, float32, OpenMP. Deterministic: the same options
 // give the same numbers on any thread count; a run stopped with --stop-at and continued with
 // --resume gives exactly the numbers of the uninterrupted run.
