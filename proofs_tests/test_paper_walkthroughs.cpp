@@ -162,7 +162,7 @@ TEST_CASE("A walkthrough run reads back complete with the losses its training lo
   std::filesystem::remove_all(c.out);
 }
 
-TEST_CASE("Seed-paired deltas pair the runs of two configurations seed by seed") {
+TEST_CASE("Seed-paired deltas pair the complete runs of two configurations seed by seed") {
   std::vector<Run> runs;
   lm::TrainOptions o = base_options(true, 10);
   add_seeded(runs, "a", {}, o, 3);
@@ -173,6 +173,7 @@ TEST_CASE("Seed-paired deltas pair the runs of two configurations seed by seed")
     Result r;
     r.run = &runs[i];
     r.final_loss = i < 3 ? fa[i] : fb[i - 3];
+    r.complete = true;
     rs.push_back(r);
   }
   const Stat d = paired_delta(rs, "a", "b", final_of);
@@ -180,4 +181,11 @@ TEST_CASE("Seed-paired deltas pair the runs of two configurations seed by seed")
   CHECK(d.n == 3);
   CHECK(d.mean == direct.mean);
   CHECK(d.sd == direct.sd);
+  // a run that is not complete (--report-only) drops its pair and its group entry, nothing else
+  rs[4].complete = false;  // b, seed 2
+  const Stat d2 = paired_delta(rs, "a", "b", final_of);
+  CHECK(d2.n == 2);
+  CHECK(d2.mean == stats_of({fb[0] - fa[0], fb[2] - fa[2]}).mean);
+  CHECK(group_stat(rs, "b", final_of).n == 2);
+  CHECK(group_stat(rs, "a", final_of).n == 3);
 }

@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
     struct Cfg { std::string name, stack; };
     const std::vector<Cfg> cfgs{{"softmax", "dense"}, {"gdn_hybrid", "hybrid"}, {"gdn_pure", "pure"}};
     std::filesystem::create_directories(c.out);
-    CsvFile f(c.out + "/fig6.csv", {"config", "seq_len", "batch", "tokens_per_iter", "median_s", "min_s", "max_s", "iters", "threads"});
+    CsvFile f(c.out + "/fig6.csv", {"config", "seq_len", "batch", "tokens_per_iter", "median_s", "min_s", "max_s", "iters", "threads", "clock"});
     std::map<std::string, std::vector<double>> med;
     std::cout << "timing " << iters << " iterations per point (after 2 untimed), one at a time\n";
     Checks ck;
@@ -74,10 +74,10 @@ int main(int argc, char** argv) {
         lm::TrainOptions o = base_options(c.quick, 100);
         set_options(o, {{"stack", k.stack}, {"mixer", "gdn"}, {"core", c.get("core")}, {"optimizer", "adamw"}});
         o.seq_len = T, o.batch = tokens / T, o.seed = 1;
-        const Timing t = time_iterations(o, data, 2, iters, c.run_threads());
+        const Timing t = time_iterations(o, data, 2, iters, c.run_threads(), c.clock == "cpu");
         med[k.name].push_back(t.median_s);
         f.row({k.name, std::to_string(T), std::to_string(o.batch), std::to_string(t.tokens), fixed(t.median_s, 5),
-               fixed(t.min_s, 5), fixed(t.max_s, 5), std::to_string(iters), std::to_string(lm::num_threads())});
+               fixed(t.min_s, 5), fixed(t.max_s, 5), std::to_string(iters), std::to_string(lm::num_threads()), c.clock});
         std::printf("  %-11s T %5lld batch %4lld  %8.4f s/iter (min %.4f, max %.4f)\n", k.name.c_str(),
                     static_cast<long long>(T), static_cast<long long>(o.batch), t.median_s, t.min_s, t.max_s);
         std::fflush(stdout);
@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
     std::ostringstream md;
     md << "## Fig.6 at small scale (" << (c.quick ? "quick mode: a smoke test, not a result" : "full mode") << ")\n\n"
        << provenance(c) << tokens << " tokens per iteration, core " << c.get("core") << ", " << lm::num_threads()
-       << " threads; median of " << iters << " iterations\n\n"
+       << " threads, " << c.clock << " clock; median of " << iters << " iterations\n\n"
        << t.str() << "\nOrdering of the growth (paper: softmax > GDN hybrid > GDN pure): "
        << (r_soft > r_hyb && r_hyb > r_pure ? "holds here" : "does not hold here") << " (x" << fixed(r_soft, 2) << ", x"
        << fixed(r_hyb, 2) << ", x" << fixed(r_pure, 2) << ")\n";

@@ -87,16 +87,16 @@ int main(int argc, char** argv) {
     const std::string timing_csv = c.out + "/timing.csv";
     if (timing_steps > 0) {
       const lm::Dataset data = lm::load_tinyshakespeare(corpus_path(c.data));
-      CsvFile f(timing_csv, {"config", "tokens_per_iter", "median_s", "min_s", "max_s", "iters", "threads", "tokens_per_s"});
+      CsvFile f(timing_csv, {"config", "tokens_per_iter", "median_s", "min_s", "max_s", "iters", "threads", "tokens_per_s", "clock"});
       std::cout << "\ntiming " << timing_steps << " iterations per configuration (after 2 untimed), one at a time, "
-                << (c.run_threads() ? c.run_threads() : lm::num_threads()) << " threads\n";
+                << (c.run_threads() ? c.run_threads() : lm::num_threads()) << " threads, " << c.clock << " clock\n";
       for (const Config& k : configs()) {
         lm::TrainOptions o = options_of(c, k);
         o.seed = 1;
-        const Timing t = time_iterations(o, data, 2, timing_steps, c.run_threads());
+        const Timing t = time_iterations(o, data, 2, timing_steps, c.run_threads(), c.clock == "cpu");
         tps[k.group()] = t.tokens_per_s();
         f.row({k.group(), std::to_string(t.tokens), fixed(t.median_s, 5), fixed(t.min_s, 5), fixed(t.max_s, 5),
-               std::to_string(t.iters), std::to_string(lm::num_threads()), fixed(t.tokens_per_s(), 1)});
+               std::to_string(t.iters), std::to_string(lm::num_threads()), fixed(t.tokens_per_s(), 1), c.clock});
         std::printf("  %-22s %8.4f s/iter  %9.0f tokens/s\n", k.group().c_str(), t.median_s, t.tokens_per_s());
       }
     } else {  // reuse the committed timing

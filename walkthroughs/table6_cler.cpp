@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
     Checks ck;
     check_runs(ck, rs);
     MdTable t;
-    t.header = {"optimizer", "host", "baseline (ours)", "CLER (ours)", "delta (ours, seed-paired)", "resolved",
+    t.header = {"optimizer", "host", "baseline (ours)", "CLER (ours)", "delta (ours, seed-paired)", "seed pairs", "resolved",
                 "paper baseline", "paper CLER", "paper delta"};
     CsvFile f(c.out + "/table6.csv", {"optimizer", "host", "seeds", "baseline_mean", "baseline_sd", "cler_mean", "cler_sd",
                                       "delta_mean", "delta_sd", "paper_baseline", "paper_cler", "paper_delta_printed"});
@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
       const Stat d = paired_delta(rs, a, b, final_of);
       const Json* p = paper_row(paper, {opt, host});
       const double pb = p ? (*p)[2].num : NAN, pc = p ? (*p)[3].num : NAN, pd = p ? (*p)[4].num : NAN;
-      t.add({opt, host, mean_sd(base), mean_sd(cler), mean_sd(d, 4, true), resolved(d) ? "yes" : "no", fixed(pb),
+      t.add({opt, host, mean_sd(base), mean_sd(cler), mean_sd(d, 4, true), std::to_string(d.n), resolved(d) ? "yes" : "no", fixed(pb),
              fixed(pc), signed_fixed(pd)});
       f.row({opt, host, std::to_string(d.n), fixed(base.mean, 6), fixed(base.sd, 6), fixed(cler.mean, 6),
              fixed(cler.sd, 6), fixed(d.mean, 6), fixed(d.sd, 6), fixed(pb), fixed(pc), fixed(pd)});

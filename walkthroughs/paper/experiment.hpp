@@ -28,6 +28,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -111,6 +112,8 @@ struct Cli {
   bool quick = false;      ///< tiny model, few steps: the CI mode
   bool force = false;      ///< re-run runs whose CSV is complete
   bool list = false;       ///< print the runs and exit
+  bool report_only = false;  ///< train nothing: tables from the complete runs (missing ones listed)
+  std::string clock = "wall";  ///< timing clock: wall | cpu (process CPU time: robust on a loaded machine with 1 thread)
   int jobs = 1;            ///< runs at once
   int threads = 0;         ///< OpenMP threads per run (0: 1 if jobs > 1, else all)
   index_t seeds = 0;       ///< seeds per configuration (0: the program's default for the mode)
@@ -161,6 +164,9 @@ inline Cli parse_cli(int argc, char** argv, const std::string& prog, const std::
                 << "  --seeds N          seeds per configuration [program default]\n"
                 << "  --timing-steps N   timed iterations per configuration (0: keep the existing timing.csv)\n"
                 << "  --force            re-run runs whose CSV is already complete\n"
+                << "  --report-only      train nothing: make the tables from the complete runs, list the missing\n"
+                << "  --clock C          timing clock: wall, or cpu (process CPU time; with --threads 1 it is the\n"
+                << "                     program's own cost even on a loaded machine) [wall]\n"
                 << "  --list             print the runs and exit\n"
                 << "  --only NAME        run one run in this process (what the driver's children do)\n"
                 << "  --data PATH        corpus [env LINATTN_DATA, else <root>/../shared/data/tinyshakespeare.txt]\n";
@@ -174,6 +180,8 @@ inline Cli parse_cli(int argc, char** argv, const std::string& prog, const std::
     if (a == "--quick") c.quick = true;
     else if (a == "--force") c.force = true;
     else if (a == "--list") c.list = true;
+    else if (a == "--report-only") c.report_only = true;
+    else if (a == "--clock") c.clock = need(i, a);
     else if (a == "--out") c.out = need(i, a);
     else if (a == "--only") c.only = need(i, a);
     else if (a == "--data") c.data = need(i, a);
@@ -188,6 +196,7 @@ inline Cli parse_cli(int argc, char** argv, const std::string& prog, const std::
       if (!found) fail(prog, "argument " + std::to_string(i), "a known option (see --help)", "'" + a + "'");
     }
   }
+  if (c.clock != "wall" && c.clock != "cpu") fail(prog, "--clock", "wall or cpu", "'" + c.clock + "'");
   if (c.jobs < 1) fail(prog, "--jobs", "at least 1", std::to_string(c.jobs));
   if (c.threads < 0) fail(prog, "--threads", "0 (default) or a positive count", std::to_string(c.threads));
   if (c.seeds < 0) fail(prog, "--seeds", "a non-negative count", std::to_string(c.seeds));
@@ -344,7 +353,7 @@ inline int execute_runs(const Cli& c, const std::vector<Run>& runs) {
   for (size_t i = 1; i < c.argv.size(); ++i) {
     const std::string& a = c.argv[i];
     if (a == "--jobs" || a == "--only") { ++i; continue; }
-    if (a == "--force" || a == "--list") continue;
+    if (a == "--force" || a == "--list" || a == "--report-only") continue;
     base.push_back(a);
   }
   const auto t0 = std::chrono::steady_clock::now();
@@ -414,10 +423,19 @@ inline bool drive(const Cli& c, const std::vector<Run>& runs, std::vector<Result
       if (r.name == c.only) std::exit(run_in_process(c, r));
     fail("drive", "--only", "the name of a run (see --list)", "'" + c.only + "'");
   }
-  const int failed = execute_runs(c, runs);
+  const int failed = c.report_only ? 0 : execute_runs(c, runs);
   results.clear();
-  for (const Run& r : runs) results.push_back(read_result(c, r));
-  return failed == 0;
+  int missing = 0;
+  for (const Run& r : runs) {
+    results.push_back(read_result(c, r));
+    if (!results.back().complete) {
+      if (c.report_only) std::cout << "missing (not complete in " << runs_dir(c) << "): " << r.name << '\n';
+      ++missing;
+    }
+  }
+  if (c.report_only)
+    std::cout << "report only: " << runs.size() - size_t(missing) << " of " << runs.size() << " runs complete\n";
+  return failed == 0 && missing == 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -431,10 +449,21 @@ struct Timing {
   double tokens_per_s() const { return double(tokens) / median_s; }
 };
 
+/// Seconds on the wall clock, or of CPU time used by this process (all its threads).
+inline double clock_seconds(bool cpu) {
+  if (cpu) {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 /// Time `iters` training iterations of configuration `o` after `warm` untimed ones, in this
-/// process with `threads` threads (0: all). Batches are real training batches.
+/// process with `threads` threads (0: all), on the wall clock or (cpu_clock) as CPU time of the
+/// process. Batches are real training batches.
 inline Timing time_iterations(const lm::TrainOptions& o, const lm::Dataset& data, index_t warm, index_t iters,
-                              int threads) {
+                              int threads, bool cpu_clock = false) {
   if (threads > 0) lm::set_num_threads(threads);
   lm::Model<float> model(o.model);
   model.init(o.seed);
@@ -444,12 +473,12 @@ inline Timing time_iterations(const lm::TrainOptions& o, const lm::Dataset& data
   std::vector<double> dt;
   for (index_t s = 0; s < warm + iters; ++s) {
     lm::train_batch(data.train, B, Tn, o.seed, s, x.data(), y.data());
-    const auto t0 = std::chrono::steady_clock::now();
+    const double t0 = clock_seconds(cpu_clock);
     model.ps.zero_grad();
     model.forward(x.data(), y.data(), B, Tn);
     model.backward();
     opt.step(model.ps);
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double t = clock_seconds(cpu_clock) - t0;
     if (s >= warm) dt.push_back(t);
   }
   Timing tm;

@@ -70,21 +70,25 @@ inline std::vector<const Result*> of_group(const std::vector<Result>& rs, const 
   return out;
 }
 
-/// Statistic of a field over the seeds of a configuration.
+/// Statistic of a field over the seeds of a configuration (runs that are not complete, e.g. with
+/// --report-only, are left out; a diverged run is complete and contributes its non-finite value).
 template <class F>
 Stat group_stat(const std::vector<Result>& rs, const std::string& group, F field) {
   std::vector<double> xs;
-  for (const Result* r : of_group(rs, group)) xs.push_back(field(*r));
+  for (const Result* r : of_group(rs, group))
+    if (r->complete) xs.push_back(field(*r));
   return stats_of(xs);
 }
 
 /// Seed-paired differences field(b) - field(a) of two configurations (same seeds = same
-/// initialisation of the shared parameters and the same batches).
+/// initialisation of the shared parameters and the same batches); pairs with a run that is not
+/// complete are left out.
 template <class F>
 Stat paired_delta(const std::vector<Result>& rs, const std::string& a, const std::string& b, F field) {
   const auto ra = of_group(rs, a), rb = of_group(rs, b);
   std::vector<double> d;
-  for (size_t i = 0; i < std::min(ra.size(), rb.size()); ++i) d.push_back(field(*rb[i]) - field(*ra[i]));
+  for (size_t i = 0; i < std::min(ra.size(), rb.size()); ++i)
+    if (ra[i]->complete && rb[i]->complete) d.push_back(field(*rb[i]) - field(*ra[i]));
   return stats_of(d);
 }
 
