@@ -48,16 +48,15 @@
 #include "optimized/cpu/simd.hpp"
 #include "optimized/cpu/small_gemm.hpp"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 namespace linattn::cpu {
 namespace {
 
 using kern::Acc;
 using kern::Tri;
 using detail::Decay;
+using detail::ld;
+using detail::st;
+using detail::l2_normalize_row;
 using detail::HeadJob;
 using detail::make_jobs;
 using detail::make_outputs;
@@ -95,24 +94,6 @@ struct Workspace {
     sz(S, Kp * Vp);
   }
 };
-
-// ------------------------------------------------------------------------------------------------
-// Helpers on padded rows (lengths are multiples of the vector width W).
-// ------------------------------------------------------------------------------------------------
-
-template <class T, int W>
-LINATTN_INLINE vec<T, W> ld(const T* p) { return simd::load<T, W>(p); }
-template <class T, int W>
-LINATTN_INLINE void st(T* p, vec<T, W> x) { simd::store<T, W>(p, x); }
-
-/// x / sqrt(sum x^2 + 1e-6), as ref::l2_normalize.
-template <class T>
-LINATTN_INLINE void l2_normalize_row(T* x, index_t n) {
-  T ss = 0;
-  for (index_t d = 0; d < n; ++d) ss += x[d] * x[d];
-  const T inv = T(1) / std::sqrt(ss + T(1e-6));
-  for (index_t d = 0; d < n; ++d) x[d] *= inv;
-}
 
 // ------------------------------------------------------------------------------------------------
 // The stages. Each works on the chunk held in the workspace: C rows, of which the first n are
@@ -498,25 +479,11 @@ ref::RecurrentOutput<T> run_chunked(const std::string& fn, Op op, const Tensor<T
   ref::RecurrentOutput<T> out = make_outputs(q, v, opt, N);
   std::vector<HeadJob<T>> jobs = make_jobs(op, q, k, v, gates, opt, N, out);
   for (auto& j : jobs) j.C = opt.chunk_size, j.record = record;
-  const index_t njobs = static_cast<index_t>(jobs.size());
-  if (record) {  // serial, in order
-    Workspace<T> ws;
-    ws.resize(opt.chunk_size, K, V);
-    for (index_t i = 0; i < njobs; ++i) chunk_head(jobs[static_cast<size_t>(i)], ws);
-    return out;
-  }
-#ifdef _OPENMP
-  const int nt = opt.num_threads > 0 ? opt.num_threads : omp_get_max_threads();
-#pragma omp parallel num_threads(static_cast<int>(std::min<index_t>(nt, std::max<index_t>(njobs, 1))))
-#endif
-  {
-    Workspace<T> ws;
-    ws.resize(opt.chunk_size, K, V);
-#ifdef _OPENMP
-#pragma omp for schedule(dynamic, 1)
-#endif
-    for (index_t i = 0; i < njobs; ++i) chunk_head(jobs[static_cast<size_t>(i)], ws);
-  }
+  // With a record: one thread, so the chunks are appended in order.
+  detail::for_each_job<Workspace<T>>(
+      jobs, record ? 1 : opt.num_threads,
+      [&](Workspace<T>& ws) { ws.resize(opt.chunk_size, K, V); },
+      [](const HeadJob<T>& j, Workspace<T>& ws) { chunk_head(j, ws); });
   return out;
 }
 

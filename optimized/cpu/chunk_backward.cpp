@@ -46,14 +46,13 @@
 #include "optimized/cpu/simd.hpp"
 #include "optimized/cpu/small_gemm.hpp"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 namespace linattn::cpu {
 namespace {
 
 using detail::Decay;
+using detail::ld;
+using detail::st;
+using detail::l2_normalize_row;
 using kern::Acc;
 using kern::Tri;
 using ref::Op;
@@ -106,20 +105,6 @@ struct Workspace {
     sz(dq_row, Kp), sz(dk_row, Kp);
   }
 };
-
-template <class T, int W>
-LINATTN_INLINE vec<T, W> ld(const T* p) { return simd::load<T, W>(p); }
-template <class T, int W>
-LINATTN_INLINE void st(T* p, vec<T, W> x) { simd::store<T, W>(p, x); }
-
-/// x / sqrt(sum x^2 + 1e-6), as ref::l2_normalize.
-template <class T>
-LINATTN_INLINE void l2_normalize_row(T* x, index_t n) {
-  T ss = 0;
-  for (index_t d = 0; d < n; ++d) ss += x[d] * x[d];
-  const T inv = T(1) / std::sqrt(ss + T(1e-6));
-  for (index_t d = 0; d < n; ++d) x[d] *= inv;
-}
 
 /// dst = the gradient wrt x of y = x / sqrt(|x|^2 + 1e-6) given dy (as ref::l2_normalize_backward):
 /// dx = inv (dy - y (y . dy)),  inv = 1 / sqrt(|x|^2 + 1e-6).
@@ -540,50 +525,36 @@ ref::RecurrentGrads<T> run_backward(const std::string& fn, Op op, const Tensor<T
   if (op == Op::gdn2) gr.db = Tensor<T>({B, Tn, H, K}), gr.dw = Tensor<T>({B, Tn, H, V});
   else gr.dbeta = Tensor<T>({B, Tn, H});
 
-  const bool packed = !opt.cu_seqlens.empty();
   std::vector<BwdJob<T>> jobs;
-  for (index_t n = 0; n < N; ++n)
-    for (index_t h = 0; h < H; ++h) {
-      const index_t bb = packed ? 0 : n, t0 = packed ? opt.cu_seqlens[n] : 0;
-      const index_t t1 = packed ? opt.cu_seqlens[n + 1] : Tn;
-      const index_t row = (bb * Tn + t0) * H + h;  // (bb, t0, h) as a row of [B*T*H, D]
-      BwdJob<T> j;
-      j.op = op, j.decay = decay, j.len = t1 - t0, j.K = K, j.V = V, j.C = opt.chunk_size;
-      j.ld_k = H * K, j.ld_v = H * V;
-      j.q = q.data() + row * K, j.k = k.data() + row * K, j.v = v.data() + row * V;
-      j.do_ = do_.data() + row * V;
-      j.dq = gr.dq.data() + row * K, j.dk = gr.dk.data() + row * K, j.dv = gr.dv.data() + row * V;
-      if (decay != Decay::none) {
-        const index_t per = decay == Decay::channel ? K : 1;
-        j.g = gates.g.data() + row * per, j.dg = gr.dg.data() + row * per, j.ld_g = H * per;
-      }
-      if (op == Op::gdn2) {
-        j.b = gates.b.data() + row * K, j.w = gates.w.data() + row * V;
-        j.db = gr.db.data() + row * K, j.dw = gr.dw.data() + row * V;
-      } else {
-        j.beta = gates.beta.data() + row, j.dbeta = gr.dbeta.data() + row, j.ld_beta = H;
-      }
-      j.scale = opt.scale ? *opt.scale : T(1) / std::sqrt(T(K));
-      j.l2norm = opt.use_qk_l2norm;
-      if (opt.initial_state.defined()) j.s0 = opt.initial_state.data() + (n * H + h) * K * V;
-      if (dht.defined()) j.dht = dht.data() + (n * H + h) * K * V;
-      j.dh0 = gr.dh0.data() + (n * H + h) * K * V;
-      jobs.push_back(j);
+  detail::for_each_head(N, H, Tn, opt.cu_seqlens, [&](index_t n, index_t h, index_t /*t0*/,
+                                                      index_t len, index_t row) {
+    BwdJob<T> j;
+    j.op = op, j.decay = decay, j.len = len, j.K = K, j.V = V, j.C = opt.chunk_size;
+    j.ld_k = H * K, j.ld_v = H * V;
+    j.q = q.data() + row * K, j.k = k.data() + row * K, j.v = v.data() + row * V;
+    j.do_ = do_.data() + row * V;
+    j.dq = gr.dq.data() + row * K, j.dk = gr.dk.data() + row * K, j.dv = gr.dv.data() + row * V;
+    if (decay != Decay::none) {
+      const index_t per = decay == Decay::channel ? K : 1;
+      j.g = gates.g.data() + row * per, j.dg = gr.dg.data() + row * per, j.ld_g = H * per;
     }
+    if (op == Op::gdn2) {
+      j.b = gates.b.data() + row * K, j.w = gates.w.data() + row * V;
+      j.db = gr.db.data() + row * K, j.dw = gr.dw.data() + row * V;
+    } else {
+      j.beta = gates.beta.data() + row, j.dbeta = gr.dbeta.data() + row, j.ld_beta = H;
+    }
+    j.scale = opt.scale ? *opt.scale : T(1) / std::sqrt(T(K));
+    j.l2norm = opt.use_qk_l2norm;
+    if (opt.initial_state.defined()) j.s0 = opt.initial_state.data() + (n * H + h) * K * V;
+    if (dht.defined()) j.dht = dht.data() + (n * H + h) * K * V;
+    j.dh0 = gr.dh0.data() + (n * H + h) * K * V;
+    jobs.push_back(j);
+  });
 
-  const index_t njobs = static_cast<index_t>(jobs.size());
-#ifdef _OPENMP
-  const int nt = opt.num_threads > 0 ? opt.num_threads : omp_get_max_threads();
-#pragma omp parallel num_threads(static_cast<int>(std::min<index_t>(nt, std::max<index_t>(njobs, 1))))
-#endif
-  {
-    Workspace<T> ws;
-    ws.resize(opt.chunk_size, K, V);
-#ifdef _OPENMP
-#pragma omp for schedule(dynamic, 1)
-#endif
-    for (index_t i = 0; i < njobs; ++i) chunk_head_backward(jobs[static_cast<size_t>(i)], ws);
-  }
+  detail::for_each_job<Workspace<T>>(
+      jobs, opt.num_threads, [&](Workspace<T>& ws) { ws.resize(opt.chunk_size, K, V); },
+      [](const BwdJob<T>& j, Workspace<T>& ws) { chunk_head_backward(j, ws); });
   return gr;
 }
 

@@ -26,23 +26,16 @@
 #include "optimized/cpu/jobs.hpp"
 #include "optimized/cpu/simd.hpp"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 namespace linattn::cpu {
 namespace {
 
 using detail::Decay;
+using detail::ld;
+using detail::st;
 using detail::HeadJob;
 using ref::Op;
 using simd::PAD;
 using simd::vec;
-
-template <class T, int W>
-LINATTN_INLINE vec<T, W> ld(const T* p) { return simd::load<T, W>(p); }
-template <class T, int W>
-LINATTN_INLINE void st(T* p, vec<T, W> x) { simd::store<T, W>(p, x); }
 
 constexpr index_t TB = 32;  // tokens per block
 
@@ -246,18 +239,10 @@ ref::RecurrentOutput<T> run_fused(const std::string& fn, Op op, const Tensor<T>&
   const index_t N = ref::validate_recurrent(fn, op, q, k, v, gates, opt);
   ref::RecurrentOutput<T> out = detail::make_outputs(q, v, opt, N);
   const std::vector<HeadJob<T>> jobs = detail::make_jobs(op, q, k, v, gates, opt, N, out);
-  const index_t njobs = static_cast<index_t>(jobs.size()), K = q.size(3), V = v.size(3);
-#ifdef _OPENMP
-#pragma omp parallel num_threads(static_cast<int>(std::min<index_t>(omp_get_max_threads(), std::max<index_t>(njobs, 1))))
-#endif
-  {
-    Workspace<T> ws;
-    ws.resize(K, V);
-#ifdef _OPENMP
-#pragma omp for schedule(dynamic, 1)
-#endif
-    for (index_t i = 0; i < njobs; ++i) recurrent_head_mv(jobs[static_cast<size_t>(i)], ws);
-  }
+  const index_t K = q.size(3), V = v.size(3);
+  detail::for_each_job<Workspace<T>>(
+      jobs, 0, [&](Workspace<T>& ws) { ws.resize(K, V); },
+      [](const HeadJob<T>& j, Workspace<T>& ws) { recurrent_head_mv(j, ws); });
   return out;
 }
 
