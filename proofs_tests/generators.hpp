@@ -8,6 +8,8 @@
 // Conventions of the field (SPEC section 1): keys L2-normalised (stable delta rules), log-space
 // gates g <= 0, beta / b / w in [0, 1]. Gate modes cover SPEC section 4's edge cases: g = 0
 // exactly, g very negative (decay to ~0 in one token), and mixtures with exact 0s and 1s.
+// Namespace token: random single tokens (W, kappa, v, gates) for the per-token steps of
+// reference/delta_rules.hpp, and the relative error of two vectors or matrices.
 #pragma once
 
 #include <rapidcheck.h>
@@ -263,5 +265,80 @@ Comparison compare(const Tensor<A>& got, const Tensor<B>& want) {
   c.where = c.worst >= 0 ? index_str(got.shape(), c.worst) : "-";
   return c;
 }
+
+// ---- one token in paper notation (reference/delta_rules.hpp) -------------------------------------
+// In a namespace of its own: some test files define helpers of these names for other shapes.
+namespace token {
+
+using ref::Vec;
+
+/// The dimensions of one token, d_phi = K in [min_K, 9] and d_v = V in [1, 9], drawn independently
+/// by RapidCheck, and the generator of its values, seeded by RapidCheck.
+struct Token {
+  index_t K = 1, V = 1;
+  std::mt19937_64 rng;
+};
+
+inline Token draw_token(index_t min_K = 1) {
+  Token t;
+  t.K = *rc::gen::inRange<index_t>(min_K, 10);
+  t.V = *rc::gen::inRange<index_t>(1, 10);
+  t.rng.seed(*rc::gen::arbitrary<std::uint64_t>());
+  return t;
+}
+
+/// n standard normal entries.
+inline Vec<double> normal_vec(std::mt19937_64& rng, index_t n) {
+  std::normal_distribution<double> nd(0.0, 1.0);
+  Vec<double> x(static_cast<size_t>(n));
+  for (double& e : x) e = nd(rng);
+  return x;
+}
+
+/// A random unit vector (norm 1 up to rounding).
+inline Vec<double> unit_vec(std::mt19937_64& rng, index_t n) {
+  Vec<double> x = normal_vec(rng, n);
+  double ss = 0;
+  for (double e : x) ss += e * e;
+  for (double& e : x) e /= std::sqrt(ss);
+  return x;
+}
+
+/// n entries uniform in [lo, hi).
+inline Vec<double> uniform_vec(std::mt19937_64& rng, index_t n, double lo, double hi) {
+  std::uniform_real_distribution<double> u(lo, hi);
+  Vec<double> x(static_cast<size_t>(n));
+  for (double& e : x) e = u(rng);
+  return x;
+}
+
+/// One number uniform in [lo, hi) (the same draw as uniform_vec(rng, 1, lo, hi)[0]).
+inline double uniform(std::mt19937_64& rng, double lo, double hi) {
+  return std::uniform_real_distribution<double>(lo, hi)(rng);
+}
+
+/// A rows x cols matrix of standard normal entries (e.g. W, d_v x d_phi).
+inline Tensor<double> normal_mat(std::mt19937_64& rng, index_t rows, index_t cols) {
+  std::normal_distribution<double> nd(0.0, 1.0);
+  Tensor<double> W({rows, cols});
+  for (double& e : W) e = nd(rng);
+  return W;
+}
+
+/// ||got - want|| / ||want|| (absolute when want == 0); infinite on a size mismatch.
+inline double rel_err(const Vec<double>& got, const Vec<double>& want) {
+  if (got.size() != want.size()) return INFINITY;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    num += (got[i] - want[i]) * (got[i] - want[i]), den += want[i] * want[i];
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+inline double rel_err(const Tensor<double>& got, const Tensor<double>& want) {
+  if (got.shape() != want.shape()) return INFINITY;
+  return rel_err(Vec<double>(got.begin(), got.end()), Vec<double>(want.begin(), want.end()));
+}
+
+}  // namespace token
 
 }  // namespace linattn::testing

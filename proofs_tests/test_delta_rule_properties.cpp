@@ -19,51 +19,12 @@
 
 using namespace linattn;
 using namespace linattn::testing;
+using namespace linattn::testing::token;
 using ref::Vec;
 
 namespace {
 
 constexpr double kTol = 1e-12;
-
-struct Token {
-  index_t K = 1, V = 1;  // d_phi, d_v
-  std::mt19937_64 rng;
-};
-
-Token draw_token(index_t min_K = 1) {
-  Token t;
-  t.K = *rc::gen::inRange<index_t>(min_K, 10);
-  t.V = *rc::gen::inRange<index_t>(1, 10);
-  t.rng.seed(*rc::gen::arbitrary<std::uint64_t>());
-  return t;
-}
-
-Vec<double> normal_vec(std::mt19937_64& rng, index_t n) {
-  std::normal_distribution<double> nd(0.0, 1.0);
-  Vec<double> x(static_cast<size_t>(n));
-  for (double& e : x) e = nd(rng);
-  return x;
-}
-
-/// A random unit vector (exactly representable norm 1 up to rounding).
-Vec<double> unit_vec(std::mt19937_64& rng, index_t n) {
-  Vec<double> x = normal_vec(rng, n);
-  double ss = 0;
-  for (double e : x) ss += e * e;
-  for (double& e : x) e /= std::sqrt(ss);
-  return x;
-}
-
-double uniform(std::mt19937_64& rng, double lo, double hi) {
-  return std::uniform_real_distribution<double>(lo, hi)(rng);
-}
-
-Tensor<double> normal_mat(std::mt19937_64& rng, index_t rows, index_t cols) {
-  std::normal_distribution<double> nd(0.0, 1.0);
-  Tensor<double> W({rows, cols});
-  for (double& e : W) e = nd(rng);
-  return W;
-}
 
 /// y = W x, written out here (independent of ref::read).
 Vec<double> matvec(const Tensor<double>& W, const Vec<double>& x) {
@@ -77,19 +38,6 @@ double norm(const Vec<double>& x) {
   double s = 0;
   for (double e : x) s += e * e;
   return std::sqrt(s);
-}
-
-double rel_err(const Vec<double>& got, const Vec<double>& want) {
-  if (got.size() != want.size()) return INFINITY;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i)
-    num += (got[i] - want[i]) * (got[i] - want[i]), den += want[i] * want[i];
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
-
-double rel_err(const Tensor<double>& got, const Tensor<double>& want) {
-  if (got.shape() != want.shape()) return INFINITY;
-  return rel_err(Vec<double>(got.begin(), got.end()), Vec<double>(want.begin(), want.end()));
 }
 
 /// L(W) = 1/2 ||W kappa - v||^2.

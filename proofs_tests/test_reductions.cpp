@@ -20,6 +20,7 @@
 
 using namespace linattn;
 using namespace linattn::testing;
+using namespace linattn::testing::token;
 using ref::StepTrace;
 using ref::Vec;
 
@@ -27,56 +28,7 @@ namespace {
 
 constexpr double kTol = 1e-12;
 
-// ---- per-token helpers -------------------------------------------------------------------------
-
-/// Dimensions and a value seed for one token: d_phi = K, d_v = V, drawn independently.
-struct Token {
-  index_t K = 1, V = 1;
-  std::mt19937_64 rng;
-};
-
-Token draw_token() {
-  Token t;
-  t.K = *rc::gen::inRange<index_t>(1, 10);
-  t.V = *rc::gen::inRange<index_t>(1, 10);
-  t.rng.seed(*rc::gen::arbitrary<std::uint64_t>());
-  return t;
-}
-
-Vec<double> normal_vec(std::mt19937_64& rng, index_t n) {
-  std::normal_distribution<double> nd(0.0, 1.0);
-  Vec<double> x(static_cast<size_t>(n));
-  for (double& e : x) e = nd(rng);
-  return x;
-}
-
-Vec<double> uniform_vec(std::mt19937_64& rng, index_t n, double lo, double hi) {
-  std::uniform_real_distribution<double> u(lo, hi);
-  Vec<double> x(static_cast<size_t>(n));
-  for (double& e : x) e = u(rng);
-  return x;
-}
-
-Tensor<double> normal_mat(std::mt19937_64& rng, index_t rows, index_t cols) {
-  std::normal_distribution<double> nd(0.0, 1.0);
-  Tensor<double> W({rows, cols});
-  for (double& e : W) e = nd(rng);
-  return W;
-}
-
-/// ||got - want|| / ||want|| (absolute when want == 0); infinite on a size mismatch.
-double rel_err(const Vec<double>& got, const Vec<double>& want) {
-  if (got.size() != want.size()) return INFINITY;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i)
-    num += (got[i] - want[i]) * (got[i] - want[i]), den += want[i] * want[i];
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
-
-double rel_err(const Tensor<double>& got, const Tensor<double>& want) {
-  if (got.shape() != want.shape()) return INFINITY;
-  return rel_err(Vec<double>(got.begin(), got.end()), Vec<double>(want.begin(), want.end()));
-}
+// ---- per-token helpers (draws: generators.hpp, namespace token) ------------------------------
 
 void assert_same_trace(const StepTrace<double>& a, const StepTrace<double>& b) {
   RC_ASSERT(rel_err(a.v_bar, b.v_bar) <= kTol);
@@ -124,7 +76,7 @@ TEST_CASE("GDN2 step with b = beta 1 and w = beta 1 is the KDA step") {
     const Tensor<double> W0 = normal_mat(t.rng, t.V, t.K);
     const Vec<double> kappa = normal_vec(t.rng, t.K), v = normal_vec(t.rng, t.V);
     const Vec<double> alpha = uniform_vec(t.rng, t.K, 0.0, 1.0);
-    const double beta = uniform_vec(t.rng, 1, 0.0, 1.0)[0];
+    const double beta = uniform(t.rng, 0.0, 1.0);
     Tensor<double> Wg = W0.clone(), Wk = W0.clone();
     const auto tg = ref::gdn2_step(Wg, kappa, v, alpha, Vec<double>(t.K, beta), Vec<double>(t.V, beta));
     const auto tk = ref::kda_step(Wk, kappa, v, alpha, beta);
@@ -138,7 +90,7 @@ TEST_CASE("KDA step with alpha_vec = alpha 1 is the GDN step") {
     Token t = draw_token();
     const Tensor<double> W0 = normal_mat(t.rng, t.V, t.K);
     const Vec<double> kappa = normal_vec(t.rng, t.K), v = normal_vec(t.rng, t.V);
-    const double alpha = uniform_vec(t.rng, 1, 0.0, 1.0)[0], beta = uniform_vec(t.rng, 1, 0.0, 1.0)[0];
+    const double alpha = uniform(t.rng, 0.0, 1.0), beta = uniform(t.rng, 0.0, 1.0);
     Tensor<double> Wk = W0.clone(), Wg = W0.clone();
     const auto tk = ref::kda_step(Wk, kappa, v, Vec<double>(t.K, alpha), beta);
     const auto tg = ref::gdn_step(Wg, kappa, v, alpha, beta);
@@ -152,7 +104,7 @@ TEST_CASE("GDN step with alpha = 1 is the DeltaNet step") {
     Token t = draw_token();
     const Tensor<double> W0 = normal_mat(t.rng, t.V, t.K);
     const Vec<double> kappa = normal_vec(t.rng, t.K), v = normal_vec(t.rng, t.V);
-    const double beta = uniform_vec(t.rng, 1, 0.0, 1.0)[0];
+    const double beta = uniform(t.rng, 0.0, 1.0);
     Tensor<double> Wg = W0.clone(), Wd = W0.clone();
     const auto tg = ref::gdn_step(Wg, kappa, v, 1.0, beta);
     const auto td = ref::deltanet_step(Wd, kappa, v, beta);
