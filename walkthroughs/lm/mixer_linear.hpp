@@ -217,6 +217,10 @@ struct LinearMixer : Mixer<T> {
   }
 
   T scale() const { return T(1) / std::sqrt(T(Dk)); }
+  /// Threads of the chunked kernels: one below kParMin multiply-adds of state work (a parallel
+  /// region costs more than tiny problems, up to a time slice on a loaded machine: the model
+  /// gradient checks ran 10x slower), else OpenMP's default. Results do not depend on it.
+  int chunk_threads(index_t B, index_t Tn) const { return B * Hv * Tn * Dk * Dv > kParMin ? 0 : 1; }
 
   void core_forward_dispatch(index_t B, index_t Tn) {
     const index_t N = B * Tn, HV = HVD();
@@ -234,6 +238,7 @@ struct LinearMixer : Mixer<T> {
     if (core == "chunk") {
       cpu::ChunkOptions<T> opt;
       opt.scale = scale();
+      opt.num_threads = chunk_threads(B, Tn);
       out = cpu::chunk_forward(op, q4, k4, v4, tensor_gates(B, Tn), opt);
     } else {  // reference
       ref::RecurrentOptions<T> opt;
@@ -367,6 +372,7 @@ struct LinearMixer : Mixer<T> {
     if (core == "chunk") {
       cpu::ChunkOptions<T> opt;
       opt.scale = scale();
+      opt.num_threads = chunk_threads(B, Tn);
       gr = cpu::chunk_backward(op, q4, k4, v4, gt, do4, Tensor<T>(), opt);
     } else {
       ref::RecurrentOptions<T> opt;
