@@ -162,6 +162,28 @@ TEST_CASE("A walkthrough run reads back complete with the losses its training lo
   std::filesystem::remove_all(c.out);
 }
 
+TEST_CASE("A run whose loss becomes non-finite reads back complete as diverged with a non-finite final loss") {
+  const lm::Dataset data = synthetic_corpus();
+  Cli c;
+  c.out = (std::filesystem::temp_directory_path() / "linattn_test_paper_walkthroughs_diverged").string();
+  std::filesystem::remove_all(c.out);
+  c.threads = 1;
+  std::vector<Run> runs;
+  lm::TrainOptions o = base_options(true, 16);
+  set_options(o, {{"stack", "pure"}, {"mixer", "gdn"}, {"core", "recurrent"}, {"lr", "1e3"}, {"adam-lr", "1e3"}});
+  o.quiet = true;
+  add_seeded(runs, "huge-lr", {}, o, 1);
+  std::ostringstream log;
+  train_run(c, runs[0], data, log);
+  const Result r = read_result(c, runs[0]);
+  CHECK(log.str().find("diverged") != std::string::npos);
+  CHECK(r.complete);
+  CHECK_FALSE(std::isfinite(r.final_loss));
+  REQUIRE(!r.curve.empty());
+  CHECK(r.curve.back().phase == "diverged");
+  std::filesystem::remove_all(c.out);
+}
+
 TEST_CASE("Seed-paired deltas pair the complete runs of two configurations seed by seed") {
   std::vector<Run> runs;
   lm::TrainOptions o = base_options(true, 10);
