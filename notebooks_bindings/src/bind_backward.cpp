@@ -15,17 +15,6 @@ using ref::Op;
 namespace {
 
 template <class T>
-py::dict grads_dict(const ref::RecurrentGrads<T>& g) {
-  py::dict d;
-  const std::pair<const char*, const Tensor<T>*> all[] = {
-      {"dq", &g.dq}, {"dk", &g.dk}, {"dv", &g.dv}, {"dg", &g.dg},
-      {"dbeta", &g.dbeta}, {"db", &g.db}, {"dw", &g.dw}, {"dh0", &g.dh0}};
-  for (const auto& [name, t] : all)
-    if (t->defined()) d[name] = to_numpy(*t);
-  return d;
-}
-
-template <class T>
 py::dict backward_typed(const RecurrentCall& c, std::vector<Arg>& a) {
   TypedCall<T, ref::RecurrentOptions<T>> t = make_typed<T>(c, a, ref::RecurrentOptions<T>{});
   if (!t.do_.defined()) fail(c.fn, "do", "an array of shape [B, T, H, V] (dL/do)", "None");

@@ -5,6 +5,7 @@
 
 #include "common.hpp"
 #include "reference/recurrent.hpp"
+#include "reference/recurrent_backward.hpp"
 
 namespace linattn::pyb {
 
@@ -91,10 +92,24 @@ py::tuple call_recurrent(const RecurrentCall& c, Runner&& runner,
   return run_typed<float>(c, a, opt32, runner);
 }
 
+/// Gradients as a dict of arrays: 'dq', 'dk', 'dv', 'dh0' and those of the operator's gates
+/// ('dg', 'dbeta', 'db', 'dw'); a gradient that is not defined is left out.
+template <class T>
+py::dict grads_dict(const ref::RecurrentGrads<T>& g) {
+  py::dict d;
+  const std::pair<const char*, const Tensor<T>*> all[] = {
+      {"dq", &g.dq}, {"dk", &g.dk}, {"dv", &g.dv}, {"dg", &g.dg},
+      {"dbeta", &g.dbeta}, {"db", &g.db}, {"dw", &g.dw}, {"dh0", &g.dh0}};
+  for (const auto& [name, t] : all)
+    if (t->defined()) d[name] = to_numpy(*t);
+  return d;
+}
+
 void bind_reference(py::module_& m);
 void bind_steps(py::module_& m);
 void bind_backward(py::module_& m);
 void bind_routing(py::module_& m);
 void bind_chunk(py::module_& m);
+void bind_cuda(py::module_& m);  ///< only in the build with LINATTN_PY_CUDA (src/cuda/)
 
 }  // namespace linattn::pyb

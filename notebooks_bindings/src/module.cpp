@@ -13,6 +13,11 @@ PYBIND11_MODULE(_core, m) {
   linattn::pyb::bind_backward(m);
   linattn::pyb::bind_routing(m);
   linattn::pyb::bind_chunk(m);
+#ifdef LINATTN_PY_CUDA
+  linattn::pyb::bind_cuda(m);  // linattn.cuda (python/linattn/cuda.py) calls these
+#else
+  m.attr("cuda_built") = false;
+#endif
 #ifdef NDEBUG
   m.attr("build_type") = "release";
 #else

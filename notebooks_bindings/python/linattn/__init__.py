@@ -60,5 +60,6 @@ from ._core import (  # noqa: F401  optimized CPU kernels (optimized/cpu)
     fused_recurrent_kda,
 )
 from ._ops import OPS, GATES, chunk, chunk_backward, fused_recurrent, reference, reference_backward, routed_error  # noqa: F401
+from . import cuda  # noqa: F401  the CUDA kernels, in the opt-in build (linattn.cuda.available())
 
 __version__ = "0.1.0"

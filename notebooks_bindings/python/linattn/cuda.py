@@ -1,0 +1,105 @@
+"""linattn.cuda: the CUDA chunked kernels of optimized/cuda (DeltaNet, GDN, KDA, GDN2; chunk 64;
+Hopper, sm_90a) on NumPy arrays, for checking them against the reference from Python.
+
+Only in a module built with them (an opt-in build: ``LINATTN_PY_CUDA=ON python3 -m pip install
+./notebooks_bindings`` on a machine with nvcc) and run where a Hopper GPU is: ``available()`` says
+whether both hold and ``why_unavailable()`` says what is missing; every kernel call raises
+``CudaUnavailable`` (a RuntimeError) otherwise.
+
+The arguments and results are those of the CPU ``linattn.chunk_<op>`` (fla's layout and keywords),
+except: arrays are float32 (copy=True converts); ``dtype`` / ``gate_dtype`` = 'bfloat16' rounds the
+inputs / gates to bfloat16 on the device (the tensor-core path), 'float32' keeps them; ``version``
+picks a rung of the kernel ladder ('best', 'v1_simple', 'v2_tensorcore', 'v3_async'); no
+chunk_size (always 64), no return_trace. Each call copies the arrays to the GPU and back: this is
+for correctness, not speed (optimized/cuda/bench times the kernels).
+"""
+from . import _core
+from ._ops import GATES, check_op
+
+__all__ = ["CudaUnavailable", "available", "why_unavailable", "chunk", "chunk_backward",
+           "chunk_delta_rule", "chunk_gated_delta_rule", "chunk_kda", "chunk_gdn2"]
+
+OPS = ("delta_rule", "gated_delta_rule", "kda", "gdn2")
+
+
+class CudaUnavailable(RuntimeError):
+    """The module was built without the CUDA kernels, or no usable GPU is there."""
+
+
+def why_unavailable() -> str:
+    """'' when the CUDA kernels can run here, else why not (not built with them; no device; a
+    device of another architecture)."""
+    if not getattr(_core, "cuda_built", False):
+        return ("linattn was built without the CUDA kernels: reinstall on a machine with nvcc with "
+                "LINATTN_PY_CUDA=ON python3 -m pip install ./notebooks_bindings")
+    ok, why = _core._cuda_device_available()
+    return "" if ok else f"no usable CUDA device: {why}"
+
+
+def available() -> bool:
+    """True when the module was built with the CUDA kernels and a device they run on is present."""
+    return why_unavailable() == ""
+
+
+def _require(who):
+    why = why_unavailable()
+    if why:
+        raise CudaUnavailable(f"{who}: {why}")
+
+
+def _check_gates(who, op, given):
+    if op not in OPS:
+        check_op(op)  # the error for an unknown name
+        raise ValueError(f"{who}: the CUDA kernels implement {OPS}, not {op!r}")
+    extra = [n for n, x in given.items() if x is not None and n not in GATES[op]]
+    if extra:
+        raise ValueError(f"{who}: operator {op!r} takes gates {GATES[op]} but got {extra}")
+
+
+def chunk(op, q, k, v, *, g=None, beta=None, b=None, w=None, scale=None, initial_state=None,
+          output_final_state=False, cu_seqlens=None, use_qk_l2norm_in_kernel=False, copy=False,
+          dtype="float32", gate_dtype="float32", version="best"):
+    """The CUDA chunked forward of `op`: (o, final_state), o float32 [B, T, H, V], final_state
+    float32 [N, H, K, V] or None (output_final_state=False)."""
+    who = f"linattn.cuda.chunk_{op}"
+    _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})
+    _require(who)
+    return _core._cuda_chunk_forward(op, q, k, v, g, beta, b, w, scale, initial_state,
+                                     output_final_state, cu_seqlens, use_qk_l2norm_in_kernel, copy,
+                                     dtype, gate_dtype, version)
+
+
+def chunk_delta_rule(q, k, v, beta=None, **kwargs):
+    """DeltaNet (Eq.14), CUDA chunked. beta [B, T, H] (None: ones)."""
+    return chunk("delta_rule", q, k, v, beta=beta, **kwargs)
+
+
+def chunk_gated_delta_rule(q, k, v, g, beta=None, **kwargs):
+    """Gated DeltaNet (Eqs.15-17), CUDA chunked. g [B, T, H] log-decays, beta [B, T, H]."""
+    return chunk("gated_delta_rule", q, k, v, g=g, beta=beta, **kwargs)
+
+
+def chunk_kda(q, k, v, g, beta=None, **kwargs):
+    """Kimi Delta Attention (Eqs.18-20), CUDA chunked. g [B, T, H, K] log-decays, beta [B, T, H]."""
+    return chunk("kda", q, k, v, g=g, beta=beta, **kwargs)
+
+
+def chunk_gdn2(q, k, v, g, b, w, **kwargs):
+    """Gated DeltaNet-2 (Eqs.21-24), CUDA chunked. g [B, T, H, K], b [B, T, H, K], w [B, T, H, V]."""
+    return chunk("gdn2", q, k, v, g=g, b=b, w=w, **kwargs)
+
+
+def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=None, scale=None,
+                   initial_state=None, cu_seqlens=None, use_qk_l2norm_in_kernel=False, copy=False,
+                   dtype="float32", gate_dtype="float32", **ignored):
+    """The CUDA chunked backward of chunk_<op>: the same dict of gradients as
+    linattn.reference_backward ('dq', 'dk', 'dv', 'dh0' and the gates'), float32.
+    output_final_state is accepted and ignored."""
+    who = "linattn.cuda.chunk_backward"
+    _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})
+    unknown = sorted(set(ignored) - {"output_final_state"})
+    if unknown:
+        raise TypeError(f"chunk_backward() got unexpected keyword arguments {unknown}")
+    _require(who)
+    return _core._cuda_chunk_backward(op, q, k, v, g, beta, b, w, do, dht, scale, initial_state,
+                                      cu_seqlens, use_qk_l2norm_in_kernel, copy, dtype, gate_dtype)

@@ -1,0 +1,131 @@
+// notebooks_bindings/src/cuda/bind_cuda.cpp -- Python bindings of the CUDA chunked kernels
+// (optimized/cuda/chunk_cuda.hpp): the forward and the backward of DeltaNet, GDN, KDA and GDN2 on
+// host NumPy arrays (copied to the GPU and back on every call; not a fast path). Compiled only in
+// the opt-in build LINATTN_PY_CUDA=ON (see ../../CMakeLists.txt); the Python face is linattn.cuda
+// (python/linattn/cuda.py), which checks that a device is there before calling these.
+#include "bindings.hpp"
+
+#include "optimized/cuda/chunk_cuda.hpp"
+
+namespace linattn::pyb {
+
+using ref::Op;
+
+namespace {
+
+Op parse_op(const std::string& fn, const std::string& name) {
+  for (Op op : {Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2})
+    if (name == ref::op_name(op)) return op;
+  fail(fn, "op", "one of 'delta_rule', 'gated_delta_rule', 'kda', 'gdn2'", "'" + name + "'");
+}
+
+cuda::DType parse_dtype(const std::string& fn, const char* arg, const std::string& name) {
+  if (name == "float32") return cuda::DType::f32;
+  if (name == "bfloat16") return cuda::DType::bf16;
+  fail(fn, arg, "'float32' or 'bfloat16'", "'" + name + "'");
+}
+
+cuda::Version parse_version(const std::string& fn, const std::string& name) {
+  for (cuda::Version v : {cuda::Version::best, cuda::Version::v1_simple,
+                          cuda::Version::v2_tensorcore, cuda::Version::v3_async})
+    if (name == cuda::version_name(v)) return v;
+  fail(fn, "version", "one of 'best', 'v1_simple', 'v2_tensorcore', 'v3_async'", "'" + name + "'");
+}
+
+/// The kernels take float32 host arrays: check that every given array is a float32 ndarray, or
+/// with copy=True convert every one to a C-contiguous float32 array.
+void require_float32(const std::string& fn, std::vector<Arg>& a, bool copy) {
+  if (copy) {
+    py::module_ np = py::module_::import("numpy");
+    for (Arg& x : a)
+      if (!x.obj.is_none())
+        x.obj = np.attr("ascontiguousarray")(x.obj, py::arg("dtype") = np.attr("float32"));
+  }
+  if (common_dtype(fn, a) != DType::f32) {
+    const Arg* first = nullptr;
+    for (const Arg& x : a)
+      if (!x.obj.is_none()) {
+        first = &x;
+        break;
+      }
+    fail(fn, first ? first->name : "q",
+         "float32 arrays (the CUDA kernels read float32, or round it to bfloat16 with "
+         "dtype='bfloat16'; pass copy=True to convert)",
+         describe(first ? first->obj : py::none()));
+  }
+}
+
+}  // namespace
+
+void bind_cuda(py::module_& m) {
+  using namespace py::literals;
+  m.attr("cuda_built") = true;
+  m.def(
+      "_cuda_device_available",
+      []() {
+        std::string why;
+        const bool ok = cuda::device_available(&why);
+        return py::make_tuple(ok, why);
+      },
+      "(True, '') when a CUDA device the kernels were built for (sm_90a) can be used, else "
+      "(False, why).");
+
+  m.def(
+      "_cuda_chunk_forward",
+      [](const std::string& op_name, py::object q, py::object k, py::object v, py::object g,
+         py::object beta, py::object b, py::object w, std::optional<double> scale,
+         py::object initial_state, bool output_final_state, py::object cu_seqlens, bool l2,
+         bool copy, const std::string& dtype, const std::string& gate_dtype,
+         const std::string& version) -> py::tuple {
+        const std::string fn = "linattn.cuda.chunk_" + op_name;
+        const Op op = parse_op(fn, op_name);
+        RecurrentCall c{fn, op, q, k, v, g, beta, b, w, initial_state, scale, output_final_state,
+                        cu_seqlens, l2, false, copy};
+        std::vector<Arg> a = call_args(c);
+        require_float32(fn, a, copy);
+        auto t = make_typed<float>(c, a, ref::RecurrentOptions<float>{});
+        const cuda::DType dt = parse_dtype(fn, "dtype", dtype);
+        const cuda::DType gdt = parse_dtype(fn, "gate_dtype", gate_dtype);
+        const cuda::Version ver = parse_version(fn, version);
+        ref::RecurrentOutput<float> out;
+        {
+          py::gil_scoped_release nogil;
+          out = cuda::chunk_forward(op, t.q, t.k, t.v, t.gates, t.opt, dt, gdt, ver);
+        }
+        return py::make_tuple(to_numpy(out.o), to_numpy(out.final_state));
+      },
+      "op"_a, "q"_a, "k"_a, "v"_a, "g"_a, "beta"_a, "b"_a, "w"_a, "scale"_a, "initial_state"_a,
+      "output_final_state"_a, "cu_seqlens"_a, "use_qk_l2norm_in_kernel"_a, "copy"_a, "dtype"_a,
+      "gate_dtype"_a, "version"_a, "The CUDA chunked forward (use linattn.cuda.chunk_<op>).");
+
+  m.def(
+      "_cuda_chunk_backward",
+      [](const std::string& op_name, py::object q, py::object k, py::object v, py::object g,
+         py::object beta, py::object b, py::object w, py::object do_, py::object dht,
+         std::optional<double> scale, py::object initial_state, py::object cu_seqlens, bool l2,
+         bool copy, const std::string& dtype, const std::string& gate_dtype) -> py::dict {
+        const std::string fn = "linattn.cuda.chunk_backward";
+        const Op op = parse_op(fn, op_name);
+        RecurrentCall c{fn, op, q, k, v, g, beta, b, w, initial_state, scale, false, cu_seqlens,
+                        l2, false, copy};
+        c.do_ = do_;
+        c.dht = dht;
+        std::vector<Arg> a = call_args(c);
+        require_float32(fn, a, copy);
+        auto t = make_typed<float>(c, a, ref::RecurrentOptions<float>{});
+        if (!t.do_.defined()) fail(fn, "do", "an array of shape [B, T, H, V] (dL/do)", "None");
+        const cuda::DType dt = parse_dtype(fn, "dtype", dtype);
+        const cuda::DType gdt = parse_dtype(fn, "gate_dtype", gate_dtype);
+        ref::RecurrentGrads<float> gr;
+        {
+          py::gil_scoped_release nogil;
+          gr = cuda::chunk_backward(op, t.q, t.k, t.v, t.gates, t.do_, t.dht, t.opt, dt, gdt);
+        }
+        return grads_dict(gr);
+      },
+      "op"_a, "q"_a, "k"_a, "v"_a, "g"_a, "beta"_a, "b"_a, "w"_a, "do"_a, "dht"_a, "scale"_a,
+      "initial_state"_a, "cu_seqlens"_a, "use_qk_l2norm_in_kernel"_a, "copy"_a, "dtype"_a,
+      "gate_dtype"_a, "The CUDA chunked backward (use linattn.cuda.chunk_backward).");
+}
+
+}  // namespace linattn::pyb

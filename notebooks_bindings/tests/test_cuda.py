@@ -1,0 +1,136 @@
+"""linattn.cuda, the CUDA chunked kernels through the bindings (opt-in build LINATTN_PY_CUDA=ON).
+
+Everywhere: available() and why_unavailable() agree, and without the kernels or a GPU every call
+raises CudaUnavailable saying why. With a Hopper GPU (otherwise those tests skip): the float32
+forward equals the float64 reference to 1e-5 relative RMS (packed sequences, initial states, K and
+V off the tuned sizes, and the harness's random cases), bfloat16 inputs equal the reference of the
+rounded inputs to 1e-2, the backward equals the reference backward to 1e-4 (the bound of
+proofs_tests/test_cuda_backward.cu for float32), and bad input raises linattn.Error."""
+import numpy as np
+import pytest
+
+import linattn
+import linattn.cuda as lc
+import linattn.testing as lt
+
+OPS = ["delta_rule", "gated_delta_rule", "kda", "gdn2"]
+
+gpu = pytest.mark.skipif(not lc.available(), reason=f"linattn.cuda: {lc.why_unavailable()}")
+
+
+def gates_of(op, inp):
+    return {n: inp[n] for n in linattn.GATES[op]}
+
+
+def test_available_agrees_with_why_unavailable():
+    why = lc.why_unavailable()
+    assert isinstance(why, str)
+    assert lc.available() == (why == "")
+    if not linattn._core.cuda_built:
+        assert not lc.available() and "LINATTN_PY_CUDA=ON" in why
+
+
+@pytest.mark.skipif(lc.available(), reason="a usable GPU is present")
+def test_without_the_kernels_or_a_gpu_every_call_says_why():
+    inp = lt.random_inputs("kda", T=8, seed=0)
+    with pytest.raises(lc.CudaUnavailable, match="linattn.cuda.chunk_kda: "):
+        lc.chunk_kda(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"])
+    with pytest.raises(lc.CudaUnavailable, match=lc.why_unavailable()[:20]):
+        lc.chunk_backward("kda", inp["q"], inp["k"], inp["v"], g=inp["g"], beta=inp["beta"],
+                          do=np.ones_like(inp["v"]))
+    assert issubclass(lc.CudaUnavailable, RuntimeError)
+
+
+def test_wrong_gates_are_refused_before_the_device_is_asked():
+    inp = lt.random_inputs("gdn2", T=4, seed=1)
+    with pytest.raises(ValueError, match="takes gates"):
+        lc.chunk("delta_rule", inp["q"], inp["k"], inp["v"], b=inp["b"])
+    with pytest.raises(ValueError, match="not 'linear_attn'"):
+        lc.chunk("linear_attn", inp["q"], inp["k"], inp["v"])
+
+
+@gpu
+@pytest.mark.parametrize("op", OPS)
+def test_cuda_float32_forward_equals_the_reference(op):
+    inp = lt.random_inputs(op, B=1, T=150, H=2, K=40, V=24, cu_seqlens=3, initial_state=True,
+                           dtype=np.float32, seed=11)
+    o, S = lc.chunk(op, **inp)
+    o_ref, S_ref = linattn.reference(op, **{k: (x.astype(np.float64) if isinstance(x, np.ndarray)
+                                                and x.dtype == np.float32 else x)
+                                            for k, x in inp.items()})
+    assert o.dtype == np.float32 and o.shape == inp["v"].shape
+    lt.assert_close(o, o_ref, rtol_rms=1e-5, name="o")
+    lt.assert_close(S, S_ref, rtol_rms=1e-5, name="final_state")
+
+
+@gpu
+@pytest.mark.parametrize("op", OPS)
+def test_cuda_per_operator_functions_equal_chunk(op):
+    inp = lt.random_inputs(op, B=2, T=70, H=1, K=64, V=64, dtype=np.float32, seed=12)
+    fn = getattr(lc, f"chunk_{op}")
+    o1, S1 = fn(inp["q"], inp["k"], inp["v"], *gates_of(op, inp).values(), output_final_state=True)
+    o2, S2 = lc.chunk(op, inp["q"], inp["k"], inp["v"], **gates_of(op, inp), output_final_state=True)
+    assert np.array_equal(o1, o2) and np.array_equal(S1, S2)
+    _, S_none = fn(inp["q"], inp["k"], inp["v"], *gates_of(op, inp))
+    assert S_none is None
+
+
+@gpu
+@pytest.mark.parametrize("op", OPS)
+def test_harness_passes_the_cuda_float32_kernels(op):
+    kernel = lambda **kw: lc.chunk(op, **kw)
+    kernel.__name__ = f"linattn.cuda.chunk_{op}"
+    assert lt.check_kernel(kernel, op, T=(1, 140), max_examples=10, seed=5) >= 10
+
+
+def round_to_bf16(x):
+    """Nearest bfloat16 (ties to even), widened back to float32: what dtype='bfloat16' does."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype(np.uint32).view(np.float32)
+
+
+@gpu
+@pytest.mark.parametrize("op", OPS)
+def test_cuda_bfloat16_forward_equals_the_reference_of_the_rounded_inputs(op):
+    inp = lt.random_inputs(op, B=1, T=130, H=2, K=64, V=64, initial_state=True, dtype=np.float32,
+                           seed=13)
+    o, S = lc.chunk(op, **inp, dtype="bfloat16", gate_dtype="bfloat16")
+    rounded = dict(inp)
+    for name in ["q", "k", "v"] + list(linattn.GATES[op]):
+        rounded[name] = round_to_bf16(inp[name]).astype(np.float64)
+    rounded["initial_state"] = inp["initial_state"].astype(np.float64)
+    o_ref, S_ref = linattn.reference(op, **rounded)
+    lt.assert_close(o, o_ref, rtol_rms=1e-2, name="o (bfloat16)")
+    lt.assert_close(S, S_ref, rtol_rms=1e-2, name="final_state (bfloat16)")
+
+
+@gpu
+@pytest.mark.parametrize("op", OPS)
+def test_cuda_float32_backward_equals_the_reference_backward(op):
+    inp = lt.random_inputs(op, B=1, T=150, H=2, K=40, V=24, cu_seqlens=3, initial_state=True,
+                           dtype=np.float32, seed=14)
+    cot = lt.random_cotangents(op, inp, seed=15)
+    grads = lc.chunk_backward(op, inp["q"], inp["k"], inp["v"], **gates_of(op, inp), do=cot["do"],
+                              dht=cot["dht"], scale=inp["scale"], initial_state=inp["initial_state"],
+                              cu_seqlens=inp["cu_seqlens"])
+    assert grads["dq"].dtype == np.float32
+    for c in lt.check_gradients(op, inp, grads, cot["do"], cot["dht"], rtol_rms=1e-4):
+        assert c.ok, c.report()
+
+
+@gpu
+def test_cuda_bad_input_raises_linattn_error():
+    inp = lt.random_inputs("gated_delta_rule", T=20, dtype=np.float64, seed=16)
+    args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"])
+    with pytest.raises(linattn.Error, match="float32"):
+        lc.chunk_gated_delta_rule(*args)
+    o, _ = lc.chunk_gated_delta_rule(*args, copy=True)  # copy=True converts to float32
+    assert o.dtype == np.float32
+    f32 = [a.astype(np.float32) for a in args]
+    with pytest.raises(linattn.Error, match="dtype"):
+        lc.chunk_gated_delta_rule(*f32, dtype="float16")
+    with pytest.raises(linattn.Error, match="version"):
+        lc.chunk_gated_delta_rule(*f32, version="v9")
+    with pytest.raises(linattn.Error, match="'g'"):
+        lc.chunk_gated_delta_rule(f32[0], f32[1], f32[2], f32[3][:, :10], f32[4])
