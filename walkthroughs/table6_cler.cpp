@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
       f.row({opt, host, std::to_string(d.n), fixed(base.mean, 6), fixed(base.sd, 6), fixed(cler.mean, 6),
              fixed(cler.sd, 6), fixed(d.mean, 6), fixed(d.sd, 6), fixed(pb), fixed(pc), fixed(pd)});
       ck.expect(p != nullptr, opt + "/" + host + " has a row in the paper's Table 6");
+      check_matched(ck, rs, a, b);
       ck.finite(d.mean, opt + "/" + host + " mean delta");
     }
     std::ostringstream md;

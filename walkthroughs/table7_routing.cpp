@@ -104,6 +104,7 @@ int main(int argc, char** argv) {
         f.row({host, steps, std::to_string(dh.n), fixed(base.mean, 6), fixed(base.sd, 6), fixed(dh.mean, 6), fixed(dh.sd, 6),
                fixed(dv.mean, 6), fixed(dv.sd, 6), fixed(dvh.mean, 6), fixed(dvh.sd, 6), ptok, fixed(pb), fixed(ph), fixed(pv)});
         ck.expect(p != nullptr, host + " " + ptok + " has a row in the paper's Table 7");
+        check_matched(ck, rs, g0, gh), check_matched(ck, rs, g0, gv);
         ck.finite(dh.mean, host + " " + steps + " CLER-H delta");
         ck.finite(dv.mean, host + " " + steps + " CLVR delta");
         if (std::isfinite(dh.mean) && std::isfinite(dvh.mean))  // rows with both deltas measured

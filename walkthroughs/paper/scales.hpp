@@ -107,13 +107,24 @@ inline void check_runs(Checks& ck, const std::vector<Result>& rs) {
   }
 }
 
+/// Matched runs (routed vs baseline, same seed) must be the same function at step 0: Gamma_l = 0
+/// and P_l = 0 change nothing, and zero-initialised parameters draw no random numbers, so every
+/// shared parameter starts equal. Checks that their validation losses at step 0 are equal.
+inline void check_matched(Checks& ck, const std::vector<Result>& rs, const std::string& base, const std::string& routed) {
+  const auto a = of_group(rs, base), b = of_group(rs, routed);
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    if (a[i]->complete && b[i]->complete)
+      ck.expect(a[i]->init_loss == b[i]->init_loss, b[i]->run->name + " starts as its baseline (loss at step 0 " +
+                                                        fixed(b[i]->init_loss, 6) + " vs " + fixed(a[i]->init_loss, 6) + ")");
+}
+
 /// Write every run's outcome to <out>/runs.csv (one row per run).
 inline void write_runs_csv(const Cli& c, const std::vector<Result>& rs) {
   std::vector<std::string> keys;
   for (const auto& [k, v] : rs.front().run->tags) keys.push_back(k);
   std::vector<std::string> head{"name", "group"};
   head.insert(head.end(), keys.begin(), keys.end());
-  head.insert(head.end(), {"init_loss", "saturation_loss", "final_loss", "train_elapsed_s", "steps", "tokens_per_step"});
+  head.insert(head.end(), {"init_loss", "saturation_loss", "final_loss", "train_elapsed_s", "train_steps", "tokens_per_step"});
   CsvFile f(c.out + "/runs.csv", head);
   for (const Result& r : rs) {
     std::vector<std::string> row{r.run->name, r.run->group};
