@@ -18,9 +18,10 @@ if ((${#missing[@]})); then
 fi
 
 # Python packages: numpy (the bindings), pytest + hypothesis (Python tests and the harness),
-# nbclient/nbformat/ipykernel (the notebooks run in CI). pybind11 and scikit-build-core are fetched
+# nbclient/nbformat/ipykernel (the notebooks run in CI), matplotlib (walkthroughs/plot_results.py and
+# notebook 05's plots). pybind11 and scikit-build-core are fetched
 # by pip's build isolation when the module is installed.
-PY_PACKAGES=(numpy pytest hypothesis nbclient nbformat ipykernel)
+PY_PACKAGES=(numpy pytest hypothesis nbclient nbformat ipykernel matplotlib)
 if ((${#PY_PACKAGES[@]})); then
   py_missing=()
   for p in "${PY_PACKAGES[@]}"; do
