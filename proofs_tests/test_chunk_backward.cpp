@@ -9,9 +9,17 @@
 // with empty sequences, with and without a final-state gradient dht, sometimes the in-kernel L2
 // normalisation of q and k and a custom scale. The loss is L = <do, o> + <dht, S_T> with random
 // do and dht. Every gradient is compared by relative RMS error (generators.hpp `compare`).
+//
+// Trace cotangents (CLER / CLER-H): with random dwritten and dv_bar the loss is
+// L = <do, o> + <dht, S_T> + <dwritten, written> + <dv_bar, v_bar>; there is no reference backward
+// for it, so the float64 chunked gradients are checked against central differences of L computed
+// with the REFERENCE forward and its trace (ref::naive_recurrent_<op>, return_trace), one random
+// direction per input tensor; float32 against the float64 chunked result; zero cotangents against
+// the call without them, exactly.
 #include <catch2/catch.hpp>
 #include <rapidcheck/catch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
@@ -118,19 +126,31 @@ cpu::ChunkOptions<T> chunk_options(const RecurrentOptions<T>& o, index_t chunk, 
   return c;
 }
 
-/// The chunked backward of a problem in precision T, through the operator's own entry point.
+/// The trace cotangents dL/dwritten and dL/dv_bar ([B, T, H, V] each; undefined = 0).
+struct TraceCot {
+  Tensor<double> dwritten, dv_bar;
+};
+
+/// The chunked backward of a problem in precision T, through the operator's own entry point
+/// (with the trace cotangents `tc`, if any).
 template <class T>
-ref::RecurrentGrads<T> chunked_backward(const BwdProblem& b, index_t chunk, int threads = 0) {
+ref::RecurrentGrads<T> chunked_backward(const BwdProblem& b, index_t chunk, int threads = 0,
+                                        const TraceCot& tc = {}) {
   const Problem<T> p = cast_problem<T>(b.p);
   const Tensor<T> do_ = cast<T>(b.do_), dht = cast<T>(b.dht);
+  const Tensor<T> dwr = cast<T>(tc.dwritten), dvb = cast<T>(tc.dv_bar);
   const cpu::ChunkOptions<T> o = chunk_options(p.opt, chunk, threads);
   switch (p.op) {
-    case Op::delta_rule: return cpu::chunk_delta_rule_backward(p.q, p.k, p.v, p.gates.beta, do_, dht, o);
+    case Op::delta_rule:
+      return cpu::chunk_delta_rule_backward(p.q, p.k, p.v, p.gates.beta, do_, dht, o, dwr, dvb);
     case Op::gated_delta_rule:
-      return cpu::chunk_gated_delta_rule_backward(p.q, p.k, p.v, p.gates.g, p.gates.beta, do_, dht, o);
-    case Op::kda: return cpu::chunk_kda_backward(p.q, p.k, p.v, p.gates.g, p.gates.beta, do_, dht, o);
+      return cpu::chunk_gated_delta_rule_backward(p.q, p.k, p.v, p.gates.g, p.gates.beta, do_, dht,
+                                                  o, dwr, dvb);
+    case Op::kda:
+      return cpu::chunk_kda_backward(p.q, p.k, p.v, p.gates.g, p.gates.beta, do_, dht, o, dwr, dvb);
     case Op::gdn2:
-      return cpu::chunk_gdn2_backward(p.q, p.k, p.v, p.gates.g, p.gates.b, p.gates.w, do_, dht, o);
+      return cpu::chunk_gdn2_backward(p.q, p.k, p.v, p.gates.g, p.gates.b, p.gates.w, do_, dht, o,
+                                      dwr, dvb);
     default: break;
   }
   return {};
@@ -330,4 +350,241 @@ TEST_CASE("Chunked backward rejects malformed do_ dht chunk_size and forward inp
   }, "chunk_delta_rule_backward", "beta");
   expect_error([&] { cpu::chunk_backward(Op::linear_attn, p.q, p.k, p.v, p.gates, pb.do_, pb.dht, o); },
                "chunk_backward", "op");
+}
+
+// ------------------------------------------------------------------------------------------------
+// Trace cotangents dwritten and dv_bar (CLER / CLER-H through the chunked core)
+// ------------------------------------------------------------------------------------------------
+
+namespace {
+
+/// Bound on the scaled error of one directional derivative (directional_fd_error; five-point
+/// differences of the reference forward, h = 2e-5), measured with LINATTN_CHUNK_BACKWARD_REPORT=1
+/// over RC_PARAMS seeds 1-3 and the default seed (100 cases per operator each): worst 4.0e-7 (dq,
+/// GDN and KDA; the differences' own truncation and rounding: K = 1 with L2-normalised keys is
+/// strongly curved), typically 1e-8 to 1e-7. The float32 test's worst was 7.0e-6 (dk) against its
+/// 1e-4 bound.
+constexpr double kTolFd = 2e-6;
+constexpr double kFdStep = 2e-5;
+
+/// Random trace cotangents for a problem; `which`: 1 dwritten only, 2 dv_bar only, 3 both.
+TraceCot make_trace_cot(const BwdCase& b, int which) {
+  std::mt19937_64 rng(b.c.seed ^ 0x2545f4914f6cdd1dULL);
+  std::normal_distribution<double> nd(0.0, 1.0);
+  TraceCot tc;
+  auto draw = [&] {
+    Tensor<double> t({b.c.B, b.c.T, b.c.H, b.c.V});
+    for (double& x : t) x = nd(rng);
+    return t;
+  };
+  if (which & 1) tc.dwritten = draw();
+  if (which & 2) tc.dv_bar = draw();
+  return tc;
+}
+
+double dot(const Tensor<double>& a, const Tensor<double>& b) {
+  if (!a.defined() || !b.defined()) return 0.0;
+  double s = 0;
+  for (index_t i = 0; i < a.numel(); ++i) s += a.data()[i] * b.data()[i];
+  return s;
+}
+
+/// L = <do, o> + <dht, S_T> + <dwritten, written> + <dv_bar, v_bar> by the REFERENCE forward.
+double trace_loss(const Problem<double>& p, const BwdProblem& b, const TraceCot& tc) {
+  Problem<double> r = p;
+  r.opt.return_trace = true;
+  r.opt.output_final_state = b.dht.defined();
+  const auto out = run_reference(r);
+  return dot(b.do_, out.o) + dot(b.dht, out.final_state) + dot(tc.dwritten, out.written) +
+         dot(tc.dv_bar, out.v_bar);
+}
+
+/// For every input tensor x (q, k, v, g, beta | b, w, the initial state): a random direction u
+/// (zero where x is within 1e-3 of a bound of its range, so that x + s u stays valid), the
+/// analytic <grad_x, u> against the five-point central difference of s -> L(x + s u). Returns the
+/// worst error, scaled by max(|numeric|, 0.01 ||grad_x||, 1e-4 max(|L|, ||(dq, dk, dv)||)) (a
+/// random direction's derivative is ~ ||grad_x||: the second floor keeps an unlucky
+/// near-orthogonal u from asking for more than that; the third covers the differences' rounding,
+/// ~1e-16 |L| / h = 1e-12 |L|, where a gradient is legitimately tiny: dg with g = -1000, dk of a
+/// normalised key with K = 1).
+double directional_fd_error(const BwdProblem& b, const TraceCot& tc,
+                            const ref::RecurrentGrads<double>& gr, std::uint64_t seed,
+                            std::map<std::string, double>& worst) {
+  const Problem<double>& p = b.p;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> nd(0.0, 1.0);
+  double worst_all = 0, gqkv = 0;
+  for (const Tensor<double>* t : {&gr.dq, &gr.dk, &gr.dv})
+    for (index_t i = 0; i < t->numel(); ++i) gqkv += t->data()[i] * t->data()[i];
+  const double floor = 1e-4 * std::max(std::abs(trace_loss(p, b, tc)), std::sqrt(gqkv));
+  auto check = [&](const char* name, const Tensor<double>& x, const Tensor<double>& grad, double lo,
+                   double hi, auto set) {
+    if (!x.defined()) return;
+    RC_ASSERT(grad.defined());
+    RC_ASSERT(grad.shape() == x.shape());
+    Tensor<double> u(x.shape());
+    double an = 0, gn = 0;
+    for (index_t i = 0; i < x.numel(); ++i) {
+      const double xi = x.data()[i];
+      const bool free = xi > lo + 1e-3 && xi < hi - 1e-3;
+      u.data()[i] = free ? std::clamp(nd(rng), -3.0, 3.0) : 0.0;
+      an += grad.data()[i] * u.data()[i];
+      gn += grad.data()[i] * grad.data()[i];
+    }
+    auto at = [&](double s) {
+      Tensor<double> xs = x.clone();
+      for (index_t i = 0; i < xs.numel(); ++i) xs.data()[i] += s * u.data()[i];
+      Problem<double> ps = p;
+      set(ps, xs);
+      return trace_loss(ps, b, tc);
+    };
+    const double h = kFdStep;
+    const double num = (8 * (at(h) - at(-h)) - (at(2 * h) - at(-2 * h))) / (12 * h);
+    const double scale = std::max({std::abs(num), 0.01 * std::sqrt(gn), floor, 1e-300});
+    const double err = std::abs(an - num) / scale;
+    RC_LOG() << name << ": analytic " << an << ", numeric " << num << ", error " << err << "\n";
+    worst[name] = std::max(worst[name], err);
+    worst_all = std::max(worst_all, err);
+  };
+  using P = Problem<double>;
+  check("q", p.q, gr.dq, -INFINITY, INFINITY, [](P& r, const Tensor<double>& x) { r.q = x; });
+  check("k", p.k, gr.dk, -INFINITY, INFINITY, [](P& r, const Tensor<double>& x) { r.k = x; });
+  check("v", p.v, gr.dv, -INFINITY, INFINITY, [](P& r, const Tensor<double>& x) { r.v = x; });
+  check("g", p.gates.g, gr.dg, -INFINITY, 0.0, [](P& r, const Tensor<double>& x) { r.gates.g = x; });
+  check("beta", p.gates.beta, gr.dbeta, 0.0, 1.0, [](P& r, const Tensor<double>& x) { r.gates.beta = x; });
+  check("b", p.gates.b, gr.db, 0.0, 1.0, [](P& r, const Tensor<double>& x) { r.gates.b = x; });
+  check("w", p.gates.w, gr.dw, 0.0, 1.0, [](P& r, const Tensor<double>& x) { r.gates.w = x; });
+  check("h0", p.opt.initial_state, gr.dh0, -INFINITY, INFINITY,
+        [](P& r, const Tensor<double>& x) { r.opt.initial_state = x; });
+  return worst_all;
+}
+
+/// Cases for the finite-difference check: T up to 70 (several chunks of 16 and 32).
+rc::Gen<BwdCase> gen_fd_case() {
+  return rc::gen::exec([] {
+    BwdCase b;
+    CaseLimits lim;
+    lim.max_B = 2, lim.max_H = 2, lim.max_K = 12, lim.max_V = 12, lim.max_T = 70;
+    b.c = *gen_case(lim);
+    b.chunk = *rc::gen::element<index_t>(16, 32, 64);
+    b.with_dht = *rc::gen::arbitrary<bool>();
+    b.l2norm = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
+    b.custom_scale = *rc::gen::arbitrary<bool>();
+    return b;
+  });
+}
+
+void trace_fd_property(Op op) {
+  std::map<std::string, double> worst;
+  rc::prop("chunked gradient with trace cotangents = finite differences of the reference", [&] {
+    const BwdCase b = *gen_fd_case();
+    const int which = *rc::gen::weightedElement<int>({{1, 1}, {1, 2}, {3, 3}});
+    RC_LOG() << ref::op_name(op) << " " << b << " cotangents " << which << "\n";
+    const BwdProblem pb = make_bwd_problem(op, b);
+    const TraceCot tc = make_trace_cot(b, which);
+    const auto gr = chunked_backward<double>(pb, b.chunk, 0, tc);
+    RC_ASSERT(directional_fd_error(pb, tc, gr, b.c.seed + 17, worst) <= kTolFd);
+  });
+  if (std::getenv("LINATTN_CHUNK_BACKWARD_REPORT")) {
+    std::cout << ref::op_name(op) << " trace cotangents, worst directional FD error:";
+    for (const auto& [n, w] : worst) std::cout << "  " << n << " " << w;
+    std::cout << "\n";
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Chunked DeltaNet backward with dwritten and dv_bar equals finite differences of the reference forward and trace") {
+  trace_fd_property(Op::delta_rule);
+}
+
+TEST_CASE("Chunked GDN backward with dwritten and dv_bar equals finite differences of the reference forward and trace") {
+  trace_fd_property(Op::gated_delta_rule);
+}
+
+TEST_CASE("Chunked KDA backward with dwritten and dv_bar equals finite differences of the reference forward and trace") {
+  trace_fd_property(Op::kda);
+}
+
+TEST_CASE("Chunked GDN2 backward with dwritten and dv_bar equals finite differences of the reference forward and trace") {
+  trace_fd_property(Op::gdn2);
+}
+
+TEST_CASE("Chunked backward with trace cotangents in float32 is within relative RMS 1e-4 of float64") {
+  Worst worst;
+  rc::prop("float32 chunked with dwritten and dv_bar ~ float64 chunked", [&] {
+    const Op op = *rc::gen::element(Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2);
+    const BwdCase b = *gen_bwd_case();
+    RC_LOG() << ref::op_name(op) << " " << b << "\n";
+    const BwdProblem pb = make_bwd_problem(op, b);
+    const TraceCot tc = make_trace_cot(b, 3);
+    expect_grads_close(chunked_backward<float>(pb, b.chunk, 0, tc),
+                       chunked_backward<double>(pb, b.chunk, 0, tc), kTol32, worst);
+  });
+  worst.print("float32 with trace cotangents");
+}
+
+namespace {
+template <class T>
+void expect_identical(const ref::RecurrentGrads<T>& x, const ref::RecurrentGrads<T>& y) {
+  for (const auto& [a, b] : {std::pair{&x.dq, &y.dq}, {&x.dk, &y.dk}, {&x.dv, &y.dv}, {&x.dg, &y.dg},
+                             {&x.dbeta, &y.dbeta}, {&x.db, &y.db}, {&x.dw, &y.dw}, {&x.dh0, &y.dh0}}) {
+    RC_ASSERT(a->defined() == b->defined());
+    for (index_t i = 0; i < a->numel(); ++i) RC_ASSERT(a->data()[i] == b->data()[i]);
+  }
+}
+}  // namespace
+
+TEST_CASE("Chunked backward with zero dwritten and dv_bar equals the call without them exactly") {
+  rc::prop("zero trace cotangents change nothing (float64 and float32)", [] {
+    const Op op = *rc::gen::element(Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2);
+    const BwdCase b = *gen_bwd_case();
+    RC_LOG() << ref::op_name(op) << " " << b << "\n";
+    const BwdProblem pb = make_bwd_problem(op, b);
+    TraceCot zero;
+    zero.dwritten = Tensor<double>({b.c.B, b.c.T, b.c.H, b.c.V});
+    zero.dv_bar = Tensor<double>({b.c.B, b.c.T, b.c.H, b.c.V});
+    for (Tensor<double>* t : {&zero.dwritten, &zero.dv_bar})
+      for (double& x : *t) x = 0.0;
+    expect_identical(chunked_backward<double>(pb, b.chunk, 0, zero), chunked_backward<double>(pb, b.chunk));
+    expect_identical(chunked_backward<float>(pb, b.chunk, 0, zero), chunked_backward<float>(pb, b.chunk));
+  });
+}
+
+TEST_CASE("Chunked backward with dwritten and dv_bar does not depend on the number of threads") {
+  rc::prop("1 thread = 3 threads with trace cotangents, bit for bit", [] {
+    const Op op = *rc::gen::element(Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2);
+    const BwdCase b = *gen_bwd_case();
+    const BwdProblem pb = make_bwd_problem(op, b);
+    const TraceCot tc = make_trace_cot(b, 3);
+    expect_identical(chunked_backward<float>(pb, b.chunk, 1, tc), chunked_backward<float>(pb, b.chunk, 3, tc));
+  });
+}
+
+TEST_CASE("Chunked backward rejects malformed dwritten and dv_bar naming the argument") {
+  Case c;
+  c.B = 1, c.T = 5, c.H = 2, c.K = 3, c.V = 4, c.seed = 11;
+  BwdCase b;
+  b.c = c;
+  const BwdProblem pb = make_bwd_problem(Op::kda, b);
+  const Problem<double>& p = pb.p;
+  const cpu::ChunkOptions<double> o = chunk_options(p.opt, 16);
+  const TraceCot tc = make_trace_cot(b, 3);
+  auto kda = [&](const Tensor<double>& dwr, const Tensor<double>& dvb) {
+    return cpu::chunk_kda_backward(p.q, p.k, p.v, p.gates.g, p.gates.beta, pb.do_, pb.dht, o, dwr, dvb);
+  };
+  CHECK_NOTHROW(kda(tc.dwritten, tc.dv_bar));
+  CHECK_NOTHROW(kda(Tensor<double>(), tc.dv_bar));
+  const std::string fn = "chunk_kda_backward";
+  expect_error([&] { kda(Tensor<double>({1, 5, 2, 3}), tc.dv_bar); }, fn, "dwritten");  // V = 4
+  expect_error([&] { kda(tc.dwritten, Tensor<double>({1, 4, 2, 4})); }, fn, "dv_bar");  // T = 5
+  Tensor<double> bad = tc.dv_bar.clone();
+  bad(0, 3, 1, 2) = NAN;
+  expect_error([&] { kda(tc.dwritten, bad); }, fn, "dv_bar");
+  Tensor<double> badw = tc.dwritten.clone();
+  badw(0, 0, 0, 0) = INFINITY;
+  expect_error([&] { kda(badw, tc.dv_bar); }, fn, "dwritten");
+  expect_error([&] {
+    cpu::chunk_backward(Op::kda, p.q, p.k, p.v, p.gates, pb.do_, pb.dht, o, Tensor<double>({1, 5, 2, 3}));
+  }, "chunk_backward", "dwritten");
 }

@@ -30,6 +30,18 @@
 //         GDN: dg_t = sum_d of that; the L2 normalisation and `scale` of q, k by the chain rule.
 // After the first chunk, dh0 = dS.
 //
+// Trace cotangents (optional; CLER / CLER-H differentiate through the trace, SPEC section 3). The
+// forward's trace is written = v_new (F6) and v_bar = Kg S + Lk v_new with Kg = k (.) exp(G) and
+// Lk_ij = sum_d k_id k_jd Gam_ijd (i > j) (chunk.cpp stage 6). Given dwritten and dv_bar:
+//     T1  dv_new += dwritten                               (after B1, before dv_new is used)
+//     T2  dv_new += Lk^T dv_bar
+//     T3  dS += Kg^T dv_bar                                (in B3)
+//     T4  dKg = dv_bar S^T:  dk += dKg (.) exp(G),  dG += dKg (.) Kg        (as dQg in B4, B10)
+//     T5  dLk = strict_tril(dv_bar v_new^T): through the pair sums of Lk as dP through P (B9),
+//         with k in both roles: dk_i += sum_{c<i} dLk_ic k_c (.) Gam_ic (row role, dkQ),
+//         dk_c += sum_{i>c} dLk_ic k_i (.) Gam_ic (column role, into dkLP); dG_i += k_i (.) dkQ_i.
+// Absent cotangents skip T1-T5 (the results are then those of the call without them).
+//
 // Numerics (SPEC section 4): every decay is exp of a sum of g <= 0 (G_i, G_last - G_i) or a product
 // of alphas <= 1 (Gam), never a positive exponent; masks are selects applied before use; all in
 // the input's precision. Gam is accumulated as the product alpha_{j+1} ... alpha_i, as in the
@@ -76,6 +88,8 @@ struct BwdJob {
   T *dq = nullptr, *dk = nullptr, *dv = nullptr, *dg = nullptr;       // like q, k, v, g
   T *dbeta = nullptr, *db = nullptr, *dw = nullptr;                   // like beta, b, w
   T* dh0 = nullptr;                                                   // K x V
+  // trace cotangents dL/dwritten, dL/dv_bar (rows ld_v), or null (zero: their stages are skipped)
+  const T *dwritten = nullptr, *dvbar = nullptr;
 };
 
 /// Scratch buffers of one thread (row-major; rows padded to Kp, Vp, KV = Kp + Vp or C columns).
@@ -90,16 +104,19 @@ struct Workspace {
   // backward quantities (B1-B11)
   std::vector<T> S, dS, ST, dST, dO, dWU, dRHS, dQg, dKd, dgamma, dP, dA, dL, T1, AT, rhsT, vnT;
   std::vector<T> deL, dqP, dkLP, dG, dq_row, dk_row;
+  // trace cotangents (T1-T5 below): dwritten, dv_bar rows; Lk and its gradient; Kg = k (.) exp(G),
+  // dKg; dkQ = the gradient of k in its row role of Lk
+  std::vector<T> dWr, dVb, Lk, dLk, Kg, dKg, dkQ;
   std::vector<T> saved;  // the state entering every chunk of the current job (pass 1)
   void resize(index_t C_, index_t K, index_t V) {
     C = C_, Kp = simd::round_up(K, PAD), Vp = simd::round_up(V, PAD), KV = Kp + Vp;
     auto sz = [](std::vector<T>& x, index_t n) { x.assign(static_cast<size_t>(n), T(0)); };
     for (auto* x : {&q, &k, &lg, &alpha, &b, &eG, &eGs, &e, &Qg, &Kd, &dQg, &dKd, &deL, &dqP,
-                    &dkLP, &dG})
+                    &dkLP, &dG, &Kg, &dKg, &dkQ})
       sz(*x, C * Kp);
-    for (auto* x : {&v, &w, &dO}) sz(*x, C * Vp);
+    for (auto* x : {&v, &w, &dO, &dWr, &dVb}) sz(*x, C * Vp);
     for (auto* x : {&rhs, &wu, &dWU, &dRHS}) sz(*x, C * KV);
-    for (auto* x : {&L, &P, &A, &dP, &dA, &dL, &T1, &AT}) sz(*x, C * C);
+    for (auto* x : {&L, &P, &A, &dP, &dA, &dL, &T1, &AT, &Lk, &dLk}) sz(*x, C * C);
     for (auto* x : {&S, &dS, &ST, &dST}) sz(*x, Kp * Vp);
     sz(rhsT, KV * C), sz(vnT, Vp * C), sz(beta, C), sz(gl, Kp), sz(dgamma, Kp), sz(dec, Kp);
     sz(dq_row, Kp), sz(dk_row, Kp);
@@ -134,6 +151,10 @@ LINATTN_INLINE void gather(const BwdJob<T>& j, Workspace<T>& ws, index_t c0, ind
     simd::copy_row<T, W>(in ? j.k + t * j.ld_k : nullptr, K, Kp, ki);
     simd::copy_row<T, W>(in ? j.v + t * j.ld_v : nullptr, V, Vp, ws.v.data() + i * Vp);
     simd::copy_row<T, W>(in ? j.do_ + t * j.ld_v : nullptr, V, Vp, ws.dO.data() + i * Vp);
+    if (j.dwritten)
+      simd::copy_row<T, W>(in ? j.dwritten + t * j.ld_v : nullptr, V, Vp, ws.dWr.data() + i * Vp);
+    if (j.dvbar)
+      simd::copy_row<T, W>(in ? j.dvbar + t * j.ld_v : nullptr, V, Vp, ws.dVb.data() + i * Vp);
     if (in && j.l2norm) l2_normalize_row(qi, K), l2_normalize_row(ki, K);
     for (index_t d = 0; d < K; ++d) qi[d] *= j.scale;
     if (j.decay == Decay::channel) {
@@ -153,7 +174,8 @@ LINATTN_INLINE void gather(const BwdJob<T>& j, Workspace<T>& ws, index_t c0, ind
 
 /// F1 and the decay-scaled operands of F2: exp(G_i), exp(G_last - G_i) = exp(g_{i+1} + ... +
 /// g_last) (a direct running sum from the end, never a difference of two sums), gamma = exp(G_last),
-/// alpha = exp(g); then E = e (.) exp(G) (into rhs[:, :Kp]), Qg = q (.) exp(G), Kd = k (.) exp(G_last - G).
+/// alpha = exp(g); then E = e (.) exp(G) (into rhs[:, :Kp]), Qg = q (.) exp(G), Kd = k (.) exp(G_last - G),
+/// and Kg = k (.) exp(G) (the trace's read operand, used only with a dv_bar cotangent).
 template <class T, int W>
 LINATTN_INLINE void decays(Workspace<T>& ws) {
   using Vt = vec<T, W>;
@@ -168,6 +190,7 @@ LINATTN_INLINE void decays(Workspace<T>& ws) {
       st<T, W>(ws.alpha.data() + i * Kp + d, simd::vexp<T, W>(ld<T, W>(lg + i * Kp + d)));
       st<T, W>(ws.rhs.data() + i * KV + d, ld<T, W>(ws.e.data() + i * Kp + d) * eg);
       st<T, W>(ws.Qg.data() + i * Kp + d, ld<T, W>(ws.q.data() + i * Kp + d) * eg);
+      st<T, W>(ws.Kg.data() + i * Kp + d, ld<T, W>(ws.k.data() + i * Kp + d) * eg);
     }
     st<T, W>(ws.gl.data() + d, simd::vexp<T, W>(acc));  // gamma = exp(G_last)
     acc = Vt{};
@@ -200,28 +223,32 @@ LINATTN_INLINE void make_e_u0(const BwdJob<T>& j, Workspace<T>& ws) {
 }
 
 /// F3: L (strictly lower) and, if asked, P (lower, diagonal included), with the per-channel decay
-/// Gam_ij = alpha_{j+1} ... alpha_i accumulated from j = i down to 0. Zero elsewhere.
+/// Gam_ij = alpha_{j+1} ... alpha_i accumulated from j = i down to 0; with `with_Lk` also the
+/// trace's Lk_ij = sum_d k_id k_jd Gam_ijd (strictly lower; chunk.cpp stage 3). Zero elsewhere.
 template <class T, int W>
-LINATTN_INLINE void intra_forward(Workspace<T>& ws, index_t n, bool with_P) {
+LINATTN_INLINE void intra_forward(Workspace<T>& ws, index_t n, bool with_P, bool with_Lk) {
   using Vt = vec<T, W>;
   const index_t C = ws.C, Kp = ws.Kp;
-  T *L = ws.L.data(), *P = ws.P.data(), *dec = ws.dec.data();
+  T *L = ws.L.data(), *P = ws.P.data(), *Lk = ws.Lk.data(), *dec = ws.dec.data();
   const T *k = ws.k.data(), *q = ws.q.data(), *e = ws.e.data(), *alpha = ws.alpha.data();
   std::fill(L, L + C * C, T(0));
   if (with_P) std::fill(P, P + C * C, T(0));
+  if (with_Lk) std::fill(Lk, Lk + C * C, T(0));
   for (index_t i = 0; i < n; ++i) {
     std::fill(dec, dec + Kp, T(1));
     for (index_t c = i; c >= 0; --c) {
-      Vt sl{}, sp{};
+      Vt sl{}, sp{}, sk{};
       for (index_t d = 0; d < Kp; d += W) {
         Vt g = ld<T, W>(dec + d);
         if (c < i) st<T, W>(dec + d, g = g * ld<T, W>(alpha + (c + 1) * Kp + d));
         const Vt kd = ld<T, W>(k + c * Kp + d) * g;
         sl += ld<T, W>(e + i * Kp + d) * kd;
         if (with_P) sp += ld<T, W>(q + i * Kp + d) * kd;
+        if (with_Lk) sk += ld<T, W>(k + i * Kp + d) * kd;
       }
       if (c < i) L[i * C + c] = simd::hsum<T, W>(sl);
       if (with_P) P[i * C + c] = simd::hsum<T, W>(sp);
+      if (with_Lk && c < i) Lk[i * C + c] = simd::hsum<T, W>(sk);
     }
   }
 }
@@ -253,7 +280,7 @@ LINATTN_INLINE void chunk_forward_quantities(const BwdJob<T>& j, Workspace<T>& w
   gather<T, W>(j, ws, c0, n);
   make_e_u0(j, ws);                        // F2: e, u0
   decays<T, W>(ws);                        // F1 (+ E, Qg, Kd, gamma, alpha)
-  intra_forward<T, W>(ws, n, with_P);      // F3
+  intra_forward<T, W>(ws, n, with_P, with_P && j.dvbar);  // F3 (+ Lk for a dv_bar cotangent)
   invert_unit_lower<T, W>(ws);             // F4
   // F5: [w_aux | u] = A [E | u0];  F6: v_new = u - w_aux S
   kern::gemm<T, W>(C, KV, C, ws.A.data(), C, 1, ws.rhs.data(), KV, ws.wu.data(), KV, Acc::store,
@@ -291,8 +318,10 @@ LINATTN_INLINE void mask_lower(T* M, index_t C, bool strict, T sign = T(1)) {
 }
 
 /// B9: the gradients of F3 through the pair sums, accumulated into deL (e), dqP (q), dkLP (k).
+/// With `trace` also T5's Lk: dkQ_i = sum_{c<i} dLk_ic k_c (.) Gam_ic (k in its row role) and
+/// dkLP_c += sum_{i>c} dLk_ic k_i (.) Gam_ic (k in its column role, like L's and P's).
 template <class T, int W>
-LINATTN_INLINE void intra_backward(Workspace<T>& ws, index_t n) {
+LINATTN_INLINE void intra_backward(Workspace<T>& ws, index_t n, bool trace) {
   using Vt = vec<T, W>;
   const index_t C = ws.C, Kp = ws.Kp;
   const T *k = ws.k.data(), *q = ws.q.data(), *e = ws.e.data(), *alpha = ws.alpha.data();
@@ -301,6 +330,9 @@ LINATTN_INLINE void intra_backward(Workspace<T>& ws, index_t n) {
   std::fill(ws.deL.begin(), ws.deL.end(), T(0));
   std::fill(ws.dqP.begin(), ws.dqP.end(), T(0));
   std::fill(ws.dkLP.begin(), ws.dkLP.end(), T(0));
+  const T* dLk = ws.dLk.data();
+  T* dkQ = ws.dkQ.data();
+  if (trace) std::fill(ws.dkQ.begin(), ws.dkQ.end(), T(0));
   for (index_t i = 0; i < n; ++i) {
     std::fill(dec, dec + Kp, T(1));
     for (index_t c = i; c >= 0; --c) {
@@ -314,6 +346,12 @@ LINATTN_INLINE void intra_backward(Workspace<T>& ws, index_t n) {
         st<T, W>(deL + i * Kp + d, ld<T, W>(deL + i * Kp + d) + sl * kd);
         const Vt src = sp * ld<T, W>(q + i * Kp + d) + sl * ld<T, W>(e + i * Kp + d);
         st<T, W>(dkLP + c * Kp + d, ld<T, W>(dkLP + c * Kp + d) + src * g);
+        if (trace) {  // Lk_ic = sum_d k_id k_cd Gam_icd, c < i (dLk_ii = 0, masked)
+          const Vt sk = simd::splat<T, W>(dLk[i * C + c]);
+          st<T, W>(dkQ + i * Kp + d, ld<T, W>(dkQ + i * Kp + d) + sk * kd);
+          st<T, W>(dkLP + c * Kp + d,
+                   ld<T, W>(dkLP + c * Kp + d) + sk * ld<T, W>(k + i * Kp + d) * g);
+        }
       }
     }
   }
@@ -344,6 +382,14 @@ LINATTN_INLINE void chunk_backward_step(const BwdJob<T>& j, Workspace<T>& ws, in
   // B1: dv_new = P^T do + Kd dS'
   kern::gemm<T, W>(C, Vp, C, ws.P.data(), 1, C, dO, Vp, dvn, KV, Acc::store);
   kern::gemm<T, W>(C, Vp, K, ws.Kd.data(), Kp, 1, dS, Vp, dvn, KV, Acc::add);
+  // T1: written = v_new, so dv_new += dwritten;  T2: v_bar = Kg S + Lk v_new, so dv_new += Lk^T dv_bar
+  const bool tr = j.dvbar != nullptr;
+  const T* dVb = ws.dVb.data();
+  if (j.dwritten)
+    for (index_t i = 0; i < C; ++i)
+      for (index_t c = 0; c < Vp; c += W)
+        st<T, W>(dvn + i * KV + c, ld<T, W>(dvn + i * KV + c) + ld<T, W>(ws.dWr.data() + i * Vp + c));
+  if (tr) kern::gemm<T, W>(C, Vp, C, ws.Lk.data(), 1, C, dVb, Vp, dvn, KV, Acc::add);
   // B2: dKd = v_new dS'^T
   kern::gemm<T, W>(C, Kp, V, vn, KV, 1, ws.dST.data(), Kp, ws.dKd.data(), Kp, Acc::store);
   // B3: dS = Diag(gamma) dS' + Qg^T do - w_aux^T dv_new (dS' is not needed after this)
@@ -353,6 +399,8 @@ LINATTN_INLINE void chunk_backward_step(const BwdJob<T>& j, Workspace<T>& ws, in
   }
   kern::gemm<T, W>(Kp, Vp, C, ws.Qg.data(), 1, Kp, dO, Vp, dS, Vp, Acc::add);
   kern::gemm<T, W>(Kp, Vp, C, wu, 1, KV, dvn, KV, dS, Vp, Acc::sub);
+  // T3: dS += Kg^T dv_bar (v_bar reads the entering state through Kg)
+  if (tr) kern::gemm<T, W>(Kp, Vp, C, ws.Kg.data(), 1, Kp, dVb, Vp, dS, Vp, Acc::add);
   // B4: dQg = do S^T;  dw_aux = -dv_new S^T (into dWU[:, :Kp]; du = dv_new is dWU[:, Kp:])
   kern::gemm<T, W>(C, Kp, V, dO, Vp, 1, ws.ST.data(), Kp, ws.dQg.data(), Kp, Acc::store);
   kern::gemm<T, W>(C, Kp, V, dvn, KV, 1, ws.ST.data(), Kp, dWU, KV, Acc::store);
@@ -361,6 +409,12 @@ LINATTN_INLINE void chunk_backward_step(const BwdJob<T>& j, Workspace<T>& ws, in
   // B5: dP = tril_incl(do v_new^T)
   kern::gemm<T, W>(C, C, V, dO, Vp, 1, ws.vnT.data(), C, ws.dP.data(), C, Acc::store, Tri::lower_c);
   mask_lower(ws.dP.data(), C, /*strict=*/false);
+  // T4: dKg = dv_bar S^T;  T5: dLk = strict_tril(dv_bar v_new^T)
+  if (tr) {
+    kern::gemm<T, W>(C, Kp, V, dVb, Vp, 1, ws.ST.data(), Kp, ws.dKg.data(), Kp, Acc::store);
+    kern::gemm<T, W>(C, C, V, dVb, Vp, 1, ws.vnT.data(), C, ws.dLk.data(), C, Acc::store, Tri::lower_c);
+    mask_lower(ws.dLk.data(), C, /*strict=*/true);
+  }
   // B6: dA = [dw_aux | du] [E | u0]^T (only the strictly lower part reaches L)
   kern::gemm<T, W>(C, C, KV, dWU, KV, 1, ws.rhsT.data(), C, ws.dA.data(), C, Acc::store,
                    Tri::lower_c);
@@ -374,7 +428,7 @@ LINATTN_INLINE void chunk_backward_step(const BwdJob<T>& j, Workspace<T>& ws, in
   // B8: [dE | du0] = A^T [dw_aux | du]
   kern::gemm<T, W>(C, KV, C, A, 1, C, dWU, KV, ws.dRHS.data(), KV, Acc::store);
   // B9: through the pair sums of F3
-  intra_backward<T, W>(ws, n);
+  intra_backward<T, W>(ws, n, tr);
 
   // B10: per token, through F2 and the decays; dG first (per channel), then the inputs.
   const T *q = ws.q.data(), *k = ws.k.data(), *e = ws.e.data(), *eG = ws.eG.data();
@@ -395,7 +449,11 @@ LINATTN_INLINE void chunk_backward_step(const BwdJob<T>& j, Workspace<T>& ws, in
                     + ld<T, W>(e + x) * ld<T, W>(deL + x)                     // L: e de^L
                     + ld<T, W>(q + x) * ld<T, W>(dqP + x)                     // P: q dq^P
                     - ld<T, W>(k + x) * ld<T, W>(dkLP + x);                   // L, P: -k dk
-      st<T, W>(dG + x, dg);
+      if (tr)  // T4, T5 through exp(G) of Kg and the row role of k in Lk: dKg Kg + k dkQ
+        st<T, W>(dG + x, dg + ld<T, W>(ws.dKg.data() + x) * ld<T, W>(ws.Kg.data() + x)
+                             + ld<T, W>(k + x) * ld<T, W>(ws.dkQ.data() + x));
+      else
+        st<T, W>(dG + x, dg);
       st<T, W>(ws.dec.data() + d, ld<T, W>(ws.dec.data() + d) + kdk);
     }
   for (index_t d = 0; d < Kp; d += W)
@@ -416,6 +474,7 @@ LINATTN_INLINE void chunk_backward_step(const BwdJob<T>& j, Workspace<T>& ws, in
       const T gate = j.op == Op::gdn2 ? ws.b[x + d] : ws.beta[i];
       dqs[d] = (dQg[x + d] * eG[x + d] + dqP[x + d]) * j.scale;  // x = scale q: dq = scale dx
       dks[d] = dKd[x + d] * eGs[x + d] + dkLP[x + d] + gate * de;
+      if (tr) dks[d] += ws.dKg[x + d] * eG[x + d] + ws.dkQ[x + d];  // T4, T5
       if (j.op == Op::gdn2) j.db[t * j.ld_k + d] = de * k[x + d];  // e = b (.) k
       else dbeta += de * k[x + d];                                  // e = beta k
     }
@@ -497,7 +556,8 @@ template <class T>
 ref::RecurrentGrads<T> run_backward(const std::string& fn, Op op, const Tensor<T>& q,
                                     const Tensor<T>& k, const Tensor<T>& v,
                                     const ref::Gates<T>& gates, const Tensor<T>& do_,
-                                    const Tensor<T>& dht, const ChunkOptions<T>& opt) {
+                                    const Tensor<T>& dht, const ChunkOptions<T>& opt,
+                                    const Tensor<T>& dwritten, const Tensor<T>& dv_bar) {
   if (op == Op::linear_attn)
     fail(fn, "op", "one of delta_rule, gated_delta_rule, kda, gdn2", ref::op_name(op));
   const index_t N = ref::validate_recurrent(fn, op, q, k, v, gates, opt);
@@ -512,6 +572,14 @@ ref::RecurrentGrads<T> run_backward(const std::string& fn, Op op, const Tensor<T
   if (dht.defined()) {
     check_shape(fn, "dht", dht, {N, H, K, V});
     check_finite(fn, "dht", dht);
+  }
+  if (dwritten.defined()) {
+    check_shape(fn, "dwritten", dwritten, {B, Tn, H, V});
+    check_finite(fn, "dwritten", dwritten);
+  }
+  if (dv_bar.defined()) {
+    check_shape(fn, "dv_bar", dv_bar, {B, Tn, H, V});
+    check_finite(fn, "dv_bar", dv_bar);
   }
 
   const Decay decay = detail::decay_of(op);
@@ -533,6 +601,8 @@ ref::RecurrentGrads<T> run_backward(const std::string& fn, Op op, const Tensor<T
     j.ld_k = H * K, j.ld_v = H * V;
     j.q = q.data() + row * K, j.k = k.data() + row * K, j.v = v.data() + row * V;
     j.do_ = do_.data() + row * V;
+    if (dwritten.defined()) j.dwritten = dwritten.data() + row * V;
+    if (dv_bar.defined()) j.dvbar = dv_bar.data() + row * V;
     j.dq = gr.dq.data() + row * K, j.dk = gr.dk.data() + row * K, j.dv = gr.dv.data() + row * V;
     if (decay != Decay::none) {
       const index_t per = decay == Decay::channel ? K : 1;
@@ -564,18 +634,22 @@ template <class T>
 ref::RecurrentGrads<T> chunk_backward(Op op, const Tensor<T>& q, const Tensor<T>& k,
                                       const Tensor<T>& v, const ref::Gates<T>& gates,
                                       const Tensor<T>& do_, const Tensor<T>& dht,
-                                      const ChunkOptions<T>& opt) {
-  return run_backward<T>("chunk_backward", op, q, k, v, gates, do_, dht, opt);
+                                      const ChunkOptions<T>& opt, const Tensor<T>& dwritten,
+                                      const Tensor<T>& dv_bar) {
+  return run_backward<T>("chunk_backward", op, q, k, v, gates, do_, dht, opt, dwritten, dv_bar);
 }
 
 template <class T>
 ref::RecurrentGrads<T> chunk_delta_rule_backward(const Tensor<T>& q, const Tensor<T>& k,
                                                  const Tensor<T>& v, const Tensor<T>& beta,
                                                  const Tensor<T>& do_, const Tensor<T>& dht,
-                                                 const ChunkOptions<T>& opt) {
+                                                 const ChunkOptions<T>& opt,
+                                                 const Tensor<T>& dwritten,
+                                                 const Tensor<T>& dv_bar) {
   ref::Gates<T> gt;
   gt.beta = beta;
-  return run_backward<T>("chunk_delta_rule_backward", Op::delta_rule, q, k, v, gt, do_, dht, opt);
+  return run_backward<T>("chunk_delta_rule_backward", Op::delta_rule, q, k, v, gt, do_, dht, opt,
+                         dwritten, dv_bar);
 }
 
 template <class T>
@@ -583,21 +657,25 @@ ref::RecurrentGrads<T> chunk_gated_delta_rule_backward(const Tensor<T>& q, const
                                                        const Tensor<T>& v, const Tensor<T>& g,
                                                        const Tensor<T>& beta, const Tensor<T>& do_,
                                                        const Tensor<T>& dht,
-                                                       const ChunkOptions<T>& opt) {
+                                                       const ChunkOptions<T>& opt,
+                                                       const Tensor<T>& dwritten,
+                                                       const Tensor<T>& dv_bar) {
   ref::Gates<T> gt;
   gt.g = g, gt.beta = beta;
   return run_backward<T>("chunk_gated_delta_rule_backward", Op::gated_delta_rule, q, k, v, gt, do_,
-                         dht, opt);
+                         dht, opt, dwritten, dv_bar);
 }
 
 template <class T>
 ref::RecurrentGrads<T> chunk_kda_backward(const Tensor<T>& q, const Tensor<T>& k,
                                           const Tensor<T>& v, const Tensor<T>& g,
                                           const Tensor<T>& beta, const Tensor<T>& do_,
-                                          const Tensor<T>& dht, const ChunkOptions<T>& opt) {
+                                          const Tensor<T>& dht, const ChunkOptions<T>& opt,
+                                          const Tensor<T>& dwritten, const Tensor<T>& dv_bar) {
   ref::Gates<T> gt;
   gt.g = g, gt.beta = beta;
-  return run_backward<T>("chunk_kda_backward", Op::kda, q, k, v, gt, do_, dht, opt);
+  return run_backward<T>("chunk_kda_backward", Op::kda, q, k, v, gt, do_, dht, opt, dwritten,
+                         dv_bar);
 }
 
 template <class T>
@@ -605,29 +683,31 @@ ref::RecurrentGrads<T> chunk_gdn2_backward(const Tensor<T>& q, const Tensor<T>& 
                                            const Tensor<T>& v, const Tensor<T>& g,
                                            const Tensor<T>& b, const Tensor<T>& w,
                                            const Tensor<T>& do_, const Tensor<T>& dht,
-                                           const ChunkOptions<T>& opt) {
+                                           const ChunkOptions<T>& opt, const Tensor<T>& dwritten,
+                                           const Tensor<T>& dv_bar) {
   ref::Gates<T> gt;
   gt.g = g, gt.b = b, gt.w = w;
-  return run_backward<T>("chunk_gdn2_backward", Op::gdn2, q, k, v, gt, do_, dht, opt);
+  return run_backward<T>("chunk_gdn2_backward", Op::gdn2, q, k, v, gt, do_, dht, opt, dwritten,
+                         dv_bar);
 }
 
 #define LINATTN_INSTANTIATE(T)                                                                    \
   template ref::RecurrentGrads<T> chunk_backward<T>(Op, const Tensor<T>&, const Tensor<T>&,       \
                                                     const Tensor<T>&, const ref::Gates<T>&,       \
                                                     const Tensor<T>&, const Tensor<T>&,           \
-                                                    const ChunkOptions<T>&);                      \
+                                                    const ChunkOptions<T>&, const Tensor<T>&, const Tensor<T>&);                      \
   template ref::RecurrentGrads<T> chunk_delta_rule_backward<T>(                                   \
       const Tensor<T>&, const Tensor<T>&, const Tensor<T>&, const Tensor<T>&, const Tensor<T>&,   \
-      const Tensor<T>&, const ChunkOptions<T>&);                                                  \
+      const Tensor<T>&, const ChunkOptions<T>&, const Tensor<T>&, const Tensor<T>&);                                                  \
   template ref::RecurrentGrads<T> chunk_gated_delta_rule_backward<T>(                             \
       const Tensor<T>&, const Tensor<T>&, const Tensor<T>&, const Tensor<T>&, const Tensor<T>&,   \
-      const Tensor<T>&, const Tensor<T>&, const ChunkOptions<T>&);                                \
+      const Tensor<T>&, const Tensor<T>&, const ChunkOptions<T>&, const Tensor<T>&, const Tensor<T>&);                                \
   template ref::RecurrentGrads<T> chunk_kda_backward<T>(                                          \
       const Tensor<T>&, const Tensor<T>&, const Tensor<T>&, const Tensor<T>&, const Tensor<T>&,   \
-      const Tensor<T>&, const Tensor<T>&, const ChunkOptions<T>&);                                \
+      const Tensor<T>&, const Tensor<T>&, const ChunkOptions<T>&, const Tensor<T>&, const Tensor<T>&);                                \
   template ref::RecurrentGrads<T> chunk_gdn2_backward<T>(                                         \
       const Tensor<T>&, const Tensor<T>&, const Tensor<T>&, const Tensor<T>&, const Tensor<T>&,   \
-      const Tensor<T>&, const Tensor<T>&, const Tensor<T>&, const ChunkOptions<T>&);
+      const Tensor<T>&, const Tensor<T>&, const Tensor<T>&, const ChunkOptions<T>&, const Tensor<T>&, const Tensor<T>&);
 LINATTN_INSTANTIATE(float)
 LINATTN_INSTANTIATE(double)
 #undef LINATTN_INSTANTIATE

@@ -16,9 +16,16 @@
 /// equation; docs/derivation-backward.md, section "Chunked backward", derives every line.
 /// All arithmetic is in the input's precision (float: float32 states, gates and inverse).
 ///
+/// Trace cotangents (CLER / CLER-H, SPEC section 3): optionally dL/dwritten (`dwritten`) and
+/// dL/dv_bar (`dv_bar`), each [B, T, H, V] (undefined = 0), of the trace that the forward returns
+/// with return_trace; the gradients are then those of
+/// L = <do, o> + <dht, S_T> + <dwritten, written> + <dv_bar, v_bar>
+/// (for the paper error r = v - v_bar: pass dv_bar = -dr and add dr to dv).
+///
 /// Threads: OpenMP over (sequence, head) pairs (opt.num_threads; 0 = OpenMP's default); the result
 /// does not depend on the thread count. Errors: the forward's checks (ref::validate_recurrent,
-/// chunk_size, num_threads), then do_ and dht as in the reference backward.
+/// chunk_size, num_threads), then do_ and dht as in the reference backward, then dwritten and
+/// dv_bar (shape [B, T, H, V], finite) when defined.
 /// @file
 #pragma once
 
@@ -35,7 +42,8 @@ template <class T>
 ref::RecurrentGrads<T> chunk_delta_rule_backward(const Tensor<T>& q, const Tensor<T>& k,
                                                  const Tensor<T>& v, const Tensor<T>& beta,
                                                  const Tensor<T>& do_, const Tensor<T>& dht,
-                                                 const ChunkOptions<T>& opt = {});
+                                                 const ChunkOptions<T>& opt = {},
+    const Tensor<T>& dwritten = Tensor<T>(), const Tensor<T>& dv_bar = Tensor<T>());
 
 /// Backward of chunk_gated_delta_rule (Eqs.15-17). Gives dq, dk, dv, dg [B,T,H], dbeta, dh0.
 template <class T>
@@ -43,14 +51,16 @@ ref::RecurrentGrads<T> chunk_gated_delta_rule_backward(const Tensor<T>& q, const
                                                        const Tensor<T>& v, const Tensor<T>& g,
                                                        const Tensor<T>& beta, const Tensor<T>& do_,
                                                        const Tensor<T>& dht,
-                                                       const ChunkOptions<T>& opt = {});
+                                                       const ChunkOptions<T>& opt = {},
+    const Tensor<T>& dwritten = Tensor<T>(), const Tensor<T>& dv_bar = Tensor<T>());
 
 /// Backward of chunk_kda (Eqs.18-20). Gives dq, dk, dv, dg [B,T,H,K], dbeta, dh0.
 template <class T>
 ref::RecurrentGrads<T> chunk_kda_backward(const Tensor<T>& q, const Tensor<T>& k,
                                           const Tensor<T>& v, const Tensor<T>& g,
                                           const Tensor<T>& beta, const Tensor<T>& do_,
-                                          const Tensor<T>& dht, const ChunkOptions<T>& opt = {});
+                                          const Tensor<T>& dht, const ChunkOptions<T>& opt = {},
+    const Tensor<T>& dwritten = Tensor<T>(), const Tensor<T>& dv_bar = Tensor<T>());
 
 /// Backward of chunk_gdn2 (Eqs.21-24). Gives dq, dk, dv, dg [B,T,H,K], db, dw, dh0.
 template <class T>
@@ -58,7 +68,8 @@ ref::RecurrentGrads<T> chunk_gdn2_backward(const Tensor<T>& q, const Tensor<T>& 
                                            const Tensor<T>& v, const Tensor<T>& g,
                                            const Tensor<T>& b, const Tensor<T>& w,
                                            const Tensor<T>& do_, const Tensor<T>& dht,
-                                           const ChunkOptions<T>& opt = {});
+                                           const ChunkOptions<T>& opt = {},
+    const Tensor<T>& dwritten = Tensor<T>(), const Tensor<T>& dv_bar = Tensor<T>());
 
 /// Any of the four operators by name (op = Op::linear_attn is rejected); the gates that `op`
 /// uses are taken from `gates`, as in chunk_forward.
@@ -66,7 +77,8 @@ template <class T>
 ref::RecurrentGrads<T> chunk_backward(ref::Op op, const Tensor<T>& q, const Tensor<T>& k,
                                       const Tensor<T>& v, const ref::Gates<T>& gates,
                                       const Tensor<T>& do_, const Tensor<T>& dht,
-                                      const ChunkOptions<T>& opt = {});
+                                      const ChunkOptions<T>& opt = {},
+    const Tensor<T>& dwritten = Tensor<T>(), const Tensor<T>& dv_bar = Tensor<T>());
 
 /// @}
 
