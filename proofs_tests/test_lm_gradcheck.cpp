@@ -80,12 +80,23 @@ std::vector<ModelConfig> every_configuration() {
         c.routing = r.routing, c.routed_error = r.error, c.rho = r.rho, c.route_rank = r.rank;
         out.push_back(c);
       }
-  // the model's wiring of the chunked CPU kernels as the core (one configuration: the chunked core
-  // is ~100x slower than the per-token one at these tiny sizes under the sanitizers, and
-  // test_lm_mixers proves chunked == per-token for every mixer's output and gradients)
+  // the model's wiring of the chunked CPU kernels as the core (a few configurations: the chunked
+  // core is slower than the per-token one at these tiny sizes under the sanitizers, and
+  // test_lm_mixers proves chunked == per-token for every mixer and every trace-routed mode):
+  // CLVR, and the trace-routed modes through cpu::chunk_backward's dwritten / dv_bar
   ModelConfig c = tiny("hybrid", MixerKind::gdn2);
   c.routing = "clvr", c.core = "chunk";
   out.push_back(c);
+  const std::pair<MixerKind, Routing> traced[] = {
+      {MixerKind::gdn, {"cler", "paper", "rms", 0}},
+      {MixerKind::kda, {"cler-h", "written", "identity", 2}},
+      {MixerKind::deltanet, {"clvr-gate", "written", "identity", 0}},
+      {MixerKind::gdn2, {"clvr-concat", "paper", "identity", 0}}};
+  for (const auto& [kind, r] : traced) {
+    ModelConfig t = tiny("hybrid", kind);
+    t.routing = r.routing, t.routed_error = r.error, t.rho = r.rho, t.route_rank = r.rank, t.core = "chunk";
+    out.push_back(t);
+  }
   return out;
 }
 
@@ -93,7 +104,7 @@ std::vector<ModelConfig> every_configuration() {
 
 TEST_CASE("LM model gradient of every mixer stack and routing option equals finite differences along a random direction of each parameter") {
   // Five-point differences with h = 5e-6 (fd_check.hpp). Bound: |g . u - FD| <= 1e-5 max(|FD|, 1e-3).
-  // Measured: worst error 5.2e-7 over 138 configurations (the test prints it; now 123 are run). It is the finite
+  // Measured: worst error 5.2e-7 over 138 configurations (the test prints it; now 127 are run). It is the finite
   // difference's own error: the worst case at h = 1e-5 (1.4e-6, CLER with rho = rms, whose RMS
   // normalisation of a small routed error is strongly curved) fell as h^4 from 1.2e-4 at h = 3e-5,
   // and rounding takes over below h = 5e-6; a wrong gradient term gives errors of order 1.
@@ -111,7 +122,7 @@ TEST_CASE("LM model gradient of every mixer stack and routing option equals fini
     ++n, ++seed;
   }
   WARN("directional checks of " << n << " configurations: worst error " << worst << " at " << worst_at);
-  CHECK(n == 123);
+  CHECK(n == 127);
 }
 
 TEST_CASE("LM models with a low-rank routing projection have gradients equal to finite differences in every coordinate") {

@@ -90,9 +90,9 @@ struct ModelConfig {
       fail(fn, "routing", "none, cler, cler-h, clvr, clvr-gate or clvr-concat", routing);
     if (routed_error != "paper" && routed_error != "written") fail(fn, "routed_error", "paper or written", routed_error);
     if (rho != "identity" && rho != "rms") fail(fn, "rho", "identity or rms", rho);
-    if (needs_trace() && core != "recurrent")
-      fail(fn, "core", "recurrent with routing " + routing +
-           " (it differentiates through the recurrence trace; only walkthroughs/lm/delta_core.hpp does)", core);
+    if (needs_trace() && core == "reference")
+      fail(fn, "core", "recurrent or chunk with routing " + routing +
+           " (it differentiates through the recurrence trace; the naive reference backward does not)", core);
     if (route_rank < 0) fail(fn, "route_rank", "0 (full P) or a positive rank", std::to_string(route_rank));
     if (route_rank > 0 && !residual_routing())
       fail(fn, "route_rank", "0 unless routing is cler-h or clvr (or a clvr control; only they have a P_l)",

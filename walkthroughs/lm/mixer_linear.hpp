@@ -22,7 +22,9 @@
 // CLER (Eqs.27-28): when the model sets route_in (the routed signal s of the layer p(l)), the
 // value written is v~ = v + Gamma rho(s) with Gamma a learned scalar (initialised to 0) and rho the
 // identity or an RMS normalisation per token and head; the gradient of s goes to droute_in. The
-// layer's own trace (r or written, RoutedError) is in `trace` for the next layer or for CLER-H.
+// layer's own trace (r or written, RoutedError) is in `trace` for the next layer or for CLER-H;
+// its gradient reaches the recurrence through the per-token core (delta_core.hpp) or the chunked
+// kernels' trace cotangents (`--core chunk`, optimized/cpu/chunk_backward.hpp).
 #pragma once
 
 #include <cmath>
@@ -239,7 +241,12 @@ struct LinearMixer : Mixer<T> {
       cpu::ChunkOptions<T> opt;
       opt.scale = scale();
       opt.num_threads = chunk_threads(B, Tn);
+      opt.return_trace = want_trace;
       out = cpu::chunk_forward(op, q4, k4, v4, tensor_gates(B, Tn), opt);
+      if (want_trace) {  // the routed signal: written = v_new, or the paper error r = v - v_bar
+        const Tensor<T>& s = route_written ? out.written : out.r;
+        std::copy(s.begin(), s.end(), trace.begin());
+      }
     } else {  // reference
       ref::RecurrentOptions<T> opt;
       opt.scale = scale();
@@ -373,7 +380,19 @@ struct LinearMixer : Mixer<T> {
       cpu::ChunkOptions<T> opt;
       opt.scale = scale();
       opt.num_threads = chunk_threads(B, Tn);
-      gr = cpu::chunk_backward(op, q4, k4, v4, gt, do4, Tensor<T>(), opt);
+      // The trace cotangent (CLER / CLER-H; chunk_backward.hpp, "Trace cotangents"):
+      // written error: dwritten = dtrace;  paper error r = v - v_bar: dv_bar = -dtrace, dv += dtrace.
+      Tensor<T> dwr, dvb;
+      if (want_trace && !dtrace.empty()) {
+        if (route_written) {
+          dwr = Tensor<T>::wrap(dtrace.data(), {B, Tn, Hv, Dv});
+        } else {
+          dvb = Tensor<T>({B, Tn, Hv, Dv});
+          for (index_t i = 0; i < dvb.numel(); ++i) dvb.data()[i] = -dtrace[static_cast<size_t>(i)];
+          for (index_t i = 0; i < dvb.numel(); ++i) dvt[static_cast<size_t>(i)] += dtrace[static_cast<size_t>(i)];
+        }
+      }
+      gr = cpu::chunk_backward(op, q4, k4, v4, gt, do4, Tensor<T>(), opt, dwr, dvb);
     } else {
       ref::RecurrentOptions<T> opt;
       opt.scale = scale();
