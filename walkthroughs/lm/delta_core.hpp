@@ -3,11 +3,11 @@
 // (q, k [B,T,H,K], v [B,T,H,V], log-decays g, beta / b / w; no initial state), on raw buffers,
 // OpenMP-parallel over (batch, head), in float or double.
 //
-// Why a core here when reference/recurrent_backward.hpp and optimized/cpu/chunk_backward.hpp
-// exist: cross-layer routing (CLER, CLER-H; SPEC section 3) differentiates through the recurrence
-// *trace* -- the error r = v - v_bar or the written vector -- and those backward functions take
-// cotangents of the output o (and the final state) only. This backward also takes cotangents dr
-// and dwritten. With dr = dwritten = 0 it equals the reference backward
+// Why a core here when reference/recurrent_backward.hpp exists: cross-layer routing (CLER, CLER-H;
+// SPEC section 3) differentiates through the recurrence *trace* -- the error r = v - v_bar or the
+// written vector -- and the reference backward takes cotangents of the output o (and the final
+// state) only. This backward also takes cotangents dr and dwritten (as does the chunked
+// optimized/cpu/chunk_backward.hpp, through dwritten and dv_bar: `--core chunk`). With dr = dwritten = 0 it equals the reference backward
 // (proofs_tests/test_lm_mixers.cpp checks both that and finite differences).
 //
 // Every operator runs in the general GDN2 form of Eqs.21-24 (reference/delta_rules.hpp):
