@@ -223,6 +223,9 @@ struct LinearMixer : Mixer<T> {
   /// region costs more than tiny problems, up to a time slice on a loaded machine: the model
   /// gradient checks ran 10x slower), else OpenMP's default. Results do not depend on it.
   int chunk_threads(index_t B, index_t Tn) const { return B * Hv * Tn * Dk * Dv > kParMin ? 0 : 1; }
+  /// Chunk size of the chunked kernels: the smallest of 16, 32, 64 that holds T, else 64 (a chunk
+  /// costs C rows whatever its fill: tiny gradient-check sequences ran 16x the work at C = 64).
+  static index_t chunk_size(index_t Tn) { return Tn <= 16 ? 16 : Tn <= 32 ? 32 : 64; }
 
   void core_forward_dispatch(index_t B, index_t Tn) {
     const index_t N = B * Tn, HV = HVD();
@@ -241,6 +244,7 @@ struct LinearMixer : Mixer<T> {
       cpu::ChunkOptions<T> opt;
       opt.scale = scale();
       opt.num_threads = chunk_threads(B, Tn);
+      opt.chunk_size = chunk_size(Tn);
       opt.return_trace = want_trace;
       out = cpu::chunk_forward(op, q4, k4, v4, tensor_gates(B, Tn), opt);
       if (want_trace) {  // the routed signal: written = v_new, or the paper error r = v - v_bar
@@ -380,6 +384,7 @@ struct LinearMixer : Mixer<T> {
       cpu::ChunkOptions<T> opt;
       opt.scale = scale();
       opt.num_threads = chunk_threads(B, Tn);
+      opt.chunk_size = chunk_size(Tn);
       // The trace cotangent (CLER / CLER-H; chunk_backward.hpp, "Trace cotangents"):
       // written error: dwritten = dtrace;  paper error r = v - v_bar: dv_bar = -dtrace, dv += dtrace.
       Tensor<T> dwr, dvb;
