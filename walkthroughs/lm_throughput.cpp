@@ -6,7 +6,7 @@
 //
 //   lm_throughput                          the paper walkthroughs' model (walkthroughs/paper/scales.hpp,
 //                                          full scale: d_model 96, 6 layers, 8 x 128 tokens per step)
-//   lm_throughput --core chunk             linear layers on the chunked CPU kernels (no CLER / CLER-H)
+//   lm_throughput --core recurrent         linear layers on lm/delta_core.hpp instead of the chunked kernels
 //   lm_throughput --d-model 128 --layers 4 --batch 16   the sanity anchor's size
 //   lm_throughput --routing cler-h         linear stacks with routing (dense rows stay unrouted)
 //   lm_throughput --clock cpu              tokens per second of process CPU time (all threads):
@@ -48,7 +48,7 @@ struct Opts {
   index_t d_model = 96, layers = 6, heads = 4, kv_heads = 2, lin_heads = 2, lin_v_heads = 4, lin_dk = 32,
           lin_dv = 32, batch = 8, seq_len = 128, steps = 2, rounds = 3;
   int threads = 0;
-  std::string core = "recurrent";
+  std::string core = "chunk";
   std::string routing = "none";
   bool cpu_clock = false;
 };
@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
         std::cout << "lm_throughput [--d-model 96] [--layers 6] [--heads 4] [--kv-heads 2] [--lin-heads 2]\n"
                      "              [--lin-v-heads 4] [--lin-dk 32] [--lin-dv 32] [--batch 8] [--seq-len 128]\n"
                      "              [--steps 2] [--rounds 3] [--threads 0 (all)] [--core recurrent|chunk]\n"
-                     "              [--routing none|cler|cler-h|clvr] [--clock wall|cpu]\n"
+                     "              [--routing none|cler|cler-h|clvr|clvr-gate|clvr-concat] [--clock wall|cpu]\n"
                      "tokens/s of forward + backward + optimiser step per mixer, stack and optimiser.\n";
         return 0;
       }

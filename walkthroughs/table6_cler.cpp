@@ -46,7 +46,8 @@ int main(int argc, char** argv) {
                        {"lr-adamw", "3e-3", "peak lr of AdamW (and Muon's Adam group)"},
                        {"lr-muon", "3e-3", "peak lr of Muon's matrices"},
                        {"routed-error", "paper", "paper (r = v - v_bar) | written (beta r, what the kernel writes)"},
-                       {"stack", "hybrid", "stack of the hosts: hybrid | pure"}});
+                       {"stack", "hybrid", "stack of the hosts: hybrid | pure"},
+                       {"core", "chunk", "recurrence core of the linear layers: chunk | recurrent (equal to rounding)"}});
     for (ExtraOption& e : c.extra)
       if (e.name == "steps" && e.value.empty()) e.value = c.quick ? "30" : "300";
     if (c.out.empty()) c.out = project_root() + (c.quick ? "/walkthroughs/results/table6_quick" : "/walkthroughs/results/table6");
@@ -59,7 +60,7 @@ int main(int argc, char** argv) {
     for (const auto& [opt, host] : pairs)
       for (const char* routing : {"none", "cler"}) {
         lm::TrainOptions o = base_options(c.quick, std::stoll(c.get("steps")));
-        set_options(o, {{"stack", c.get("stack")}, {"mixer", host}, {"optimizer", opt}, {"core", "recurrent"},
+        set_options(o, {{"stack", c.get("stack")}, {"mixer", host}, {"optimizer", opt}, {"core", c.get("core")},
                         {"routing", routing}, {"routed-error", c.get("routed-error")},
                         {"lr", c.get(opt == "muon" ? "lr-muon" : "lr-adamw")}, {"adam-lr", c.get("lr-adamw")}});
         add_seeded(runs, group(opt, host, routing), {{"host", host}, {"optimizer", opt}, {"routing", routing}}, o, seeds);

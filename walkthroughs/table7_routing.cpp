@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
                        {"lr", "3e-3", "peak lr (Muon: its matrices; the Adam group uses --adam-lr)"},
                        {"adam-lr", "3e-3", "Muon's Adam group lr"},
                        {"routed-error", "paper", "what CLER-H routes: paper (r = v - v_bar) | written (beta r)"},
+                       {"core", "recurrent", "recurrence core: recurrent | chunk (equal to rounding; the committed partial runs used recurrent)"},
                        {"stack", "hybrid", "stack of the hosts: hybrid | pure"}});
     for (ExtraOption& e : c.extra)
       if (e.name == "budgets" && e.value.empty()) e.value = c.quick ? "20,40" : "150,450";
@@ -69,7 +70,7 @@ int main(int argc, char** argv) {
         for (const std::string& routing : variants) {
           lm::TrainOptions o = base_options(c.quick, std::stoll(steps));
           set_options(o, {{"stack", c.get("stack")}, {"mixer", host}, {"optimizer", c.get("optimizer")},
-                          {"core", "recurrent"}, {"routing", routing}, {"routed-error", c.get("routed-error")},
+                          {"core", c.get("core")}, {"routing", routing}, {"routed-error", c.get("routed-error")},
                           {"lr", c.get("lr")}, {"adam-lr", c.get("adam-lr")}});
           add_seeded(runs, group(host, steps, routing), {{"host", host}, {"steps", steps}, {"routing", routing}}, o, seeds);
         }

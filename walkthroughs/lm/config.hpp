@@ -40,7 +40,7 @@ struct ModelConfig {
   index_t lin_v_heads = 4;    ///< value heads Hv, a multiple of Hk (q, k shared by Hv / Hk heads)
   index_t lin_dk = 32, lin_dv = 32;
   index_t conv_size = 4;      ///< causal depthwise short convolution on q, k, v
-  std::string core = "recurrent";  ///< recurrence core: recurrent | chunk | reference
+  std::string core = "chunk";  ///< recurrence core: chunk (optimized/cpu, the default) | recurrent | reference
   // cross-layer routing (SPEC section 3)
   /// none | cler | cler-h | clvr, or the Sec.6.6 controls clvr-gate (s = sigmoid(a ||r|| / (||v|| +
   /// eps) + b) v per token and head) and clvr-concat (s = [r; v]), injected as CLER-H / CLVR
