@@ -38,7 +38,7 @@ about the same; the question is the growth.
 int main(int argc, char** argv) {
   prefer_passive_openmp_wait(argv);
   try {
-    Cli c = parse_cli(argc, argv, "fig6_iteration_time", "",
+    Cli c = parse_cli(argc, argv, "fig6_iteration_time", "fig6",
                       {{"lengths", "", "sequence lengths, comma-separated [quick 16,32,64; full 256,512,1024,2048]"},
                        {"tokens", "", "tokens per step [quick 128; full 4096]"},
                        {"core", "chunk", "recurrence core of the GDN layers"}});
@@ -46,7 +46,6 @@ int main(int argc, char** argv) {
       if (e.name == "lengths" && e.value.empty()) e.value = c.quick ? "16,32,64" : "256,512,1024,2048";
       if (e.name == "tokens" && e.value.empty()) e.value = c.quick ? "128" : "4096";
     }
-    if (c.out.empty()) c.out = project_root() + (c.quick ? "/walkthroughs/results/fig6_quick" : "/walkthroughs/results/fig6");
     const index_t iters = c.timing_steps > 0 ? c.timing_steps : (c.quick ? 2 : 6);
     std::vector<index_t> lengths;
     {

@@ -37,7 +37,7 @@ differs between mixers and optimisers.
 int main(int argc, char** argv) {
   prefer_passive_openmp_wait(argv);
   try {
-    Cli c = parse_cli(argc, argv, "lr_sweep", "",
+    Cli c = parse_cli(argc, argv, "lr_sweep", "lr_sweep",
                       {{"steps", "", "optimiser steps per run [quick 24, full 300]"},
                        {"lrs", "", "peak learning rates, comma-separated [quick 1e-3,1e-2; full 3e-4,1e-3,3e-3,1e-2,3e-2]"},
                        {"adam-lr", "3e-3", "Muon mode: the Adam group's lr (fixed during the sweep)"},
@@ -47,7 +47,6 @@ int main(int argc, char** argv) {
       if (e.name == "steps" && e.value.empty()) e.value = c.quick ? "24" : "300";
       if (e.name == "lrs" && e.value.empty()) e.value = c.quick ? "1e-3,1e-2" : "3e-4,1e-3,3e-3,1e-2,3e-2";
     }
-    if (c.out.empty()) c.out = project_root() + (c.quick ? "/walkthroughs/results/lr_sweep_quick" : "/walkthroughs/results/lr_sweep");
     const index_t seeds = c.seeds > 0 ? c.seeds : 1;
     auto split = [](const std::string& s) {
       std::vector<std::string> v;

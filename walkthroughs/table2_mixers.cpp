@@ -64,13 +64,12 @@ lm::TrainOptions options_of(const Cli& c, const Config& k) {
 int main(int argc, char** argv) {
   prefer_passive_openmp_wait(argv);
   try {
-    Cli c = parse_cli(argc, argv, "table2_mixers", "", {{"steps", "", "optimiser steps per run [quick 30, full 400]"},
+    Cli c = parse_cli(argc, argv, "table2_mixers", "table2", {{"steps", "", "optimiser steps per run [quick 30, full 400]"},
                                                          {"lr-adamw", "3e-3", "peak lr of AdamW (and Muon's Adam group)"},
                                                          {"lr-muon", "3e-3", "peak lr of Muon's matrices"},
                                                          {"core", "chunk", "recurrence core of the linear layers"}});
     for (ExtraOption& e : c.extra)
       if (e.name == "steps" && e.value.empty()) e.value = c.quick ? "30" : "400";
-    if (c.out.empty()) c.out = project_root() + (c.quick ? "/walkthroughs/results/table2_quick" : "/walkthroughs/results/table2");
     const index_t seeds = c.seeds > 0 ? c.seeds : (c.quick ? 1 : 2);
     const index_t timing_steps = c.timing_steps >= 0 ? c.timing_steps : (c.quick ? 2 : 10);
 

@@ -41,7 +41,7 @@ seeds that is optimistic.
 int main(int argc, char** argv) {
   prefer_passive_openmp_wait(argv);
   try {
-    Cli c = parse_cli(argc, argv, "table6_cler", "",
+    Cli c = parse_cli(argc, argv, "table6_cler", "table6",
                       {{"steps", "", "optimiser steps per run [quick 30, full 300]"},
                        {"lr-adamw", "3e-3", "peak lr of AdamW (and Muon's Adam group)"},
                        {"lr-muon", "3e-3", "peak lr of Muon's matrices"},
@@ -50,7 +50,6 @@ int main(int argc, char** argv) {
                        {"core", "chunk", "recurrence core of the linear layers: chunk | recurrent (equal to rounding)"}});
     for (ExtraOption& e : c.extra)
       if (e.name == "steps" && e.value.empty()) e.value = c.quick ? "30" : "300";
-    if (c.out.empty()) c.out = project_root() + (c.quick ? "/walkthroughs/results/table6_quick" : "/walkthroughs/results/table6");
     const index_t seeds = c.seeds > 0 ? c.seeds : (c.quick ? 1 : 3);
     const std::vector<std::pair<std::string, std::string>> pairs{{"muon", "gdn"}, {"muon", "deltanet"}, {"adamw", "gdn"}, {"adamw", "deltanet"}};
     std::vector<Run> runs;

@@ -42,7 +42,7 @@ Here: both hosts as hybrid stacks with Muon at the walkthroughs' small scale, a 
 int main(int argc, char** argv) {
   prefer_passive_openmp_wait(argv);
   try {
-    Cli c = parse_cli(argc, argv, "table7_routing", "",
+    Cli c = parse_cli(argc, argv, "table7_routing", "table7",
                       {{"budgets", "", "the two step budgets, comma-separated [quick 20,40; full 150,450]"},
                        {"optimizer", "muon", "adamw | muon"},
                        {"lr", "3e-3", "peak lr (Muon: its matrices; the Adam group uses --adam-lr)"},
@@ -52,7 +52,6 @@ int main(int argc, char** argv) {
                        {"stack", "hybrid", "stack of the hosts: hybrid | pure"}});
     for (ExtraOption& e : c.extra)
       if (e.name == "budgets" && e.value.empty()) e.value = c.quick ? "20,40" : "150,450";
-    if (c.out.empty()) c.out = project_root() + (c.quick ? "/walkthroughs/results/table7_quick" : "/walkthroughs/results/table7");
     const index_t seeds = c.seeds > 0 ? c.seeds : (c.quick ? 1 : 3);
     std::vector<std::string> budgets;
     {

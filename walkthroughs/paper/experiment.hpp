@@ -133,11 +133,11 @@ struct Cli {
 };
 
 /// Parse the shared options and the program's `extra` ones (given with their defaults).
-/// Prints the help and exits on --help.
-inline Cli parse_cli(int argc, char** argv, const std::string& prog, const std::string& default_out,
+/// `results` names the item's directory: --out defaults to walkthroughs/results/<results>, or
+/// <results>_quick with --quick. Prints the help and exits on --help.
+inline Cli parse_cli(int argc, char** argv, const std::string& prog, const std::string& results,
                      std::vector<ExtraOption> extra) {
   Cli c;
-  c.out = default_out;
   c.extra = std::move(extra);
   for (int i = 0; i < argc; ++i) c.argv.emplace_back(argv[i]);
   auto need = [&](int& i, const std::string& a) -> std::string {
@@ -158,7 +158,8 @@ inline Cli parse_cli(int argc, char** argv, const std::string& prog, const std::
     if (a == "--help" || a == "-h") {
       std::cout << prog << " [options]\n"
                 << "  --quick            tiny model, few steps (CI mode; checks every table is finite and the loss falls)\n"
-                << "  --out DIR          output directory [" << default_out << "]\n"
+                << "  --out DIR          output directory [walkthroughs/results/" << results << ", or " << results
+                << "_quick with --quick]\n"
                 << "  --jobs N           runs at once, each a child process [1]\n"
                 << "  --threads T        OpenMP threads per run [1 when --jobs > 1, else all]\n"
                 << "  --seeds N          seeds per configuration [program default]\n"
@@ -200,6 +201,7 @@ inline Cli parse_cli(int argc, char** argv, const std::string& prog, const std::
   if (c.jobs < 1) fail(prog, "--jobs", "at least 1", std::to_string(c.jobs));
   if (c.threads < 0) fail(prog, "--threads", "0 (default) or a positive count", std::to_string(c.threads));
   if (c.seeds < 0) fail(prog, "--seeds", "a non-negative count", std::to_string(c.seeds));
+  if (c.out.empty()) c.out = project_root() + "/walkthroughs/results/" + results + (c.quick ? "_quick" : "");
   return c;
 }
 
