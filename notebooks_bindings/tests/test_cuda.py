@@ -71,7 +71,7 @@ def test_cuda_per_operator_functions_equal_chunk(op):
     o1, S1 = fn(inp["q"], inp["k"], inp["v"], *gates_of(op, inp).values(), output_final_state=True)
     o2, S2 = lc.chunk(op, inp["q"], inp["k"], inp["v"], **gates_of(op, inp), output_final_state=True)
     assert np.array_equal(o1, o2) and np.array_equal(S1, S2)
-    _, S_none = fn(inp["q"], inp["k"], inp["v"], *gates_of(op, inp))
+    _, S_none = fn(inp["q"], inp["k"], inp["v"], *gates_of(op, inp).values())
     assert S_none is None
 
 
