@@ -41,6 +41,22 @@ def num(x):
         return math.nan
 
 
+def per_optimiser(d, filename, figsize, title, xlabel, ylabel, draw, legend_size):
+    """One panel per optimiser (AdamW left, Muon right, shared y axis); draw(ax, opt) fills one."""
+    fig, axes = plt.subplots(1, 2, figsize=figsize, sharey=True)
+    for ax, opt in zip(axes, ["adamw", "muon"]):
+        draw(ax, opt)
+        ax.set_title(f"{opt}: {title}")
+        ax.set_xlabel(xlabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=legend_size)
+    axes[0].set_ylabel(ylabel)
+    fig.tight_layout()
+    fig.savefig(d / filename, dpi=120)
+    plt.close(fig)
+    return d / filename
+
+
 def plot_table2(d):
     runs = read_csv(d / "runs.csv")
     curves = defaultdict(list)  # group -> list of (tokens, val) per seed
@@ -49,8 +65,8 @@ def plot_table2(d):
         rows = read_csv(d / "runs" / (r["name"] + ".csv"))
         curves[r["group"]].append([(num(x["tokens"]), num(x["val_loss"])) for x in rows if x["val_loss"] not in ("", "nan")])
         meta[r["group"]] = (r["arch"], r["optimizer"], r["stack"])
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
-    for ax, opt in zip(axes, ["adamw", "muon"]):
+
+    def draw(ax, opt):
         for g, seeds in sorted(curves.items()):
             arch, o, stack = meta[g]
             if o != opt or not seeds:
@@ -60,21 +76,15 @@ def plot_table2(d):
             ys = [sum(s[i][1] for s in seeds) / len(seeds) for i in range(n)]
             ax.plot(xs[1:], ys[1:], color=COLOURS.get(arch, "grey"), ls="--" if stack == "pure" else "-",
                     label=f"{arch} {stack}")
-        ax.set_title(f"{opt}: validation loss (mean over seeds)")
-        ax.set_xlabel("training tokens")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    axes[0].set_ylabel("nats / char")
-    fig.tight_layout()
-    fig.savefig(d / "loss_curves.png", dpi=120)
-    plt.close(fig)
-    return d / "loss_curves.png"
+
+    return per_optimiser(d, "loss_curves.png", (12, 4.5), "validation loss (mean over seeds)",
+                         "training tokens", "nats / char", draw, 7)
 
 
 def plot_lr_sweep(d):
     rows = read_csv(d / "lr_sweep.csv")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    for ax, opt in zip(axes, ["adamw", "muon"]):
+
+    def draw(ax, opt):
         by = defaultdict(list)
         for r in rows:
             if r["optimizer"] == opt:
@@ -83,15 +93,9 @@ def plot_lr_sweep(d):
             pts.sort()
             ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[0 if math.isnan(p[2]) else p[2] for p in pts],
                         marker="o", color=COLOURS.get(m, "grey"), label=m, capsize=2)
-        ax.set_title(f"{opt}: final loss against learning rate")
-        ax.set_xlabel("log10 peak learning rate")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    axes[0].set_ylabel("final validation loss (nats / char)")
-    fig.tight_layout()
-    fig.savefig(d / "lr_sweep.png", dpi=120)
-    plt.close(fig)
-    return d / "lr_sweep.png"
+
+    return per_optimiser(d, "lr_sweep.png", (11, 4.2), "final loss against learning rate",
+                         "log10 peak learning rate", "final validation loss (nats / char)", draw, 8)
 
 
 def plot_fig6(d):
