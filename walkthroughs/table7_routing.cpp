@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
                        {"lr", "3e-3", "peak lr (Muon: its matrices; the Adam group uses --adam-lr)"},
                        {"adam-lr", "3e-3", "Muon's Adam group lr"},
                        {"routed-error", "paper", "what CLER-H routes: paper (r = v - v_bar) | written (beta r)"},
-                       {"core", "recurrent", "recurrence core: recurrent | chunk (equal to rounding; the committed partial runs used recurrent)"},
+                       {"core", "chunk", "recurrence core: chunk | recurrent (equal to rounding; the reduced run in results/table7_reduced_100_300steps used recurrent)"},
                        {"stack", "hybrid", "stack of the hosts: hybrid | pure"}});
     for (ExtraOption& e : c.extra)
       if (e.name == "budgets" && e.value.empty()) e.value = c.quick ? "20,40" : "150,450";
