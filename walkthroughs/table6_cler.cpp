@@ -8,7 +8,8 @@
 //   table6_cler --jobs 8 --threads 2          full: 3 seeds per configuration
 // Matched: the routed run and its baseline have the same host, optimiser, schedule, seed
 // (initialisation of every shared parameter and batch order); only --routing differs. Both use
-// the per-token recurrence core (CLER differentiates through the recurrence trace).
+// the chunked CPU core by default (CLER differentiates through the recurrence trace: the chunked
+// backward's trace cotangents); --core recurrent gives the per-token core, equal to rounding.
 // Output (--out, default walkthroughs/results/table6 or .../table6_quick): table6.md, table6.csv,
 // runs.csv, runs/<run>.csv, logs/.
 #include <iostream>
