@@ -67,6 +67,19 @@ struct CaseLimits {
   bool allow_packed = true;  ///< sometimes produce packed variable-length batches
 };
 
+/// cu_seqlens of a packed batch of T tokens: 1 to 4 sequences cut at random points (empty
+/// sequences allowed: equal cuts), and with `extra_empty` half the time one more empty sequence.
+inline std::vector<index_t> gen_cu_seqlens(index_t T, bool extra_empty = false) {
+  const index_t n = *rc::gen::inRange<index_t>(1, 5);
+  auto cuts = *rc::gen::container<std::vector<index_t>>(static_cast<size_t>(n - 1),
+                                                         rc::gen::inRange<index_t>(0, T + 1));
+  cuts.push_back(0);
+  cuts.push_back(T);
+  if (extra_empty && *rc::gen::arbitrary<bool>()) cuts.push_back(*rc::gen::elementOf(cuts));
+  std::sort(cuts.begin(), cuts.end());
+  return cuts;
+}
+
 /// A RapidCheck generator of case structures. K and V are drawn independently (d_k != d_v often,
 /// non-powers of two often).
 inline rc::Gen<Case> gen_case(CaseLimits lim = {}) {
@@ -82,13 +95,7 @@ inline rc::Gen<Case> gen_case(CaseLimits lim = {}) {
     const bool packed = lim.allow_packed && *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
     if (packed) {
       c.B = 1;
-      const index_t n = *rc::gen::inRange<index_t>(1, 5);
-      auto cuts = *rc::gen::container<std::vector<index_t>>(static_cast<size_t>(n - 1),
-                                                             rc::gen::inRange<index_t>(0, c.T + 1));
-      cuts.push_back(0);
-      cuts.push_back(c.T);
-      std::sort(cuts.begin(), cuts.end());  // empty sequences allowed
-      c.cu_seqlens = cuts;
+      c.cu_seqlens = gen_cu_seqlens(c.T);
     } else {
       c.B = *rc::gen::inRange<index_t>(1, lim.max_B + 1);
     }

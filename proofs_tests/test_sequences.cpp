@@ -161,14 +161,7 @@ Case packed_case() {
   lim.allow_packed = false;
   Case c = *gen_case(lim);
   c.B = 1;
-  const index_t n = *rc::gen::inRange<index_t>(1, 5);
-  auto cuts = *rc::gen::container<std::vector<index_t>>(static_cast<size_t>(n - 1),
-                                                         rc::gen::inRange<index_t>(0, c.T + 1));
-  cuts.push_back(0);
-  cuts.push_back(c.T);
-  if (*rc::gen::arbitrary<bool>()) cuts.push_back(*rc::gen::elementOf(cuts));  // an empty sequence
-  std::sort(cuts.begin(), cuts.end());
-  c.cu_seqlens = cuts;
+  c.cu_seqlens = gen_cu_seqlens(c.T, /*extra_empty=*/true);
   return c;
 }
 
