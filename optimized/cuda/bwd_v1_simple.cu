@@ -29,81 +29,24 @@
 // output element (C x K x V and C x C x (K + V) FFMA chains fed from L1/L2, no reuse in registers
 // or shared memory); per-channel gates add C x C x K exponentials in prepare and in B9. Gradients
 // agree with fla's within 3e-3 to 6e-3 relative RMS (fla rounds intermediates to bf16).
-#include <cstdio>
-#include <cstdlib>
-
-#include "optimized/cuda/versions.cuh"
+#include "optimized/cuda/bwd_common.cuh"
 
 namespace linattn::cuda::detail {
 namespace {
 
-constexpr int C = 64;
-constexpr int BV = 32;  // value columns per block of the two recurrences
-constexpr int kThreads = 256;
-constexpr int LD = C + 1;  // row stride of the C x C shared matrices
-
-__host__ __device__ inline int gate_width(const KParams& p) {
-  return p.gate == kGateChannel ? p.K : (p.gate == kGateScalar ? 1 : 0);
-}
-
-/// The workspace, carved from p.ws. rows = B * T * H (row of token t, head h: t * H + h).
-struct BWs {
-  double* G;   // [rows, KG] cumulative log-decay inside the chunk (float64)
-  float* wa;   // [rows, K] w_aux
-  float* E;    // [rows, K] e (.) exp(G)
-  float* Qg;   // [rows, K] scale q (.) exp(G)
-  float* Kd;   // [rows, K] k (.) exp(G_last - G)
-  float* vn;   // [rows, V] u, then v_new
-  float* dvn;  // [rows, V] dL/dv_new
-  float* P;    // [rows, C] intra-chunk read, row i of its chunk
-  float* A;    // [rows, C] (I + L)^-1, row i of its chunk
-  float* S;    // [chunks, H, K, V] state entering each chunk
-  float* dS;   // [chunks, H, K, V] dL/d(state leaving each chunk)
-  float* dQg;  // [rows, K]
-  float* dKd;  // [rows, K]
-  float* dwa;  // [rows, K]
-  float* dE;   // [rows, K]
-  float* deL;  // [rows, K] de^L, then de
-  float* dqP;  // [rows, K]
-  float* dkLP; // [rows, K]
-  float* dGc;  // [rows, K] reverse cumulative sum of dG (scalar gates: summed over K afterwards)
-  float* du0;  // [rows, V]
-};
-
-__host__ __device__ inline BWs bwd_ws(const KParams& p) {
-  const std::int64_t rows = std::int64_t(p.B) * p.T * p.H;
-  const std::int64_t st = std::int64_t(p.num_chunks) * p.H * p.K * p.V;
-  BWs w;
-  w.G = static_cast<double*>(p.ws);
-  float* f = reinterpret_cast<float*>(w.G + rows * gate_width(p));
-  auto take = [&](std::int64_t n) { float* r = f; f += n; return r; };
-  w.wa = take(rows * p.K), w.E = take(rows * p.K), w.Qg = take(rows * p.K), w.Kd = take(rows * p.K);
-  w.vn = take(rows * p.V), w.dvn = take(rows * p.V);
-  w.P = take(rows * C), w.A = take(rows * C);
-  w.S = take(st), w.dS = take(st);
-  w.dQg = take(rows * p.K), w.dKd = take(rows * p.K), w.dwa = take(rows * p.K), w.dE = take(rows * p.K);
-  w.deL = take(rows * p.K), w.dqP = take(rows * p.K), w.dkLP = take(rows * p.K), w.dGc = take(rows * p.K);
-  w.du0 = take(rows * p.V);
-  return w;
-}
-
-std::size_t bwd_ws_bytes(const KParams& p) {
-  const std::size_t rows = std::size_t(p.B) * p.T * p.H;
-  const std::size_t st = std::size_t(p.num_chunks) * p.H * p.K * p.V;
-  return sizeof(double) * rows * gate_width(p) +
-         sizeof(float) * (rows * (12 * std::size_t(p.K) + 3 * std::size_t(p.V) + 2 * C) + 2 * st);
-}
-
-/// First chunk (index in the chunk table) of sequence n.
-__device__ __forceinline__ int first_chunk(const KParams& p, int n) {
-  return p.seq_chunk0 ? p.seq_chunk0[n] : n * p.chunks_per_seq;
-}
-
-/// G of row i of the chunk at channel d (0 for DeltaNet).
-__device__ __forceinline__ double G_at(const KParams& p, const BWs& ws, std::int64_t row, int d) {
-  const int KG = gate_width(p);
-  return KG == 0 ? 0.0 : ws.G[row * KG + (KG == 1 ? 0 : d)];
-}
+// Shared with rung 2 (bwd_common.cuh).
+using bwdc::BV;
+using bwdc::BWs;
+using bwdc::BwdOut;
+using bwdc::bwd_ws;
+using bwdc::bwd_ws_bytes;
+using bwdc::C;
+using bwdc::first_chunk;
+using bwdc::G_at;
+using bwdc::gate_width;
+using bwdc::kThreads;
+using bwdc::LD;
+using bwdc::Profile;
 
 // ------------------------------------------------------------------------------------------------
 // F1-F5: per (chunk, head), everything that does not depend on the state.
@@ -351,11 +294,6 @@ __global__ void __launch_bounds__(kThreads) bwd_dstates(KParams p, const Tin* do
 // ------------------------------------------------------------------------------------------------
 // B2, B4-B11: per (chunk, head), with S, dS', v_new and dv_new known.
 // ------------------------------------------------------------------------------------------------
-struct BwdOut {
-  const void* do_;
-  void *dq, *dk, *dv, *dg, *dbeta, *db, *dw;
-};
-
 template <class Tin, class Tg>
 __global__ void __launch_bounds__(kThreads) bwd_grads(KParams p, BwdOut out) {
   extern __shared__ float smem[];
@@ -540,47 +478,15 @@ __global__ void __launch_bounds__(kThreads) bwd_grads(KParams p, BwdOut out) {
   }
 }
 
-/// With LINATTN_BWD_PROFILE set, each kernel is timed with CUDA events and the times are printed
-/// (stderr) after a synchronisation: where the time of this rung goes.
-struct Profile {
-  bool on = std::getenv("LINATTN_BWD_PROFILE") != nullptr;
-  cudaStream_t stream;
-  cudaEvent_t ev[5];
-  int n = 0;
-  explicit Profile(cudaStream_t s) : stream(s) {
-    if (!on) return;
-    for (auto& e : ev) LINATTN_CUDA_CHECK(cudaEventCreate(&e));
-    mark();
-  }
-  void mark() {
-    if (on) LINATTN_CUDA_CHECK(cudaEventRecord(ev[n++], stream));
-  }
-  ~Profile() {
-    if (!on) return;
-    cudaEventSynchronize(ev[n - 1]);
-    const char* names[] = {"prepare", "states", "dstates", "grads"};
-    std::fprintf(stderr, "bwd_v1 kernels (ms):");
-    for (int i = 1; i < n; ++i) {
-      float ms = 0.f;
-      cudaEventElapsedTime(&ms, ev[i - 1], ev[i]);
-      std::fprintf(stderr, " %s %.3f", names[i - 1], ms);
-    }
-    std::fprintf(stderr, "\n");
-    for (auto& e : ev) cudaEventDestroy(e);
-  }
-};
-
 template <class Tin, class Tg>
-void launch_typed(const BwdCall& c) {
+void launch_front(const BwdCall& c, Profile& prof) {
   const KParams& p = c.p;
   const int KG = gate_width(p);
   const std::size_t prep_smem = sizeof(double) * std::size_t(C) * (KG ? KG : 1) +
                                 sizeof(float) * (std::size_t(C) * p.K + 2 * C * LD + C);
-  const std::size_t grad_smem = sizeof(float) * (std::size_t(5) * C * LD + p.K + C);
   const dim3 rec_grid(p.N, p.H, (p.V + BV - 1) / BV);
   const std::size_t st_smem = sizeof(float) * (std::size_t(p.K) * BV + C * BV + p.K);
   const std::size_t ds_smem = sizeof(float) * (std::size_t(p.K) * BV + 2 * C * BV + p.K);
-  Profile prof(c.stream);
   if (p.num_chunks > 0) {
     LINATTN_CUDA_CHECK(cudaFuncSetAttribute(bwd_prepare<Tin, Tg>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_smem)));
@@ -596,6 +502,14 @@ void launch_typed(const BwdCall& c) {
   bwd_dstates<Tin><<<rec_grid, kThreads, ds_smem, c.stream>>>(p, static_cast<const Tin*>(c.do_), c.dht, c.dh0);
   LINATTN_CUDA_CHECK(cudaGetLastError());
   prof.mark();
+}
+
+template <class Tin, class Tg>
+void launch_typed(const BwdCall& c) {
+  const KParams& p = c.p;
+  const std::size_t grad_smem = sizeof(float) * (std::size_t(5) * C * LD + p.K + C);
+  Profile prof(c.stream, "bwd_v1");
+  launch_front<Tin, Tg>(c, prof);
   if (p.num_chunks > 0) {
     LINATTN_CUDA_CHECK(cudaFuncSetAttribute(bwd_grads<Tin, Tg>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, int(grad_smem)));
@@ -609,6 +523,13 @@ void launch_typed(const BwdCall& c) {
 }  // namespace
 
 std::size_t bwd_v1_workspace_bytes(const KParams& p) { return bwd_ws_bytes(p); }
+
+void bwdc::bwd_v1_front(const BwdCall& c, Profile& prof) {
+  if (c.dtype == 0 && c.gate_dtype == 0) return launch_front<float, float>(c, prof);
+  if (c.dtype == 0 && c.gate_dtype == 1) return launch_front<float, __nv_bfloat16>(c, prof);
+  if (c.dtype == 1 && c.gate_dtype == 0) return launch_front<__nv_bfloat16, float>(c, prof);
+  return launch_front<__nv_bfloat16, __nv_bfloat16>(c, prof);
+}
 
 void bwd_v1_launch(const BwdCall& c) {
   if (c.p.N == 0) return;

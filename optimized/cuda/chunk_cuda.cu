@@ -363,6 +363,7 @@ const char* bwd_version_name(BwdVersion v) {
   switch (v) {
     case BwdVersion::best: return "best";
     case BwdVersion::v1_simple: return "bwd_v1_simple";
+    case BwdVersion::v2_tensorcore: return "bwd_v2_tensorcore";
   }
   return "?";
 }
@@ -389,9 +390,9 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version) {
   require_b(!any || f.op == Op::gdn2 || a.dbeta, "dbeta", "a device pointer", "null");
   require_b(!any || f.op != Op::gdn2 || (a.db && a.dw), "db, dw", "device pointers for gdn2", "null");
   require_b(p.N == 0 || a.dh0, "dh0", "a device pointer ([N, H, K, V] float32)", "null");
-  if (version == BwdVersion::best) version = BwdVersion::v1_simple;
-  if (version != BwdVersion::v1_simple)
-    fail(fn, "version", "a version of the backward ladder", std::to_string(static_cast<int>(version)));
+  if (version == BwdVersion::best) version = BwdVersion::v2_tensorcore;
+  if (version != BwdVersion::v1_simple && version != BwdVersion::v2_tensorcore)
+    fail(fn, "version", "a version of the backward ladder (1 or 2)", std::to_string(static_cast<int>(version)));
 
   detail::BwdCall call;
   call.dtype = static_cast<int>(f.dtype);
@@ -400,12 +401,14 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version) {
   call.do_ = a.do_, call.dht = a.dht, call.dh0 = a.dh0;
   call.dq = a.dq, call.dk = a.dk, call.dv = a.dv;
   call.dg = a.dg, call.dbeta = a.dbeta, call.db = a.db, call.dw = a.dw;
-  const std::size_t ws_bytes = detail::bwd_v1_workspace_bytes(p);
+  const bool v2 = version == BwdVersion::v2_tensorcore;
+  const std::size_t ws_bytes = v2 ? detail::bwd_v2_workspace_bytes(p) : detail::bwd_v1_workspace_bytes(p);
   char* base = static_cast<char*>(workspace_bwd().get(pl.table_bytes() + align256(ws_bytes) + 256));
   pl.place(base, call.stream);
   call.p = p;
   if (p.N == 0) return;
-  detail::bwd_v1_launch(call);
+  if (v2) detail::bwd_v2_launch(call);
+  else detail::bwd_v1_launch(call);
 }
 
 namespace {

@@ -50,4 +50,8 @@ struct BwdCall {
 std::size_t bwd_v1_workspace_bytes(const KParams& p);
 void bwd_v1_launch(const BwdCall& c);
 
+// bwd_v2_tensorcore.cu (float32 inputs: bwd_v1_launch)
+std::size_t bwd_v2_workspace_bytes(const KParams& p);
+void bwd_v2_launch(const BwdCall& c);
+
 }  // namespace linattn::cuda::detail

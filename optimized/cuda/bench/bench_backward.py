@@ -73,7 +73,7 @@ def main():
     ap.add_argument("--fla", default=None)
     ap.add_argument("--shapes", default="8x4096x16x128x128")
     ap.add_argument("--ops", default=",".join(OPS))
-    ap.add_argument("--bwd-versions", default="1")
+    ap.add_argument("--bwd-versions", default="2", help="backward rungs, comma-separated (1 = bwd_v1_simple, 2 = bwd_v2_tensorcore)")
     ap.add_argument("--fwd-version", type=int, default=0, help="forward rung for fwd + bwd (0 = best)")
     ap.add_argument("--rep", type=int, default=200)
     ap.add_argument("--slow-rep", type=int, default=40, help="rep for calls slower than 20 ms")
@@ -177,16 +177,15 @@ def main():
                         run_f()
                         run_b()
                     record(s, op, f"linattn forward + backward v{ver}", timed(fb))
+                    # one more call with the per-kernel times printed (bwd_common.cuh, Profile)
+                    os.environ["LINATTN_BWD_PROFILE"] = "1"
+                    run_b()
+                    torch.cuda.synchronize()
+                    os.environ.pop("LINATTN_BWD_PROFILE", None)
                     del grads
                 except Exception:
+                    os.environ.pop("LINATTN_BWD_PROFILE", None)
                     print(f"[linattn bwd v{ver}] {op} failed:\n{traceback.format_exc()}", flush=True)
-            try:  # one more call with the per-kernel times printed (bwd_v1_simple.cu, Profile)
-                os.environ["LINATTN_BWD_PROFILE"] = "1"
-                run_b()
-                torch.cuda.synchronize()
-            except Exception:
-                pass
-            os.environ.pop("LINATTN_BWD_PROFILE", None)
             del x, fla_x, o, ht, ref
             torch.cuda.empty_cache()
         # Softmax attention: causal SDPA forward + backward on [B, H, T, D] views.

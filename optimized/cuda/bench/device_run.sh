@@ -66,7 +66,8 @@ for s in $stages; do
         ( time timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 "$BTEST" "$F" ) 2>&1 | tee "$OUT/bsanitize_$tool.log" | tail -8
       done ;;
     bmutants)
-      # Each planted bug of the backward (make_mutants.py, 11-16; 5 is shared with the forward)
+      # Each planted bug of the backward (make_mutants.py, 11-16 rung 1, 21-24 rung 2; 5 is shared
+      # with the forward)
       # must make the tests aimed at it fail.
       M=${MBIN:-build/mutants}/test_cuda_backward
       P32='CUDA v1 chunked backward equals the float64 reference backward for every operator in float32'
@@ -75,8 +76,10 @@ for s in $stages; do
       PK='CUDA chunked backward of a packed batch of many short sequences equals the reference'
       DT='CUDA chunked backward is deterministic: two runs give bitwise equal gradients'
       RG='CUDA chunked backward with ragged last chunks equals the reference for lengths around 64'
+      Q16='CUDA v2 tensor-core chunked backward equals the float64 reference backward for every operator in bfloat16'
+      SZ='CUDA chunked backward is exact at the tuned and the largest head sizes up to K = V = 256'
       run_m() { local n=$1; shift; for t in "$@"; do
-          r=$(LINATTN_MUTANT=$n RC_PARAMS="seed=20261130 max_success=30" timeout 60 $M "$t" 2>&1 | grep -E "^test cases|^All tests passed" | tail -1)
+          r=$(LINATTN_MUTANT=$n RC_PARAMS="seed=20261130 max_success=30" timeout 90 $M "$t" 2>&1 | grep -E "^test cases|^All tests passed" | tail -1)
           echo "mutant $n | $t | ${r:-no summary (crash or timeout)}"; done; }
       {
         run_m 0 "$P32" "$PK" "$DT"
@@ -87,6 +90,13 @@ for s in $stages; do
         run_m 14 "$P32" "$T1"
         run_m 15 "$DT" "$P32"
         run_m 16 "$P32" "$P16"
+        run_m 0 "$Q16"
+        run_m 21 "$Q16" "$RG"
+        run_m 22 "$Q16" "$SZ"
+        run_m 23 "$Q16" "$DT"
+        run_m 24 "$Q16" "$RG"
+        echo "mutant 23 under compute-sanitizer racecheck, $T1:"
+        LINATTN_MUTANT=23 timeout 120 compute-sanitizer --tool racecheck $M "$T1" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
         echo "mutant 15 under compute-sanitizer racecheck, $T1:"
         LINATTN_MUTANT=15 timeout 120 compute-sanitizer --tool racecheck $M "$T1" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
       } 2>&1 | tee "$OUT/bmutants.log" ;;

@@ -75,6 +75,23 @@ MUTANTS = [
      "      st(dq + x, p.scale * (ws.dQg[x] * eg + ws.dqP[x]));",
      "      st(dq + x, (p.mutant == 16 ? 1.f : p.scale) * (ws.dQg[x] * eg + ws.dqP[x]));",
      "bwd: dq forgets the factor scale"),
+    # Rung 2 of the backward (bwd_v2_tensorcore.cu).
+    (21, "optimized/cuda/bwd_v2_tensorcore.cu",
+     "        gemm64<false, false>(accA, sdvnh, sdvnl, su0h, su0l, m0, n0);",
+     "        if (p.mutant != 21) gemm64<false, false>(accA, sdvnh, sdvnl, su0h, su0l, m0, n0);",
+     "bwd v2: dA loses its term dv_new u0^T (B6, a dropped product)"),
+    (22, "optimized/cuda/bwd_v2_tensorcore.cu",
+     "        const bool in = i < Lc && cc < V;",
+     "        const bool in = i < Lc && cc < V - (p.mutant == 22 ? 1 : 0);",
+     "bwd v2: the staged do, v_new, dv_new, u0 tiles stop one value column short (off by one at the tile edge)"),
+    (23, "optimized/cuda/bwd_v2_tensorcore.cu",
+     "      __syncthreads();\n      // B4:",
+     "      if (p.mutant != 23) __syncthreads();\n      // B4:",
+     "bwd v2: the barrier between staging a slab and its products is removed (a race)"),
+    (24, "optimized/cuda/bwd_v2_tensorcore.cu",
+     "      gemm64<false, false>(accQ, sdo, nullptr, sSh, sSl, m0, n0);",
+     "      gemm64<false, false>(accQ, sdo, nullptr, sSh, p.mutant == 24 ? nullptr : sSl, m0, n0);",
+     "bwd v2: dQg = do S^T with S rounded to bf16 (its lo part dropped): a precision bug"),
 ]
 
 HOOKS = [

@@ -1,0 +1,380 @@
+// optimized/cuda/bwd_v2_tensorcore.cu -- rung 2 of the CUDA backward ladder: rung 1
+// (bwd_v1_simple.cu) with its chunk-gradient kernel bwd_grads rewritten so that every chunk-sized
+// product runs on bf16 tensor cores (mma.sync m16n8k16, float32 accumulation; mma.cuh) from
+// operands staged in shared memory. The stages are those of docs/derivation-backward.md
+// ("Chunked backward", B2 and B4-B11) and of optimized/cpu/chunk_backward.cpp.
+//
+// bwd_grads_tc, one block (8 warps) per (chunk, head); warp w owns rows 16 (w % 4).. and columns
+// 32 (w / 4).. of every 64 x 64 output tile. K and V are padded to multiples of 64 with zeros
+// (so any K, V <= 256 and ragged chunks work: padded rows and columns contribute nothing):
+//   for each 64-column slab of K, over the 64-column slabs of V:
+//     B4:  dQg = do S^T,  dKd = v_new dS'^T,  dw_aux = -dv_new S^T   (and dgamma = rowsum(S (.) dS'))
+//     and in the first K slab only:
+//     B5:  dP = do v_new^T,  B6: dA += dv_new u0^T,  B8: du0 = A^T dv_new
+//   then, per K slab: B6: dA += dw_aux E^T,  B8: dE = A^T dw_aux.
+//   Every float32 operand (S, dS', v_new, dv_new, u0, A, E, dw_aux) is split into bf16 hi + lo
+//   parts (hi = round(x), lo = round(x - hi)) and each product is hi*hi + hi*lo + lo*hi (the
+//   "bf16x3" product, about 16 bits of each operand), do is exact in bf16; so the gradients keep
+//   float32-like accuracy on bf16 inputs instead of rounding the intermediates to 8 bits.
+// Then, in float32 from shared memory as rung 1: B7 (T1 = dA A^T, dL = -A^T T1), B9 (the pair
+// sums through exp(G_i - G_j)), B10, B11 (dG and its reverse cumulative sum), dq, dk, dv, the
+// gate gradients.
+// prepare, the state recurrence and the state-gradient recurrence are rung 1's kernels unchanged
+// (bwd_common.cuh, bwd_v1_front).
+//
+// Inputs: bf16 q, k, v, do (gates float32 or bf16). Float32 inputs are dispatched to rung 1 as a
+// whole (its float32 FFMA arithmetic meets the float32 bound of 2e-5; a bf16x3 product of float32
+// q, k, v would need a third split per operand), so BwdVersion::v2_tensorcore accepts every call.
+#include <cstdio>
+#include <cstdlib>
+
+#include "optimized/cuda/bwd_common.cuh"
+#include "optimized/cuda/mma.cuh"
+
+namespace linattn::cuda::detail {
+namespace {
+
+using bwdc::BWs;
+using bwdc::BwdOut;
+using bwdc::bwd_ws;
+using bwdc::C;
+using bwdc::G_at;
+using bwdc::kThreads;
+using bwdc::LD;
+using bwdc::Profile;
+using bf16 = __nv_bfloat16;
+
+constexpr int LT = 72;          // row stride (elements) of the bf16 64 x 64 tiles
+constexpr int kTile = 64 * LT;  // elements of one tile
+// The bf16 tiles, in order: A hi, lo; do; v_new hi, lo; dv_new hi, lo; u0 hi, lo; S hi, lo;
+// dS' hi, lo; dw_aux hi, lo; E hi, lo.
+constexpr int kTiles = 17;
+constexpr std::size_t kTileBytes = sizeof(bf16) * std::size_t(kTiles) * kTile;
+
+__device__ __forceinline__ float bf(bf16 x) { return __bfloat162float(x); }
+
+/// Store x as hi + lo at tile position (r, c).
+__device__ __forceinline__ void put_split(bf16* hi, bf16* lo, int r, int c, float x) {
+  const bf16 h = __float2bfloat16_rn(x);
+  hi[r * LT + c] = h;
+  lo[r * LT + c] = __float2bfloat16_rn(x - bf(h));
+}
+
+/// acc (this warp's 16 x 32 part of a 64 x 64 tile: rows m0.., columns n0..) += A B over k = 64.
+/// A: ATRANS false: row-major tile [m][k]; true: A = X^T for a row-major tile X [k][m].
+/// B: BKN false: stored as a row-major tile [n][k] (a product with a transpose, X Y^T);
+///    true: row-major [k][n].
+/// Each operand as hi (+ lo when not null): hi*hi + hi*lo + lo*hi.
+template <bool ATRANS, bool BKN>
+__device__ __forceinline__ void gemm64(float (&acc)[4][4], const bf16* Ah, const bf16* Al, const bf16* Bh,
+                                       const bf16* Bl, int m0, int n0) {
+#pragma unroll
+  for (int k0 = 0; k0 < 64; k0 += 16) {
+    unsigned ah[4], al[4];
+    if (ATRANS) load_a_t(ah, Ah, LT, m0, k0);
+    else load_a(ah, Ah, LT, m0, k0);
+    if (Al) {
+      if (ATRANS) load_a_t(al, Al, LT, m0, k0);
+      else load_a(al, Al, LT, m0, k0);
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int n = n0 + 16 * half;
+      unsigned bh[4], bl[4];
+      if (BKN) load_b_kn(bh, Bh, LT, k0, n);
+      else load_b_nk(bh, Bh, LT, n, k0);
+      mma_bf16(acc[2 * half], ah, bh[0], bh[1]);
+      mma_bf16(acc[2 * half + 1], ah, bh[2], bh[3]);
+      if (Bl) {
+        if (BKN) load_b_kn(bl, Bl, LT, k0, n);
+        else load_b_nk(bl, Bl, LT, n, k0);
+        mma_bf16(acc[2 * half], ah, bl[0], bl[1]);
+        mma_bf16(acc[2 * half + 1], ah, bl[2], bl[3]);
+      }
+      if (Al) {
+        mma_bf16(acc[2 * half], al, bh[0], bh[1]);
+        mma_bf16(acc[2 * half + 1], al, bh[2], bh[3]);
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ void zero(float (&acc)[4][4]) {
+#pragma unroll
+  for (int a = 0; a < 4; ++a)
+#pragma unroll
+    for (int b = 0; b < 4; ++b) acc[a][b] = 0.f;
+}
+
+/// Calls f(r, c, value) for the 16 accumulator entries of this warp's part (see gemm64).
+template <class F>
+__device__ __forceinline__ void each_acc(const float (&acc)[4][4], int m0, int n0, F&& f) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) f(m0 + g + (e >= 2 ? 8 : 0), n0 + nt * 8 + 2 * t + (e & 1), acc[nt][e]);
+}
+
+// ------------------------------------------------------------------------------------------------
+// B2, B4-B11 per (chunk, head), with S, dS', v_new and dv_new known (bwd_v1_front).
+// ------------------------------------------------------------------------------------------------
+template <class Tg>
+__global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) {
+  using Tin = bf16;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16* tiles = reinterpret_cast<bf16*>(smem_raw);
+  bf16 *sAh = tiles, *sAl = tiles + kTile, *sdo = tiles + 2 * kTile;
+  bf16 *svnh = tiles + 3 * kTile, *svnl = tiles + 4 * kTile;
+  bf16 *sdvnh = tiles + 5 * kTile, *sdvnl = tiles + 6 * kTile;
+  bf16 *su0h = tiles + 7 * kTile, *su0l = tiles + 8 * kTile;
+  bf16 *sSh = tiles + 9 * kTile, *sSl = tiles + 10 * kTile;
+  bf16 *sdSh = tiles + 11 * kTile, *sdSl = tiles + 12 * kTile;
+  bf16 *sdwh = tiles + 13 * kTile, *sdwl = tiles + 14 * kTile;
+  bf16 *sEh = tiles + 15 * kTile, *sEl = tiles + 16 * kTile;
+  float* sdgam = reinterpret_cast<float*>(smem_raw + kTileBytes);  // [256] dgamma
+  float* sbeta = sdgam + 256;                                       // [C]
+  // float32 matrices of B7 and B9, overlaid on the tiles once the products are done.
+  float* sA = reinterpret_cast<float*>(smem_raw);  // [C][LD]
+  float* sdA = sA + C * LD;                         // [C][LD] dA, then dL
+  float* sT1 = sdA + C * LD;                        // [C][LD] dA A^T
+  float* sdP = sT1 + C * LD;                        // [C][LD]
+  float* sGam = sdP + C * LD;                       // [C][LD] exp(G_i - G_j), scalar gates only
+
+  const int K = p.K, V = p.V, H = p.H, h = blockIdx.y;
+  const Tin* q = static_cast<const Tin*>(p.q);
+  const Tin* k = static_cast<const Tin*>(p.k);
+  const Tin* v = static_cast<const Tin*>(p.v);
+  const Tin* dO = static_cast<const Tin*>(out.do_);
+  const Tg* beta = static_cast<const Tg*>(p.beta);
+  const Tg* bg = static_cast<const Tg*>(p.b);
+  const Tg* wg = static_cast<const Tg*>(p.w);
+  const BWs ws = bwd_ws(p);
+  const int tid = threadIdx.x, nt = blockDim.x, warp = tid >> 5, lane = tid & 31;
+  const int m0 = (warp & 3) * 16, n0 = (warp >> 2) * 32;
+
+  int tok0, Lc;
+  chunk_of(p, blockIdx.x, tok0, Lc);
+  auto row = [&](int i) { return std::int64_t(tok0 + i) * H + h; };
+  const float* S = ws.S + (std::int64_t(blockIdx.x) * H + h) * K * V;
+  const float* dS = ws.dS + (std::int64_t(blockIdx.x) * H + h) * K * V;
+  const bool chan = p.gate == kGateChannel;
+
+  for (int i = tid; i < C; i += nt) sbeta[i] = (!p.gdn2 && i < Lc) ? ld(beta + row(i)) : 0.f;
+  for (int d = tid; d < 256; d += nt) sdgam[d] = 0.f;
+  for (int idx = tid; idx < C * C; idx += nt) {
+    const int i = idx >> 6, j = idx & 63;
+    put_split(sAh, sAl, i, j, i < Lc ? ws.A[row(i) * C + j] : 0.f);
+  }
+
+  float accP[4][4], accA[4][4];
+  zero(accP), zero(accA);
+  for (int kk = 0; kk < K; kk += 64) {
+    float accQ[4][4], accK[4][4], accW[4][4];
+    zero(accQ), zero(accK), zero(accW);
+    for (int vv = 0; vv < V; vv += 64) {
+      __syncthreads();  // the previous slab's tiles are read
+      for (int idx = tid; idx < 64 * 64; idx += nt) {
+        const int i = idx >> 6, c = idx & 63, cc = vv + c;
+        const bool in = i < Lc && cc < V;
+        sdo[i * LT + c] = in ? dO[row(i) * V + cc] : __float2bfloat16_rn(0.f);
+        put_split(svnh, svnl, i, c, in ? ws.vn[row(i) * V + cc] : 0.f);
+        put_split(sdvnh, sdvnl, i, c, in ? ws.dvn[row(i) * V + cc] : 0.f);
+        if (kk == 0) {
+          const float u0 = in ? (p.gdn2 ? ld(wg + row(i) * V + cc) : sbeta[i]) * ld(v + row(i) * V + cc) : 0.f;
+          put_split(su0h, su0l, i, c, u0);
+        }
+        // S and dS' rows d = kk + i: dgamma_d = sum_c S_dc dS'_dc (a warp holds 32 columns of one row)
+        const int d = kk + i;
+        const bool ins = d < K && cc < V;
+        const float s = ins ? S[std::int64_t(d) * V + cc] : 0.f, ds = ins ? dS[std::int64_t(d) * V + cc] : 0.f;
+        put_split(sSh, sSl, i, c, s);
+        put_split(sdSh, sdSl, i, c, ds);
+        float prod = s * ds;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) prod += __shfl_xor_sync(0xffffffffu, prod, o);
+        if (lane == 0 && d < K) atomicAdd(sdgam + d, prod);
+      }
+      __syncthreads();
+      // B4: dQg = do S^T, dKd = v_new dS'^T, dw_aux = -dv_new S^T (negated below)
+      gemm64<false, false>(accQ, sdo, nullptr, sSh, sSl, m0, n0);
+      gemm64<false, false>(accK, svnh, svnl, sdSh, sdSl, m0, n0);
+      gemm64<false, false>(accW, sdvnh, sdvnl, sSh, sSl, m0, n0);
+      if (kk == 0) {
+        // B5: dP = do v_new^T;  B6: dA = dv_new u0^T (+ dw_aux E^T below);  B8: du0 = A^T dv_new
+        gemm64<false, false>(accP, sdo, nullptr, svnh, svnl, m0, n0);
+        gemm64<false, false>(accA, sdvnh, sdvnl, su0h, su0l, m0, n0);
+        float accU[4][4];
+        zero(accU);
+        gemm64<true, true>(accU, sAh, sAl, sdvnh, sdvnl, m0, n0);
+        each_acc(accU, m0, n0, [&](int j, int c, float x) {
+          if (j < Lc && vv + c < V) ws.du0[row(j) * V + vv + c] = x;
+        });
+      }
+    }
+    // This K slab of dQg, dKd, dw_aux is complete.
+    each_acc(accQ, m0, n0, [&](int i, int d, float x) {
+      if (i < Lc && kk + d < K) ws.dQg[row(i) * K + kk + d] = x;
+    });
+    each_acc(accK, m0, n0, [&](int i, int d, float x) {
+      if (i < Lc && kk + d < K) ws.dKd[row(i) * K + kk + d] = x;
+    });
+    each_acc(accW, m0, n0, [&](int i, int d, float x) {
+      x = -x;
+      if (i < Lc && kk + d < K) ws.dwa[row(i) * K + kk + d] = x;
+      put_split(sdwh, sdwl, i, d, x);  // zero outside (the staged operands were)
+    });
+    for (int idx = tid; idx < 64 * 64; idx += nt) {
+      const int i = idx >> 6, d = idx & 63;
+      put_split(sEh, sEl, i, d, (i < Lc && kk + d < K) ? ws.E[row(i) * K + kk + d] : 0.f);
+    }
+    __syncthreads();
+    // B6: dA += dw_aux E^T;  B8: dE = A^T dw_aux
+    gemm64<false, false>(accA, sdwh, sdwl, sEh, sEl, m0, n0);
+    float accE[4][4];
+    zero(accE);
+    gemm64<true, true>(accE, sAh, sAl, sdwh, sdwl, m0, n0);
+    each_acc(accE, m0, n0, [&](int j, int d, float x) {
+      if (j < Lc && kk + d < K) ws.dE[row(j) * K + kk + d] = x;
+    });
+  }
+  __syncthreads();  // every tile read: the float32 matrices overlay them now
+  // B5: dP lower triangle with the diagonal; B6: dA strictly lower.
+  each_acc(accP, m0, n0, [&](int i, int j, float x) { sdP[i * LD + j] = (i < Lc && j <= i) ? x : 0.f; });
+  each_acc(accA, m0, n0, [&](int i, int j, float x) { sdA[i * LD + j] = (i < Lc && j < i) ? x : 0.f; });
+  for (int idx = tid; idx < C * C; idx += nt) {
+    const int i = idx / C, j = idx % C;
+    sA[i * LD + j] = i < Lc ? ws.A[row(i) * C + j] : 0.f;
+    if (!chan) sGam[i * LD + j] = (i < Lc && j <= i) ? expf(float(G_at(p, ws, row(i), 0) - G_at(p, ws, row(j), 0))) : 0.f;
+  }
+  __syncthreads();
+
+  // From here on as rung 1's bwd_grads, in float32.
+  auto G = [&](int i, int d) { return G_at(p, ws, row(i), d); };
+  auto k_at = [&](int i, int d) { return ld(k + row(i) * K + d); };
+  auto e_at = [&](int i, int d) { return (p.gdn2 ? ld(bg + row(i) * K + d) : sbeta[i]) * k_at(i, d); };
+  auto Gam = [&](int i, int j, int d) { return chan ? expf(float(G(i, d) - G(j, d))) : sGam[i * LD + j]; };
+  // B7, first half: T1 = dA A^T, strictly lower: T1_ij = sum_{m <= j} dA_im A_jm
+  for (int idx = tid; idx < C * C; idx += nt) {
+    const int i = idx / C, j = idx % C;
+    float acc = 0.f;
+    if (j < i)
+      for (int m = 0; m <= j; ++m) acc += sdA[i * LD + m] * sA[j * LD + m];
+    sT1[i * LD + j] = acc;
+  }
+  __syncthreads();
+  // B7: dL = -A^T T1, strictly lower: dL_ij = -sum_{a >= i} A_ai T1_aj (into sdA)
+  for (int idx = tid; idx < C * C; idx += nt) {
+    const int i = idx / C, j = idx % C;
+    float acc = 0.f;
+    if (j < i)
+      for (int a = i; a < Lc; ++a) acc += sA[a * LD + i] * sT1[a * LD + j];
+    sdA[i * LD + j] = -acc;
+  }
+  __syncthreads();
+  // B9: de^L_r = sum_{j<r} dL_rj k_j Gam_rj;  dq^P_r = sum_{j<=r} dP_rj k_j Gam_rj;
+  //     dk^{L,P}_r = sum_{i>r} dL_ir e_i Gam_ir + sum_{i>=r} dP_ir q~_i Gam_ir   (q~ = scale q)
+  for (int idx = tid; idx < Lc * K; idx += nt) {
+    const int r = idx / K, d = idx % K;
+    float del = 0.f, dqp = 0.f, dk = 0.f;
+    for (int j = 0; j <= r; ++j) {
+      const float kg = k_at(j, d) * Gam(r, j, d);
+      dqp += sdP[r * LD + j] * kg;
+      if (j < r) del += sdA[r * LD + j] * kg;
+    }
+    for (int i = r; i < Lc; ++i) {
+      const float gm = Gam(i, r, d);
+      float src = sdP[i * LD + r] * p.scale * ld(q + row(i) * K + d);
+      if (i > r) src += sdA[i * LD + r] * e_at(i, d);
+      dk += src * gm;
+    }
+    ws.deL[row(r) * K + d] = del, ws.dqP[row(r) * K + d] = dqp, ws.dkLP[row(r) * K + d] = dk;
+  }
+  __syncthreads();
+  // B10, B11 per channel d, tokens in reverse:
+  //   dG_i = dE_i E_i + dQg_i Qg_i - dKd_i Kd_i + e_i de^L_i + q~_i dq^P_i - k_i dk^{L,P}_i,
+  //   dG_last += sum_i dKd_i Kd_i + dgamma gamma;  dg_t = sum_{i >= t} dG_i.
+  //   Then de = dE exp(G) + de^L, dq = scale (dQg exp(G) + dq^P),
+  //   dk = dKd exp(G_last - G) + dk^{L,P} + (beta | b) de.
+  Tin* dq = static_cast<Tin*>(out.dq);
+  Tin* dk = static_cast<Tin*>(out.dk);
+  for (int d = tid; d < K; d += nt) {
+    float kdk = 0.f;
+    for (int i = 0; i < Lc; ++i) kdk += ws.dKd[row(i) * K + d] * ws.Kd[row(i) * K + d];
+    const double Gl = G(Lc - 1, d);
+    float acc = 0.f;
+    for (int i = Lc - 1; i >= 0; --i) {
+      const std::int64_t x = row(i) * K + d;
+      const double Gi = G(i, d);
+      const float kk = k_at(i, d), ee = e_at(i, d), qs = p.scale * ld(q + x);
+      float dG = ws.dE[x] * ws.E[x] + ws.dQg[x] * ws.Qg[x] - ws.dKd[x] * ws.Kd[x] +
+                 ee * ws.deL[x] + qs * ws.dqP[x] - kk * ws.dkLP[x];
+      if (i == Lc - 1) dG += kdk + sdgam[d] * expf(float(Gl));
+      acc += dG;
+      if (chan) st(static_cast<Tg*>(out.dg) + x, acc);
+      else ws.dGc[x] = acc;
+      const float eg = expf(float(Gi));
+      const float de = ws.dE[x] * eg + ws.deL[x];
+      st(dq + x, p.scale * (ws.dQg[x] * eg + ws.dqP[x]));
+      const float gate = p.gdn2 ? ld(bg + x) : sbeta[i];
+      st(dk + x, ws.dKd[x] * expf(float(Gl - Gi)) + ws.dkLP[x] + gate * de);
+      if (p.gdn2) st(static_cast<Tg*>(out.db) + x, de * kk);
+      else ws.deL[x] = de;
+    }
+  }
+  // Through F2 to v (and w): dv = (beta | w) du0, dw = du0 (.) v
+  for (int idx = tid; idx < Lc * V; idx += nt) {
+    const int i = idx / V, c = idx % V;
+    const std::int64_t x = row(i) * V + c;
+    const float du0 = ws.du0[x];
+    if (p.gdn2) {
+      st(static_cast<Tin*>(out.dv) + x, ld(wg + x) * du0);
+      st(static_cast<Tg*>(out.dw) + x, du0 * ld(v + x));
+    } else {
+      st(static_cast<Tin*>(out.dv) + x, sbeta[i] * du0);
+    }
+  }
+  __syncthreads();
+  // Per token: dbeta = sum_d de k + sum_c du0 v; scalar gates: dg = sum_d dg_d.
+  for (int i = tid; i < Lc; i += nt) {
+    if (!p.gdn2) {
+      float acc = 0.f;
+      for (int d = 0; d < K; ++d) acc += ws.deL[row(i) * K + d] * k_at(i, d);
+      for (int c = 0; c < V; ++c) acc += ws.du0[row(i) * V + c] * ld(v + row(i) * V + c);
+      st(static_cast<Tg*>(out.dbeta) + row(i), acc);
+    }
+    if (p.gate == kGateScalar) {
+      float acc = 0.f;
+      for (int d = 0; d < K; ++d) acc += ws.dGc[row(i) * K + d];
+      st(static_cast<Tg*>(out.dg) + row(i), acc);
+    }
+  }
+}
+
+template <class Tg>
+void launch_grads(const BwdCall& c, Profile& prof) {
+  const KParams& p = c.p;
+  if (p.num_chunks == 0) return;
+  const std::size_t smem = kTileBytes + sizeof(float) * (256 + C);
+  static_assert(5 * C * LD * sizeof(float) <= kTileBytes, "the float32 overlay fits in the tiles");
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(bwd_grads_tc<Tg>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  BwdOut o{c.do_, c.dq, c.dk, c.dv, c.dg, c.dbeta, c.db, c.dw};
+  bwd_grads_tc<Tg><<<dim3(p.num_chunks, p.H), kThreads, smem, c.stream>>>(p, o);
+  LINATTN_CUDA_CHECK(cudaGetLastError());
+  prof.mark();
+}
+
+}  // namespace
+
+std::size_t bwd_v2_workspace_bytes(const KParams& p) { return bwdc::bwd_ws_bytes(p); }
+
+void bwd_v2_launch(const BwdCall& c) {
+  if (c.p.N == 0) return;
+  if (c.dtype == 0) return bwd_v1_launch(c);  // float32 inputs: rung 1 (file comment)
+  Profile prof(c.stream, "bwd_v2");
+  bwdc::bwd_v1_front(c, prof);
+  if (c.gate_dtype == 0) launch_grads<float>(c, prof);
+  else launch_grads<bf16>(c, prof);
+}
+
+}  // namespace linattn::cuda::detail
