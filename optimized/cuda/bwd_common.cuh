@@ -116,9 +116,11 @@ struct Profile {
   }
 };
 
-/// Rung 1's bwd_prepare, bwd_states and bwd_dstates (bwd_v1_simple.cu) on c's stream, each
-/// followed by prof.mark(): after it, the workspace holds G, A, w_aux, E, Qg, Kd, P, v_new, the
-/// states S and dS', dv_new, and c.dh0 is written.
-void bwd_v1_front(const BwdCall& c, Profile& prof);
+/// Stages of bwd_v1_front, as bits.
+enum : unsigned { kPrepare = 1, kStates = 2, kDstates = 4, kAllStages = 7 };
+/// Rung 1's bwd_prepare, bwd_states and bwd_dstates (bwd_v1_simple.cu), those named in `stages`,
+/// in this order on c's stream, each followed by prof.mark(). After all three, the workspace holds
+/// G, A, w_aux, E, Qg, Kd, P, v_new, the states S and dS', dv_new, and c.dh0 is written.
+void bwd_v1_front(const BwdCall& c, Profile& prof, unsigned stages = kAllStages);
 
 }  // namespace linattn::cuda::detail::bwdc

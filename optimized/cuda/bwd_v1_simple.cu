@@ -479,7 +479,7 @@ __global__ void __launch_bounds__(kThreads) bwd_grads(KParams p, BwdOut out) {
 }
 
 template <class Tin, class Tg>
-void launch_front(const BwdCall& c, Profile& prof) {
+void launch_front(const BwdCall& c, Profile& prof, unsigned stages = bwdc::kAllStages) {
   const KParams& p = c.p;
   const int KG = gate_width(p);
   const std::size_t prep_smem = sizeof(double) * std::size_t(C) * (KG ? KG : 1) +
@@ -488,20 +488,26 @@ void launch_front(const BwdCall& c, Profile& prof) {
   const std::size_t st_smem = sizeof(float) * (std::size_t(p.K) * BV + C * BV + p.K);
   const std::size_t ds_smem = sizeof(float) * (std::size_t(p.K) * BV + 2 * C * BV + p.K);
   if (p.num_chunks > 0) {
-    LINATTN_CUDA_CHECK(cudaFuncSetAttribute(bwd_prepare<Tin, Tg>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_smem)));
-    bwd_prepare<Tin, Tg><<<dim3(p.num_chunks, p.H), kThreads, prep_smem, c.stream>>>(p);
-    LINATTN_CUDA_CHECK(cudaGetLastError());
-    prof.mark();
-    LINATTN_CUDA_CHECK(cudaFuncSetAttribute(bwd_states, cudaFuncAttributeMaxDynamicSharedMemorySize, int(st_smem)));
-    bwd_states<<<rec_grid, kThreads, st_smem, c.stream>>>(p);
+    if (stages & bwdc::kPrepare) {
+      LINATTN_CUDA_CHECK(cudaFuncSetAttribute(bwd_prepare<Tin, Tg>,
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_smem)));
+      bwd_prepare<Tin, Tg><<<dim3(p.num_chunks, p.H), kThreads, prep_smem, c.stream>>>(p);
+      LINATTN_CUDA_CHECK(cudaGetLastError());
+      prof.mark();
+    }
+    if (stages & bwdc::kStates) {
+      LINATTN_CUDA_CHECK(cudaFuncSetAttribute(bwd_states, cudaFuncAttributeMaxDynamicSharedMemorySize, int(st_smem)));
+      bwd_states<<<rec_grid, kThreads, st_smem, c.stream>>>(p);
+      LINATTN_CUDA_CHECK(cudaGetLastError());
+      prof.mark();
+    }
+  }
+  if (stages & bwdc::kDstates) {
+    LINATTN_CUDA_CHECK(cudaFuncSetAttribute(bwd_dstates<Tin>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(ds_smem)));
+    bwd_dstates<Tin><<<rec_grid, kThreads, ds_smem, c.stream>>>(p, static_cast<const Tin*>(c.do_), c.dht, c.dh0);
     LINATTN_CUDA_CHECK(cudaGetLastError());
     prof.mark();
   }
-  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(bwd_dstates<Tin>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(ds_smem)));
-  bwd_dstates<Tin><<<rec_grid, kThreads, ds_smem, c.stream>>>(p, static_cast<const Tin*>(c.do_), c.dht, c.dh0);
-  LINATTN_CUDA_CHECK(cudaGetLastError());
-  prof.mark();
 }
 
 template <class Tin, class Tg>
@@ -524,11 +530,11 @@ void launch_typed(const BwdCall& c) {
 
 std::size_t bwd_v1_workspace_bytes(const KParams& p) { return bwd_ws_bytes(p); }
 
-void bwdc::bwd_v1_front(const BwdCall& c, Profile& prof) {
-  if (c.dtype == 0 && c.gate_dtype == 0) return launch_front<float, float>(c, prof);
-  if (c.dtype == 0 && c.gate_dtype == 1) return launch_front<float, __nv_bfloat16>(c, prof);
-  if (c.dtype == 1 && c.gate_dtype == 0) return launch_front<__nv_bfloat16, float>(c, prof);
-  return launch_front<__nv_bfloat16, __nv_bfloat16>(c, prof);
+void bwdc::bwd_v1_front(const BwdCall& c, Profile& prof, unsigned stages) {
+  if (c.dtype == 0 && c.gate_dtype == 0) return launch_front<float, float>(c, prof, stages);
+  if (c.dtype == 0 && c.gate_dtype == 1) return launch_front<float, __nv_bfloat16>(c, prof, stages);
+  if (c.dtype == 1 && c.gate_dtype == 0) return launch_front<__nv_bfloat16, float>(c, prof, stages);
+  return launch_front<__nv_bfloat16, __nv_bfloat16>(c, prof, stages);
 }
 
 void bwd_v1_launch(const BwdCall& c) {

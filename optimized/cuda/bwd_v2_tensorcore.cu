@@ -34,11 +34,14 @@
 namespace linattn::cuda::detail {
 namespace {
 
+using bwdc::BV;
 using bwdc::BWs;
 using bwdc::BwdOut;
 using bwdc::bwd_ws;
 using bwdc::C;
+using bwdc::first_chunk;
 using bwdc::G_at;
+using bwdc::gate_width;
 using bwdc::kThreads;
 using bwdc::LD;
 using bwdc::Profile;
@@ -50,6 +53,12 @@ constexpr int kTile = 64 * LT;  // elements of one tile
 // dS' hi, lo; dw_aux hi, lo; E hi, lo.
 constexpr int kTiles = 17;
 constexpr std::size_t kTileBytes = sizeof(bf16) * std::size_t(kTiles) * kTile;
+// After the products the same memory holds five float32 C x LD matrices and B9's slab
+// (k, scale q, e in float32, G in float64; 64 x 64 each), later B10's dG [64][K <= 256].
+constexpr std::size_t kOverlayBytes = sizeof(float) * (5 * C * LD + 3 * 64 * 64) + sizeof(double) * 64 * 64;
+static_assert(sizeof(float) * 64 * 256 <= sizeof(float) * 3 * 64 * 64 + sizeof(double) * 64 * 64,
+              "dG fits over the B9 slab");
+constexpr std::size_t kSmemMain = kTileBytes > kOverlayBytes ? kTileBytes : kOverlayBytes;
 
 __device__ __forceinline__ float bf(bf16 x) { return __bfloat162float(x); }
 
@@ -117,6 +126,232 @@ __device__ __forceinline__ void each_acc(const float (&acc)[4][4], int m0, int n
 }
 
 // ------------------------------------------------------------------------------------------------
+// F1-F5: rung 1's bwd_prepare with padded shared-memory rows (the only change).
+// ------------------------------------------------------------------------------------------------
+template <class Tin, class Tg>
+__global__ void __launch_bounds__(kThreads) bwd_prepare_pad(KParams p) {
+  extern __shared__ double smemd[];
+  const int K = p.K, V = p.V, H = p.H, h = blockIdx.y;
+  const int KG = gate_width(p);
+  const int KGs = KG ? KG : 1;
+  // Rung 2: row strides padded by one, so that rows read by consecutive threads (sk[j], sG[j]
+  // with j = the thread's column of L or P) fall in different banks (rung 1: a 32-way conflict).
+  const int SGs = KG > 1 ? KG + 1 : 1, KS = K + 1;
+  double* sG = smemd;                                  // [C][SGs]
+  float* sk = reinterpret_cast<float*>(sG + C * SGs);  // [C][KS]
+  float* sL = sk + C * KS;                             // [C][LD]
+  float* sA = sL + C * LD;                             // [C][LD]
+  float* sbeta = sA + C * LD;                          // [C]
+  const Tin* q = static_cast<const Tin*>(p.q);
+  const Tin* k = static_cast<const Tin*>(p.k);
+  const Tin* v = static_cast<const Tin*>(p.v);
+  const Tg* g = static_cast<const Tg*>(p.g);
+  const Tg* beta = static_cast<const Tg*>(p.beta);
+  const Tg* bg = static_cast<const Tg*>(p.b);
+  const Tg* wg = static_cast<const Tg*>(p.w);
+  const BWs ws = bwd_ws(p);
+
+  int tok0, Lc;
+  chunk_of(p, blockIdx.x, tok0, Lc);
+  auto row = [&](int i) { return std::int64_t(tok0 + i) * H + h; };
+  const int tid = threadIdx.x, nt = blockDim.x;
+
+  for (int idx = tid; idx < Lc * K; idx += nt) {
+    const int i = idx / K, d = idx % K;
+    sk[i * KS + d] = ld(k + row(i) * K + d);
+  }
+  for (int idx = tid; idx < Lc * KGs; idx += nt) {
+    const int i = idx / KGs, d = idx % KGs;
+    sG[i * SGs + d] = KG ? double(ld(g + row(i) * KG + d)) : 0.0;
+  }
+  for (int i = tid; i < C; i += nt) sbeta[i] = (!p.gdn2 && i < Lc) ? ld(beta + row(i)) : 0.f;
+  __syncthreads();
+  // F1: G_i = g_0 + ... + g_i inside the chunk, in float64.
+  for (int d = tid; d < KGs; d += nt) {
+    double acc = 0.0;
+    for (int i = 0; i < Lc; ++i) acc += sG[i * SGs + d], sG[i * SGs + d] = acc;
+  }
+  __syncthreads();
+  auto Gat = [&](int i, int d) { return p.gate == kGateChannel ? sG[i * SGs + d] : sG[i * SGs]; };
+  auto e_at = [&](int i, int d) {  // F2: e_i = beta_i k_i (GDN2: b_i (.) k_i)
+    return (p.gdn2 ? ld(bg + row(i) * K + d) : sbeta[i]) * sk[i * KS + d];
+  };
+
+  // F3: L_ij = sum_d e_id k_jd exp(G_id - G_jd), i > j.
+  for (int idx = tid; idx < C * C; idx += nt) {
+    const int i = idx / C, j = idx % C;
+    float val = 0.f;
+    if (i < Lc && j < i) {
+      if (p.gate == kGateChannel) {
+        for (int d = 0; d < K; ++d) val += e_at(i, d) * sk[j * KS + d] * expf(float(Gat(i, d) - Gat(j, d)));
+      } else {
+        for (int d = 0; d < K; ++d) val += e_at(i, d) * sk[j * KS + d];
+        val *= expf(float(Gat(i, 0) - Gat(j, 0)));
+      }
+    }
+    sL[i * LD + j] = val;
+    sA[i * LD + j] = i == j ? 1.f : 0.f;
+  }
+  __syncthreads();
+  // F4: A = (I + L)^-1 by forward substitution: A_ij = -L_ij - sum_{j<m<i} L_im A_mj (j < i).
+  for (int i = 1; i < Lc; ++i) {
+    for (int j = tid; j < i; j += nt) {
+      float acc = -sL[i * LD + j];
+      for (int m = j + 1; m < i; ++m) acc -= sL[i * LD + m] * sA[m * LD + j];
+      sA[i * LD + j] = acc;
+    }
+    __syncthreads();
+  }
+  for (int idx = tid; idx < Lc * C; idx += nt) {
+    const int i = idx / C, j = idx % C;
+    ws.A[row(i) * C + j] = sA[i * LD + j];
+  }
+  // F2 scaled: E, Qg, Kd; F5: w_aux = A E.
+  for (int idx = tid; idx < Lc * K; idx += nt) {
+    const int i = idx / K, d = idx % K;
+    const double Gi = Gat(i, d), Gl = Gat(Lc - 1, d);
+    ws.E[row(i) * K + d] = e_at(i, d) * expf(float(Gi));
+    ws.Qg[row(i) * K + d] = p.scale * ld(q + row(i) * K + d) * expf(float(Gi));
+    ws.Kd[row(i) * K + d] = sk[i * KS + d] * expf(float(Gl - Gi));
+    float acc = 0.f;
+    for (int j = 0; j <= i; ++j) acc += sA[i * LD + j] * e_at(j, d) * expf(float(Gat(j, d)));
+    ws.wa[row(i) * K + d] = acc;
+  }
+  // F5: u = A u0 (u0_j = beta_j v_j, GDN2: w_j (.) v_j).
+  for (int idx = tid; idx < Lc * V; idx += nt) {
+    const int i = idx / V, c = idx % V;
+    float acc = 0.f;
+    for (int j = 0; j <= i; ++j) {
+      const float u0 = (p.gdn2 ? ld(wg + row(j) * V + c) : sbeta[j]) * ld(v + row(j) * V + c);
+      acc += sA[i * LD + j] * u0;
+    }
+    ws.vn[row(i) * V + c] = acc;
+  }
+  // F3: P_ij = scale q_i . (k_j (.) exp(G_i - G_j)), j <= i (zero above).
+  for (int idx = tid; idx < Lc * C; idx += nt) {
+    const int i = idx / C, j = idx % C;
+    float val = 0.f;
+    if (j <= i) {
+      if (p.gate == kGateChannel) {
+        for (int d = 0; d < K; ++d)
+          val += ld(q + row(i) * K + d) * sk[j * KS + d] * expf(float(Gat(i, d) - Gat(j, d)));
+      } else {
+        for (int d = 0; d < K; ++d) val += ld(q + row(i) * K + d) * sk[j * KS + d];
+        val *= expf(float(Gat(i, 0) - Gat(j, 0)));
+      }
+      val *= p.scale;
+    }
+    ws.P[row(i) * C + j] = val;
+  }
+  for (int idx = tid; idx < Lc * KG; idx += nt) {
+    const int i = idx / KG, d = idx % KG;
+    ws.G[row(i) * KG + d] = sG[i * SGs + d];
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// B1, B3: rung 1's bwd_dstates (same grid and arithmetic, chunks in reverse) with each chunk's
+// P, Kd, Qg and w_aux staged in shared memory (64-channel slabs) instead of read from global
+// memory once per multiply-add:
+//   B1 dv_new = P^T do + Kd dS',  B3 dS = Diag(gamma) dS' + Qg^T do - w_aux^T dv_new.
+// ------------------------------------------------------------------------------------------------
+template <class Tin>
+__global__ void __launch_bounds__(kThreads) bwd_dstates_staged(KParams p, const Tin* do_, const float* dht,
+                                                               float* dh0) {
+  extern __shared__ float smem[];
+  const int K = p.K, V = p.V, H = p.H;
+  const int n = blockIdx.x, h = blockIdx.y, v0 = blockIdx.z * BV;
+  const int nv = min(BV, V - v0);
+  float* sdS = smem;            // [K][BV]
+  float* sdvn = sdS + K * BV;   // [C][BV]
+  float* sdo = sdvn + C * BV;   // [C][BV]
+  float* sgl = sdo + C * BV;    // [K]
+  float* sP = sgl + K;          // [C][LD] P (row j, column i)
+  float* sX = sP + C * LD;      // [C][LD] slab of Kd (B1) or Qg (B3)
+  float* sY = sX + C * LD;      // [C][LD] slab of w_aux (B3)
+  const BWs ws = bwd_ws(p);
+  const int tid = threadIdx.x, nt = blockDim.x;
+  const std::int64_t sbase = (std::int64_t(n) * H + h) * K * V;
+
+  for (int idx = tid; idx < K * BV; idx += nt) {
+    const int d = idx / BV, c = idx % BV;
+    sdS[idx] = (dht && c < nv) ? dht[sbase + std::int64_t(d) * V + v0 + c] : 0.f;
+  }
+  __syncthreads();
+  const int t0 = seq_begin(p, n), t1 = seq_end(p, n);
+  const int nch = (t1 - t0 + C - 1) / C;
+  for (int ci = nch - 1; ci >= 0; --ci) {
+    const int tok0 = t0 + ci * C, Lc = min(C, t1 - tok0), ch = first_chunk(p, n) + ci;
+    auto row = [&](int i) { return std::int64_t(tok0 + i) * H + h; };
+    float* dSout = ws.dS + (std::int64_t(ch) * H + h) * K * V;
+    for (int idx = tid; idx < K * BV; idx += nt) {
+      const int d = idx / BV, c = idx % BV;
+      if (c < nv) dSout[std::int64_t(d) * V + v0 + c] = sdS[idx];
+    }
+    for (int idx = tid; idx < C * BV; idx += nt) {
+      const int i = idx / BV, c = idx % BV;
+      sdo[idx] = (i < Lc && c < nv) ? ld(do_ + row(i) * V + v0 + c) : 0.f;
+    }
+    for (int idx = tid; idx < C * C; idx += nt) {
+      const int j = idx / C, i = idx % C;
+      sP[j * LD + i] = j < Lc ? ws.P[row(j) * C + i] : 0.f;
+    }
+    for (int d = tid; d < K; d += nt) sgl[d] = expf(float(G_at(p, ws, row(Lc - 1), d)));
+    __syncthreads();
+    // B1: dv_new_i = sum_{j >= i} P_ji do_j + sum_d Kd_id dS'_d, accumulated in sdvn (each
+    // thread its own elements)
+    for (int idx = tid; idx < C * BV; idx += nt) {
+      const int i = idx / BV, c = idx % BV;
+      float a = 0.f;
+      for (int j = i; j < Lc; ++j) a += sP[j * LD + i] * sdo[j * BV + c];
+      sdvn[idx] = a;
+    }
+    for (int kk = 0; kk < K; kk += 64) {
+      const int nk = min(64, K - kk);
+      for (int idx = tid; idx < C * 64; idx += nt) {
+        const int i = idx >> 6, dd = idx & 63;
+        sX[i * LD + dd] = (i < Lc && dd < nk) ? ws.Kd[row(i) * K + kk + dd] : 0.f;
+      }
+      __syncthreads();
+      for (int idx = tid; idx < C * BV; idx += nt) {
+        const int i = idx / BV, c = idx % BV;
+        float a = 0.f;
+        for (int dd = 0; dd < nk; ++dd) a += sX[i * LD + dd] * sdS[(kk + dd) * BV + c];
+        sdvn[idx] += a;
+      }
+      __syncthreads();
+    }
+    for (int idx = tid; idx < C * BV; idx += nt) {
+      const int i = idx / BV, c = idx % BV;
+      if (i < Lc && c < nv) ws.dvn[row(i) * V + v0 + c] = sdvn[idx];
+      else sdvn[idx] = 0.f;
+    }
+    // B3: dS = Diag(gamma) dS' + Qg^T do - w_aux^T dv_new, per 64-channel slab
+    for (int kk = 0; kk < K; kk += 64) {
+      const int nk = min(64, K - kk);
+      for (int idx = tid; idx < C * 64; idx += nt) {
+        const int i = idx >> 6, dd = idx & 63;
+        const bool in = i < Lc && dd < nk;
+        sX[i * LD + dd] = in ? ws.Qg[row(i) * K + kk + dd] : 0.f;
+        sY[i * LD + dd] = in ? ws.wa[row(i) * K + kk + dd] : 0.f;
+      }
+      __syncthreads();  // (the first slab: also sdvn complete)
+      for (int idx = tid; idx < nk * BV; idx += nt) {
+        const int dd = idx / BV, c = idx % BV, d = kk + dd;
+        float a = sgl[d] * sdS[d * BV + c];
+        for (int i = 0; i < Lc; ++i) a += sX[i * LD + dd] * sdo[i * BV + c] - sY[i * LD + dd] * sdvn[i * BV + c];
+        sdS[d * BV + c] = a;
+      }
+      __syncthreads();
+    }
+  }
+  for (int idx = tid; idx < K * BV; idx += nt) {
+    const int d = idx / BV, c = idx % BV;
+    if (c < nv) dh0[sbase + std::int64_t(d) * V + v0 + c] = sdS[idx];
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
 // B2, B4-B11 per (chunk, head), with S, dS', v_new and dv_new known (bwd_v1_front).
 // ------------------------------------------------------------------------------------------------
 template <class Tg>
@@ -132,7 +367,7 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
   bf16 *sdSh = tiles + 11 * kTile, *sdSl = tiles + 12 * kTile;
   bf16 *sdwh = tiles + 13 * kTile, *sdwl = tiles + 14 * kTile;
   bf16 *sEh = tiles + 15 * kTile, *sEl = tiles + 16 * kTile;
-  float* sdgam = reinterpret_cast<float*>(smem_raw + kTileBytes);  // [256] dgamma
+  float* sdgam = reinterpret_cast<float*>(smem_raw + kSmemMain);   // [256] dgamma
   float* sbeta = sdgam + 256;                                       // [C]
   // float32 matrices of B7 and B9, overlaid on the tiles once the products are done.
   float* sA = reinterpret_cast<float*>(smem_raw);  // [C][LD]
@@ -253,7 +488,6 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
   auto G = [&](int i, int d) { return G_at(p, ws, row(i), d); };
   auto k_at = [&](int i, int d) { return ld(k + row(i) * K + d); };
   auto e_at = [&](int i, int d) { return (p.gdn2 ? ld(bg + row(i) * K + d) : sbeta[i]) * k_at(i, d); };
-  auto Gam = [&](int i, int j, int d) { return chan ? expf(float(G(i, d) - G(j, d))) : sGam[i * LD + j]; };
   // B7, first half: T1 = dA A^T, strictly lower: T1_ij = sum_{m <= j} dA_im A_jm
   for (int idx = tid; idx < C * C; idx += nt) {
     const int i = idx / C, j = idx % C;
@@ -273,54 +507,66 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
   }
   __syncthreads();
   // B9: de^L_r = sum_{j<r} dL_rj k_j Gam_rj;  dq^P_r = sum_{j<=r} dP_rj k_j Gam_rj;
-  //     dk^{L,P}_r = sum_{i>r} dL_ir e_i Gam_ir + sum_{i>=r} dP_ir q~_i Gam_ir   (q~ = scale q)
-  for (int idx = tid; idx < Lc * K; idx += nt) {
-    const int r = idx / K, d = idx % K;
-    float del = 0.f, dqp = 0.f, dk = 0.f;
-    for (int j = 0; j <= r; ++j) {
-      const float kg = k_at(j, d) * Gam(r, j, d);
-      dqp += sdP[r * LD + j] * kg;
-      if (j < r) del += sdA[r * LD + j] * kg;
+  //     dk^{L,P}_r = sum_{i>r} dL_ir e_i Gam_ir + sum_{i>=r} dP_ir q~_i Gam_ir   (q~ = scale q),
+  // per 64-channel slab with k, q~, e (and per-channel G, float64) staged in shared memory.
+  float* sk = sGam + C * LD;  // [64][64] (B9 slab, after the float32 matrices)
+  float* sq = sk + 64 * 64;   // [64][64] scale q
+  float* se = sq + 64 * 64;   // [64][64] e
+  double* sGd = reinterpret_cast<double*>(se + 64 * 64);  // [64][64] G, per-channel gates only
+  for (int kk = 0; kk < K; kk += 64) {
+    __syncthreads();  // the previous slab is read
+    for (int idx = tid; idx < 64 * 64; idx += nt) {
+      const int j = idx >> 6, d = kk + (idx & 63);
+      const bool in = j < Lc && d < K;
+      sk[idx] = in ? k_at(j, d) : 0.f;
+      sq[idx] = in ? p.scale * ld(q + row(j) * K + d) : 0.f;
+      se[idx] = in ? e_at(j, d) : 0.f;
+      if (chan) sGd[idx] = in ? G(j, d) : 0.0;
     }
-    for (int i = r; i < Lc; ++i) {
-      const float gm = Gam(i, r, d);
-      float src = sdP[i * LD + r] * p.scale * ld(q + row(i) * K + d);
-      if (i > r) src += sdA[i * LD + r] * e_at(i, d);
-      dk += src * gm;
+    __syncthreads();
+    for (int idx = tid; idx < Lc * 64; idx += nt) {
+      const int r = idx >> 6, dd = idx & 63, d = kk + dd;
+      if (d >= K) continue;
+      auto gam = [&](int i, int j) { return chan ? expf(float(sGd[i * 64 + dd] - sGd[j * 64 + dd])) : sGam[i * LD + j]; };
+      float del = 0.f, dqp = 0.f, dkk = 0.f;
+      for (int j = 0; j <= r; ++j) {
+        const float kg = sk[j * 64 + dd] * gam(r, j);
+        dqp += sdP[r * LD + j] * kg;
+        if (j < r) del += sdA[r * LD + j] * kg;
+      }
+      for (int i = r; i < Lc; ++i) {
+        float src = sdP[i * LD + r] * sq[i * 64 + dd];
+        if (i > r) src += sdA[i * LD + r] * se[i * 64 + dd];
+        dkk += src * gam(i, r);
+      }
+      ws.deL[row(r) * K + d] = del, ws.dqP[row(r) * K + d] = dqp, ws.dkLP[row(r) * K + d] = dkk;
     }
-    ws.deL[row(r) * K + d] = del, ws.dqP[row(r) * K + d] = dqp, ws.dkLP[row(r) * K + d] = dk;
   }
   __syncthreads();
-  // B10, B11 per channel d, tokens in reverse:
-  //   dG_i = dE_i E_i + dQg_i Qg_i - dKd_i Kd_i + e_i de^L_i + q~_i dq^P_i - k_i dk^{L,P}_i,
-  //   dG_last += sum_i dKd_i Kd_i + dgamma gamma;  dg_t = sum_{i >= t} dG_i.
-  //   Then de = dE exp(G) + de^L, dq = scale (dQg exp(G) + dq^P),
-  //   dk = dKd exp(G_last - G) + dk^{L,P} + (beta | b) de.
+  // B10, B11, in three passes (rung 1 runs one thread per channel through the tokens):
+  //   (a) every (token, channel) at once:
+  //       dG_i = dE_i E_i + dQg_i Qg_i - dKd_i Kd_i + e_i de^L_i + q~_i dq^P_i - k_i dk^{L,P}_i (kept),
+  //       de = dE exp(G) + de^L, dq = scale (dQg exp(G) + dq^P),
+  //       dk = dKd exp(G_last - G) + dk^{L,P} + (beta | b) de;
+  //   (b) per channel, tokens in reverse: dg_t = sum_{i >= t} dG_i, dG_last += sum_i dKd_i Kd_i + dgamma gamma;
+  //   (c) per token (one warp each): dbeta = sum_d de k + sum_c du0 v; scalar gates: dg = sum_d dg_d.
+  float* sdG = sk;  // [Lc][K], over the B9 slab
   Tin* dq = static_cast<Tin*>(out.dq);
   Tin* dk = static_cast<Tin*>(out.dk);
-  for (int d = tid; d < K; d += nt) {
-    float kdk = 0.f;
-    for (int i = 0; i < Lc; ++i) kdk += ws.dKd[row(i) * K + d] * ws.Kd[row(i) * K + d];
-    const double Gl = G(Lc - 1, d);
-    float acc = 0.f;
-    for (int i = Lc - 1; i >= 0; --i) {
-      const std::int64_t x = row(i) * K + d;
-      const double Gi = G(i, d);
-      const float kk = k_at(i, d), ee = e_at(i, d), qs = p.scale * ld(q + x);
-      float dG = ws.dE[x] * ws.E[x] + ws.dQg[x] * ws.Qg[x] - ws.dKd[x] * ws.Kd[x] +
-                 ee * ws.deL[x] + qs * ws.dqP[x] - kk * ws.dkLP[x];
-      if (i == Lc - 1) dG += kdk + sdgam[d] * expf(float(Gl));
-      acc += dG;
-      if (chan) st(static_cast<Tg*>(out.dg) + x, acc);
-      else ws.dGc[x] = acc;
-      const float eg = expf(float(Gi));
-      const float de = ws.dE[x] * eg + ws.deL[x];
-      st(dq + x, p.scale * (ws.dQg[x] * eg + ws.dqP[x]));
-      const float gate = p.gdn2 ? ld(bg + x) : sbeta[i];
-      st(dk + x, ws.dKd[x] * expf(float(Gl - Gi)) + ws.dkLP[x] + gate * de);
-      if (p.gdn2) st(static_cast<Tg*>(out.db) + x, de * kk);
-      else ws.deL[x] = de;
-    }
+  for (int idx = tid; idx < Lc * K; idx += nt) {
+    const int i = idx / K, d = idx % K;
+    const std::int64_t x = row(i) * K + d;
+    const double Gi = G(i, d), Gl = G(Lc - 1, d);
+    const float kk = k_at(i, d), ee = e_at(i, d), qs = p.scale * ld(q + x);
+    const float dE = ws.dE[x], dQg = ws.dQg[x], dKd = ws.dKd[x], deL = ws.deL[x], dqP = ws.dqP[x], dkLP = ws.dkLP[x];
+    sdG[idx] = dE * ws.E[x] + dQg * ws.Qg[x] - dKd * ws.Kd[x] + ee * deL + qs * dqP - kk * dkLP;
+    const float eg = expf(float(Gi));
+    const float de = dE * eg + deL;
+    st(dq + x, p.scale * (dQg * eg + dqP));
+    const float gate = p.gdn2 ? ld(bg + x) : sbeta[i];
+    st(dk + x, dKd * expf(float(Gl - Gi)) + dkLP + gate * de);
+    if (p.gdn2) st(static_cast<Tg*>(out.db) + x, de * kk);
+    else ws.deL[x] = de;
   }
   // Through F2 to v (and w): dv = (beta | w) du0, dw = du0 (.) v
   for (int idx = tid; idx < Lc * V; idx += nt) {
@@ -335,28 +581,64 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
     }
   }
   __syncthreads();
-  // Per token: dbeta = sum_d de k + sum_c du0 v; scalar gates: dg = sum_d dg_d.
-  for (int i = tid; i < Lc; i += nt) {
+  for (int d = tid; d < K; d += nt) {
+    float kdk = 0.f;
+    for (int i = 0; i < Lc; ++i) kdk += ws.dKd[row(i) * K + d] * ws.Kd[row(i) * K + d];
+    float acc = kdk + sdgam[d] * expf(float(G(Lc - 1, d)));
+    for (int i = Lc - 1; i >= 0; --i) {
+      acc += sdG[i * K + d];
+      if (chan) st(static_cast<Tg*>(out.dg) + row(i) * K + d, acc);
+      else sdG[i * K + d] = acc;
+    }
+  }
+  __syncthreads();
+  for (int i = warp; i < Lc; i += nt / 32) {
     if (!p.gdn2) {
       float acc = 0.f;
-      for (int d = 0; d < K; ++d) acc += ws.deL[row(i) * K + d] * k_at(i, d);
-      for (int c = 0; c < V; ++c) acc += ws.du0[row(i) * V + c] * ld(v + row(i) * V + c);
-      st(static_cast<Tg*>(out.dbeta) + row(i), acc);
+      for (int d = lane; d < K; d += 32) acc += ws.deL[row(i) * K + d] * k_at(i, d);
+      for (int c = lane; c < V; c += 32) acc += ws.du0[row(i) * V + c] * ld(v + row(i) * V + c);
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+      if (lane == 0) st(static_cast<Tg*>(out.dbeta) + row(i), acc);
     }
     if (p.gate == kGateScalar) {
       float acc = 0.f;
-      for (int d = 0; d < K; ++d) acc += ws.dGc[row(i) * K + d];
-      st(static_cast<Tg*>(out.dg) + row(i), acc);
+      for (int d = lane; d < K; d += 32) acc += sdG[i * K + d];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+      if (lane == 0) st(static_cast<Tg*>(out.dg) + row(i), acc);
     }
   }
+}
+
+template <class Tg>
+void launch_prepare(const BwdCall& c, Profile& prof) {
+  const KParams& p = c.p;
+  if (p.num_chunks == 0) return;
+  const int KG = gate_width(p);
+  const std::size_t smem = sizeof(double) * std::size_t(C) * (KG > 1 ? KG + 1 : 1) +
+                           sizeof(float) * (std::size_t(C) * (p.K + 1) + 2 * C * LD + C);
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(bwd_prepare_pad<bf16, Tg>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  bwd_prepare_pad<bf16, Tg><<<dim3(p.num_chunks, p.H), kThreads, smem, c.stream>>>(p);
+  LINATTN_CUDA_CHECK(cudaGetLastError());
+  prof.mark();
+}
+
+void launch_dstates(const BwdCall& c, Profile& prof) {
+  const KParams& p = c.p;
+  const dim3 grid(p.N, p.H, (p.V + BV - 1) / BV);
+  const std::size_t smem = sizeof(float) * (std::size_t(p.K) * BV + 2 * C * BV + p.K + 3 * C * LD);
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(bwd_dstates_staged<bf16>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  bwd_dstates_staged<bf16><<<grid, kThreads, smem, c.stream>>>(p, static_cast<const bf16*>(c.do_), c.dht, c.dh0);
+  LINATTN_CUDA_CHECK(cudaGetLastError());
+  prof.mark();
 }
 
 template <class Tg>
 void launch_grads(const BwdCall& c, Profile& prof) {
   const KParams& p = c.p;
   if (p.num_chunks == 0) return;
-  const std::size_t smem = kTileBytes + sizeof(float) * (256 + C);
-  static_assert(5 * C * LD * sizeof(float) <= kTileBytes, "the float32 overlay fits in the tiles");
+  const std::size_t smem = kSmemMain + sizeof(float) * (256 + C);
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(bwd_grads_tc<Tg>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   BwdOut o{c.do_, c.dq, c.dk, c.dv, c.dg, c.dbeta, c.db, c.dw};
   bwd_grads_tc<Tg><<<dim3(p.num_chunks, p.H), kThreads, smem, c.stream>>>(p, o);
@@ -372,7 +654,10 @@ void bwd_v2_launch(const BwdCall& c) {
   if (c.p.N == 0) return;
   if (c.dtype == 0) return bwd_v1_launch(c);  // float32 inputs: rung 1 (file comment)
   Profile prof(c.stream, "bwd_v2");
-  bwdc::bwd_v1_front(c, prof);
+  if (c.gate_dtype == 0) launch_prepare<float>(c, prof);
+  else launch_prepare<bf16>(c, prof);
+  bwdc::bwd_v1_front(c, prof, bwdc::kStates);
+  launch_dstates(c, prof);
   if (c.gate_dtype == 0) launch_grads<float>(c, prof);
   else launch_grads<bf16>(c, prof);
 }
