@@ -1,7 +1,8 @@
 // optimized/cuda/bwd_common.cuh -- what the rungs of the CUDA backward ladder share (moved out of
 // bwd_v1_simple.cu): the float32 workspace of the chunked backward, the gate width, the chunk of a
 // sequence, the gradient outputs of one call, the per-kernel profile (LINATTN_BWD_PROFILE), and
-// rung 1's first three kernels (prepare, states, state gradients), which rung 2 reuses as they are.
+// the launcher of rung 1's first three kernels (prepare, states, state gradients; rung 2 reuses
+// its states kernel as it is).
 #pragma once
 
 #include <cstdio>

@@ -1,30 +1,39 @@
 // optimized/cuda/bwd_v2_tensorcore.cu -- rung 2 of the CUDA backward ladder: rung 1
-// (bwd_v1_simple.cu) with its chunk-gradient kernel bwd_grads rewritten so that every chunk-sized
-// product runs on bf16 tensor cores (mma.sync m16n8k16, float32 accumulation; mma.cuh) from
-// operands staged in shared memory. The stages are those of docs/derivation-backward.md
-// ("Chunked backward", B2 and B4-B11) and of optimized/cpu/chunk_backward.cpp.
+// (bwd_v1_simple.cu; the stages of docs/derivation-backward.md, "Chunked backward", F1-F7 and
+// B1-B11, as optimized/cpu/chunk_backward.cpp) with three of its four kernels replaced:
 //
-// bwd_grads_tc, one block (8 warps) per (chunk, head); warp w owns rows 16 (w % 4).. and columns
-// 32 (w / 4).. of every 64 x 64 output tile. K and V are padded to multiples of 64 with zeros
-// (so any K, V <= 256 and ragged chunks work: padded rows and columns contribute nothing):
-//   for each 64-column slab of K, over the 64-column slabs of V:
-//     B4:  dQg = do S^T,  dKd = v_new dS'^T,  dw_aux = -dv_new S^T   (and dgamma = rowsum(S (.) dS'))
-//     and in the first K slab only:
-//     B5:  dP = do v_new^T,  B6: dA += dv_new u0^T,  B8: du0 = A^T dv_new
-//   then, per K slab: B6: dA += dw_aux E^T,  B8: dE = A^T dw_aux.
-//   Every float32 operand (S, dS', v_new, dv_new, u0, A, E, dw_aux) is split into bf16 hi + lo
-//   parts (hi = round(x), lo = round(x - hi)) and each product is hi*hi + hi*lo + lo*hi (the
-//   "bf16x3" product, about 16 bits of each operand), do is exact in bf16; so the gradients keep
-//   float32-like accuracy on bf16 inputs instead of rounding the intermediates to 8 bits.
-// Then, in float32 from shared memory as rung 1: B7 (T1 = dA A^T, dL = -A^T T1), B9 (the pair
-// sums through exp(G_i - G_j)), B10, B11 (dG and its reverse cumulative sum), dq, dk, dv, the
-// gate gradients.
-// prepare, the state recurrence and the state-gradient recurrence are rung 1's kernels unchanged
-// (bwd_common.cuh, bwd_v1_front).
+//   bwd_prepare_pad     rung 1's bwd_prepare with the shared rows of k and G padded by one element
+//                       (rung 1's reads sk[j * K + d], j = the thread's column, hit one bank).
+//   bwd_states          rung 1's, unchanged (bwd_common.cuh, bwd_v1_front).
+//   bwd_dstates_staged  rung 1's bwd_dstates (B1, B3) with each chunk's P, Kd, Qg and w_aux staged in
+//                       shared memory (64-channel slabs) instead of read from global memory per FMA.
+//   bwd_grads_tc        one block (8 warps) per (chunk, head); every chunk-sized product runs on bf16
+//                       tensor cores (mma.sync m16n8k16, float32 accumulation; mma.cuh) from operands
+//                       staged in shared memory. Warp w owns rows 16 (w % 4).. and columns 32 (w / 4)..
+//                       of every 64 x 64 output tile; K and V are padded to multiples of 64 with zeros
+//                       (any K, V <= 256 and ragged chunks: padded rows and columns contribute nothing):
+//     for each 64-column slab of K, over the 64-column slabs of V:
+//       B4:  dQg = do S^T,  dKd = v_new dS'^T,  dw_aux = -dv_new S^T   (and dgamma = rowsum(S (.) dS'))
+//       and in the first K slab only:
+//       B5:  dP = do v_new^T,  B6: dA += dv_new u0^T,  B8: du0 = A^T dv_new
+//     then, per K slab: B6: dA += dw_aux E^T,  B8: dE = A^T dw_aux.
+//     Every float32 operand (S, dS', v_new, dv_new, u0, A, E, dw_aux) is split into bf16 hi + lo
+//     parts (hi = round(x), lo = round(x - hi)) and each product is hi*hi + hi*lo + lo*hi (about 16
+//     bits of each operand); do is exact in bf16. Then in float32 from shared memory: B7 (T1 = dA A^T,
+//     dL = -A^T T1), B9 (the pair sums through exp(G_i - G_j), from staged 64-channel slabs of k,
+//     scale q, e and G), B10, B11 (dG for all tokens and channels at once, then one reverse scan per
+//     channel), dq, dk, dv, the gate gradients (dbeta: one warp per token).
 //
 // Inputs: bf16 q, k, v, do (gates float32 or bf16). Float32 inputs are dispatched to rung 1 as a
 // whole (its float32 FFMA arithmetic meets the float32 bound of 2e-5; a bf16x3 product of float32
 // q, k, v would need a third split per operand), so BwdVersion::v2_tensorcore accepts every call.
+//
+// Measured (H200, bf16 inputs, float32 gates, B=8 T=4096 H=16 K=V=128; RESULTS.md, "Rung 2"):
+// backward 46.5 / 46.9 / 79.9 ms for DeltaNet / GDN / KDA (rung 1: 167.7 / 167.8 / 209.7; fla's
+// forward + backward: 2.84 / -- / 9.62 ms); GDN2 not measured. Per kernel, DeltaNet: prepare 10.3,
+// states 7.8, dstates 9.3, grads 19.1 ms (rung 1: 23.7, 8.0, 24.5, 112.0); KDA: 35.8, 7.8, 9.3, 27.0.
+// Accuracy: dq, dk, dv as rung 1 (bf16 outputs, worst 3.4e-3 relative); float32 gate gradients
+// worst 3.6e-5 (rung 1: 1.9e-6), the cost of hi + lo operands.
 #include <cstdio>
 #include <cstdlib>
 

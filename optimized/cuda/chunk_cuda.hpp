@@ -148,8 +148,9 @@ ref::RecurrentOutput<float> chunk_gdn2(const Tensor<float>& q, const Tensor<floa
 enum class BwdVersion : int {
   best = 0,
   v1_simple = 1,     ///< four plain FFMA kernels (prepare; states; state gradients; chunk gradients)
-  v2_tensorcore = 2  ///< v1 with the chunk gradients' products on bf16 tensor cores (bf16 inputs;
-                     ///< float32 inputs run v1); `best`
+  v2_tensorcore = 2  ///< the chunk gradients' products on bf16 tensor cores, prepare and state
+                     ///< gradients with staged shared memory (bf16 inputs; float32 inputs run v1);
+                     ///< `best`
 };
 
 const char* bwd_version_name(BwdVersion v);
