@@ -34,6 +34,11 @@
 // states 7.8, dstates 9.3, grads 19.1 ms (rung 1: 23.7, 8.0, 24.5, 112.0); KDA: 35.8, 7.8, 9.3, 27.0.
 // Accuracy: dq, dk, dv as rung 1 (bf16 outputs, worst 3.4e-3 relative); float32 gate gradients
 // worst 3.6e-5 (rung 1: 1.9e-6), the cost of hi + lo operands.
+// Determinism: as measured in runs 3-5, dgamma was summed with atomicAdd from two warps per row,
+// and an independent review (H200, run-4 binaries) saw the bitwise-determinism test fail for KDA in
+// 10 of 65 runs (V > 64: (x + a) + b != (x + b) + a). Fixed after run 5 with one partial sum per
+// half-row (below); built, not yet run on the device (the session's device time was spent), so
+// BwdVersion::best is rung 1 until it has.
 #include <cstdio>
 #include <cstdlib>
 
@@ -376,8 +381,11 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
   bf16 *sdSh = tiles + 11 * kTile, *sdSl = tiles + 12 * kTile;
   bf16 *sdwh = tiles + 13 * kTile, *sdwl = tiles + 14 * kTile;
   bf16 *sEh = tiles + 15 * kTile, *sEl = tiles + 16 * kTile;
-  float* sdgam = reinterpret_cast<float*>(smem_raw + kSmemMain);   // [256] dgamma
-  float* sbeta = sdgam + 256;                                       // [C]
+  // dgamma in two partial sums, one per half (32 value columns) of a staged row: each slot gets
+  // one add per value slab, in slab order, so the result is bitwise reproducible (one shared
+  // slot updated by both halves' warps with atomicAdd was not: (x + a) + b != (x + b) + a).
+  float* sdgam = reinterpret_cast<float*>(smem_raw + kSmemMain);   // [2][256] dgamma halves
+  float* sbeta = sdgam + 2 * 256;                                   // [C]
   // float32 matrices of B7 and B9, overlaid on the tiles once the products are done.
   float* sA = reinterpret_cast<float*>(smem_raw);  // [C][LD]
   float* sdA = sA + C * LD;                         // [C][LD] dA, then dL
@@ -405,7 +413,7 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
   const bool chan = p.gate == kGateChannel;
 
   for (int i = tid; i < C; i += nt) sbeta[i] = (!p.gdn2 && i < Lc) ? ld(beta + row(i)) : 0.f;
-  for (int d = tid; d < 256; d += nt) sdgam[d] = 0.f;
+  for (int d = tid; d < 2 * 256; d += nt) sdgam[d] = 0.f;
   for (int idx = tid; idx < C * C; idx += nt) {
     const int i = idx >> 6, j = idx & 63;
     put_split(sAh, sAl, i, j, i < Lc ? ws.A[row(i) * C + j] : 0.f);
@@ -437,7 +445,7 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
         float prod = s * ds;
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) prod += __shfl_xor_sync(0xffffffffu, prod, o);
-        if (lane == 0 && d < K) atomicAdd(sdgam + d, prod);
+        if (lane == 0 && d < K) sdgam[(c >> 5) * 256 + d] += prod;  // the only writer of this slot in this slab
       }
       __syncthreads();
       // B4: dQg = do S^T, dKd = v_new dS'^T, dw_aux = -dv_new S^T (negated below)
@@ -593,7 +601,7 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
   for (int d = tid; d < K; d += nt) {
     float kdk = 0.f;
     for (int i = 0; i < Lc; ++i) kdk += ws.dKd[row(i) * K + d] * ws.Kd[row(i) * K + d];
-    float acc = kdk + sdgam[d] * expf(float(G(Lc - 1, d)));
+    float acc = kdk + (sdgam[d] + sdgam[256 + d]) * expf(float(G(Lc - 1, d)));
     for (int i = Lc - 1; i >= 0; --i) {
       acc += sdG[i * K + d];
       if (chan) st(static_cast<Tg*>(out.dg) + row(i) * K + d, acc);
@@ -647,7 +655,7 @@ template <class Tg>
 void launch_grads(const BwdCall& c, Profile& prof) {
   const KParams& p = c.p;
   if (p.num_chunks == 0) return;
-  const std::size_t smem = kSmemMain + sizeof(float) * (256 + C);
+  const std::size_t smem = kSmemMain + sizeof(float) * (2 * 256 + C);
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(bwd_grads_tc<Tg>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   BwdOut o{c.do_, c.dq, c.dk, c.dv, c.dg, c.dbeta, c.db, c.dw};
   bwd_grads_tc<Tg><<<dim3(p.num_chunks, p.H), kThreads, smem, c.stream>>>(p, o);

@@ -60,11 +60,20 @@ for s in $stages; do
       echo "=== backward tests: $BTEST"
       ( time LINATTN_CUDA_BACKWARD_REPORT=1 timeout 300 "$BTEST" --durations yes ) 2>&1 | tee "$OUT/btests.log" | grep -v "^  [0-9.]* s: " | tail -60 ;;
     bsanitize)
-      F='CUDA chunked backward of a packed batch of many short sequences equals the reference'
-      for tool in memcheck racecheck; do
-        echo "=== compute-sanitizer --tool $tool: $F"
-        ( time timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 "$BTEST" "$F" ) 2>&1 | tee "$OUT/bsanitize_$tool.log" | tail -8
-      done ;;
+      # The packed batch (many short sequences, K, V <= 64) and T = 1 at head sizes up to 128 x 128
+      # (rung 2's multi-slab paths: two 64-column slabs of K and of V).
+      for F in 'CUDA chunked backward of a packed batch of many short sequences equals the reference' \
+               'CUDA chunked backward at T = 1 equals one step of the reference backward'; do
+        tag=$(echo "$F" | grep -q "T = 1" && echo t1 || echo packed)
+        for tool in memcheck racecheck; do
+          echo "=== compute-sanitizer --tool $tool: $F"
+          ( time timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 "$BTEST" "$F" ) 2>&1 | tee "$OUT/bsanitize_${tool}_$tag.log" | tail -8
+        done
+      done
+      # Bitwise determinism, many times (a race between float atomics shows only now and then).
+      DT='CUDA chunked backward is deterministic: two runs give bitwise equal gradients'
+      fails=0; for r in $(seq 1 ${DET_REPEATS:-50}); do timeout 60 "$BTEST" "$DT" > /dev/null 2>&1 || fails=$((fails + 1)); done
+      echo "determinism test: $fails failures in ${DET_REPEATS:-50} runs" | tee "$OUT/bdeterminism.log" ;;
     bmutants)
       # Each planted bug of the backward (make_mutants.py, 11-16 rung 1, 21-24 rung 2; 5 is shared
       # with the forward)
