@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
        << runs[0].opt.batch * runs[0].opt.seq_len << " tokens per step, routed error (CLER-H) " << c.get("routed-error")
        << "; final validation loss in nats/char; deltas seed-paired, mean ± sd (negative: routing better); resolved = "
        << "|mean| > 2 sd/sqrt(seeds)\n\n"
-       << t.str() << "\nPaper's orderings here: CLER-H below baseline in " << h_below_base << " of " << rows
+       << t.str() << "\nOur rows showing the paper's orderings: CLER-H below baseline in " << h_below_base << " of " << rows
        << " rows, CLVR below CLER-H in " << clvr_below_h << " of " << rows << " rows (means, over the rows with both deltas measured; see 'resolved').\n";
     emit(c, "table7.md", "\n" + md.str());
     write_runs_csv(c, rs);
