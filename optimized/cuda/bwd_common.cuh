@@ -117,8 +117,9 @@ struct Profile {
   }
 };
 
-/// Stages of bwd_v1_front, as bits.
-enum : unsigned { kPrepare = 1, kStates = 2, kDstates = 4, kAllStages = 7 };
+/// Stages of bwd_v1_front, as bits. kPreparePadded: bwd_prepare with its shared rows padded (rung 2's
+/// choice, free of bank conflicts), in place of kPrepare.
+enum : unsigned { kPrepare = 1, kStates = 2, kDstates = 4, kAllStages = 7, kPreparePadded = 8 };
 /// Rung 1's bwd_prepare, bwd_states and bwd_dstates (bwd_v1_simple.cu), those named in `stages`,
 /// in this order on c's stream, each followed by prof.mark(). After all three, the workspace holds
 /// G, A, w_aux, E, Qg, Kd, P, v_new, the states S and dS', dv_new, and c.dh0 is written.

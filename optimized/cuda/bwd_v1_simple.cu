@@ -50,16 +50,20 @@ using bwdc::Profile;
 
 // ------------------------------------------------------------------------------------------------
 // F1-F5: per (chunk, head), everything that does not depend on the state.
+// kPadRows (rung 2, bwd_v2_tensorcore.cu): the shared rows of k and of per-channel G padded by one
+// element, so that rows read by consecutive threads (sk[j], sG[j] with j = the thread's column of
+// L or P) fall in different banks; unpadded (rung 1) those reads are a 32-way bank conflict.
 // ------------------------------------------------------------------------------------------------
-template <class Tin, class Tg>
+template <class Tin, class Tg, bool kPadRows>
 __global__ void __launch_bounds__(kThreads) bwd_prepare(KParams p) {
   extern __shared__ double smemd[];
   const int K = p.K, V = p.V, H = p.H, h = blockIdx.y;
   const int KG = gate_width(p);
   const int KGs = KG ? KG : 1;
-  double* sG = smemd;                                  // [C][KGs]
-  float* sk = reinterpret_cast<float*>(sG + C * KGs);  // [C][K]
-  float* sL = sk + C * K;                              // [C][LD]
+  const int SGs = kPadRows ? (KG > 1 ? KG + 1 : 1) : KGs, KS = kPadRows ? K + 1 : K;  // row strides
+  double* sG = smemd;                                  // [C][SGs]
+  float* sk = reinterpret_cast<float*>(sG + C * SGs);  // [C][KS]
+  float* sL = sk + C * KS;                             // [C][LD]
   float* sA = sL + C * LD;                             // [C][LD]
   float* sbeta = sA + C * LD;                          // [C]
   const Tin* q = static_cast<const Tin*>(p.q);
@@ -78,23 +82,23 @@ __global__ void __launch_bounds__(kThreads) bwd_prepare(KParams p) {
 
   for (int idx = tid; idx < Lc * K; idx += nt) {
     const int i = idx / K, d = idx % K;
-    sk[i * K + d] = ld(k + row(i) * K + d);
+    sk[i * KS + d] = ld(k + row(i) * K + d);
   }
   for (int idx = tid; idx < Lc * KGs; idx += nt) {
     const int i = idx / KGs, d = idx % KGs;
-    sG[i * KGs + d] = KG ? double(ld(g + row(i) * KG + d)) : 0.0;
+    sG[i * SGs + d] = KG ? double(ld(g + row(i) * KG + d)) : 0.0;
   }
   for (int i = tid; i < C; i += nt) sbeta[i] = (!p.gdn2 && i < Lc) ? ld(beta + row(i)) : 0.f;
   __syncthreads();
   // F1: G_i = g_0 + ... + g_i inside the chunk, in float64.
   for (int d = tid; d < KGs; d += nt) {
     double acc = 0.0;
-    for (int i = 0; i < Lc; ++i) acc += sG[i * KGs + d], sG[i * KGs + d] = acc;
+    for (int i = 0; i < Lc; ++i) acc += sG[i * SGs + d], sG[i * SGs + d] = acc;
   }
   __syncthreads();
-  auto Gat = [&](int i, int d) { return p.gate == kGateChannel ? sG[i * KGs + d] : sG[i * KGs]; };
+  auto Gat = [&](int i, int d) { return p.gate == kGateChannel ? sG[i * SGs + d] : sG[i * SGs]; };
   auto e_at = [&](int i, int d) {  // F2: e_i = beta_i k_i (GDN2: b_i (.) k_i)
-    return (p.gdn2 ? ld(bg + row(i) * K + d) : sbeta[i]) * sk[i * K + d];
+    return (p.gdn2 ? ld(bg + row(i) * K + d) : sbeta[i]) * sk[i * KS + d];
   };
 
   // F3: L_ij = sum_d e_id k_jd exp(G_id - G_jd), i > j.
@@ -103,9 +107,9 @@ __global__ void __launch_bounds__(kThreads) bwd_prepare(KParams p) {
     float val = 0.f;
     if (i < Lc && j < i) {
       if (p.gate == kGateChannel) {
-        for (int d = 0; d < K; ++d) val += e_at(i, d) * sk[j * K + d] * expf(float(Gat(i, d) - Gat(j, d)));
+        for (int d = 0; d < K; ++d) val += e_at(i, d) * sk[j * KS + d] * expf(float(Gat(i, d) - Gat(j, d)));
       } else {
-        for (int d = 0; d < K; ++d) val += e_at(i, d) * sk[j * K + d];
+        for (int d = 0; d < K; ++d) val += e_at(i, d) * sk[j * KS + d];
         val *= expf(float(Gat(i, 0) - Gat(j, 0)));
       }
     }
@@ -132,7 +136,7 @@ __global__ void __launch_bounds__(kThreads) bwd_prepare(KParams p) {
     const double Gi = Gat(i, d), Gl = Gat(Lc - 1, d);
     ws.E[row(i) * K + d] = e_at(i, d) * expf(float(Gi));
     ws.Qg[row(i) * K + d] = p.scale * ld(q + row(i) * K + d) * expf(float(Gi));
-    ws.Kd[row(i) * K + d] = sk[i * K + d] * expf(float(Gl - Gi));
+    ws.Kd[row(i) * K + d] = sk[i * KS + d] * expf(float(Gl - Gi));
     float acc = 0.f;
     for (int j = 0; j <= i; ++j) acc += sA[i * LD + j] * e_at(j, d) * expf(float(Gat(j, d)));
     ws.wa[row(i) * K + d] = acc;
@@ -154,9 +158,9 @@ __global__ void __launch_bounds__(kThreads) bwd_prepare(KParams p) {
     if (j <= i) {
       if (p.gate == kGateChannel) {
         for (int d = 0; d < K; ++d)
-          val += ld(q + row(i) * K + d) * sk[j * K + d] * expf(float(Gat(i, d) - Gat(j, d)));
+          val += ld(q + row(i) * K + d) * sk[j * KS + d] * expf(float(Gat(i, d) - Gat(j, d)));
       } else {
-        for (int d = 0; d < K; ++d) val += ld(q + row(i) * K + d) * sk[j * K + d];
+        for (int d = 0; d < K; ++d) val += ld(q + row(i) * K + d) * sk[j * KS + d];
         val *= expf(float(Gat(i, 0) - Gat(j, 0)));
       }
       val *= p.scale;
@@ -165,7 +169,7 @@ __global__ void __launch_bounds__(kThreads) bwd_prepare(KParams p) {
   }
   for (int idx = tid; idx < Lc * KG; idx += nt) {
     const int i = idx / KG, d = idx % KG;
-    ws.G[row(i) * KG + d] = sG[i * KGs + d];
+    ws.G[row(i) * KG + d] = sG[i * SGs + d];
   }
 }
 
@@ -482,16 +486,17 @@ template <class Tin, class Tg>
 void launch_front(const BwdCall& c, Profile& prof, unsigned stages = bwdc::kAllStages) {
   const KParams& p = c.p;
   const int KG = gate_width(p);
-  const std::size_t prep_smem = sizeof(double) * std::size_t(C) * (KG ? KG : 1) +
-                                sizeof(float) * (std::size_t(C) * p.K + 2 * C * LD + C);
+  const bool pad = stages & bwdc::kPreparePadded;  // bwd_prepare's kPadRows
+  const std::size_t prep_smem = sizeof(double) * std::size_t(C) * (pad && KG > 1 ? KG + 1 : (KG ? KG : 1)) +
+                                sizeof(float) * (std::size_t(C) * (pad ? p.K + 1 : p.K) + 2 * C * LD + C);
   const dim3 rec_grid(p.N, p.H, (p.V + BV - 1) / BV);
   const std::size_t st_smem = sizeof(float) * (std::size_t(p.K) * BV + C * BV + p.K);
   const std::size_t ds_smem = sizeof(float) * (std::size_t(p.K) * BV + 2 * C * BV + p.K);
   if (p.num_chunks > 0) {
-    if (stages & bwdc::kPrepare) {
-      LINATTN_CUDA_CHECK(cudaFuncSetAttribute(bwd_prepare<Tin, Tg>,
-                                              cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_smem)));
-      bwd_prepare<Tin, Tg><<<dim3(p.num_chunks, p.H), kThreads, prep_smem, c.stream>>>(p);
+    if (stages & (bwdc::kPrepare | bwdc::kPreparePadded)) {
+      auto* kernel = pad ? bwd_prepare<Tin, Tg, true> : bwd_prepare<Tin, Tg, false>;
+      LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_smem)));
+      kernel<<<dim3(p.num_chunks, p.H), kThreads, prep_smem, c.stream>>>(p);
       LINATTN_CUDA_CHECK(cudaGetLastError());
       prof.mark();
     }

@@ -2,8 +2,9 @@
 // (bwd_v1_simple.cu; the stages of docs/derivation-backward.md, "Chunked backward", F1-F7 and
 // B1-B11, as optimized/cpu/chunk_backward.cpp) with three of its four kernels replaced:
 //
-//   bwd_prepare_pad     rung 1's bwd_prepare with the shared rows of k and G padded by one element
-//                       (rung 1's reads sk[j * K + d], j = the thread's column, hit one bank).
+//   bwd_prepare         rung 1's, with the shared rows of k and G padded by one element (its
+//                       kPadRows; unpadded, the reads sk[j * K + d], j = the thread's column, hit one
+//                       bank); launched through bwd_v1_front (bwd_common.cuh) as kPreparePadded.
 //   bwd_states          rung 1's, unchanged (bwd_common.cuh, bwd_v1_front).
 //   bwd_dstates_staged  rung 1's bwd_dstates (B1, B3) with each chunk's P, Kd, Qg and w_aux staged in
 //                       shared memory (64-channel slabs) instead of read from global memory per FMA.
@@ -55,7 +56,6 @@ using bwdc::bwd_ws;
 using bwdc::C;
 using bwdc::first_chunk;
 using bwdc::G_at;
-using bwdc::gate_width;
 using bwdc::kThreads;
 using bwdc::LD;
 using bwdc::Profile;
@@ -137,130 +137,6 @@ __device__ __forceinline__ void each_acc(const float (&acc)[4][4], int m0, int n
   for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) f(m0 + g + (e >= 2 ? 8 : 0), n0 + nt * 8 + 2 * t + (e & 1), acc[nt][e]);
-}
-
-// ------------------------------------------------------------------------------------------------
-// F1-F5: rung 1's bwd_prepare with padded shared-memory rows (the only change).
-// ------------------------------------------------------------------------------------------------
-template <class Tin, class Tg>
-__global__ void __launch_bounds__(kThreads) bwd_prepare_pad(KParams p) {
-  extern __shared__ double smemd[];
-  const int K = p.K, V = p.V, H = p.H, h = blockIdx.y;
-  const int KG = gate_width(p);
-  const int KGs = KG ? KG : 1;
-  // Rung 2: row strides padded by one, so that rows read by consecutive threads (sk[j], sG[j]
-  // with j = the thread's column of L or P) fall in different banks (rung 1: a 32-way conflict).
-  const int SGs = KG > 1 ? KG + 1 : 1, KS = K + 1;
-  double* sG = smemd;                                  // [C][SGs]
-  float* sk = reinterpret_cast<float*>(sG + C * SGs);  // [C][KS]
-  float* sL = sk + C * KS;                             // [C][LD]
-  float* sA = sL + C * LD;                             // [C][LD]
-  float* sbeta = sA + C * LD;                          // [C]
-  const Tin* q = static_cast<const Tin*>(p.q);
-  const Tin* k = static_cast<const Tin*>(p.k);
-  const Tin* v = static_cast<const Tin*>(p.v);
-  const Tg* g = static_cast<const Tg*>(p.g);
-  const Tg* beta = static_cast<const Tg*>(p.beta);
-  const Tg* bg = static_cast<const Tg*>(p.b);
-  const Tg* wg = static_cast<const Tg*>(p.w);
-  const BWs ws = bwd_ws(p);
-
-  int tok0, Lc;
-  chunk_of(p, blockIdx.x, tok0, Lc);
-  auto row = [&](int i) { return std::int64_t(tok0 + i) * H + h; };
-  const int tid = threadIdx.x, nt = blockDim.x;
-
-  for (int idx = tid; idx < Lc * K; idx += nt) {
-    const int i = idx / K, d = idx % K;
-    sk[i * KS + d] = ld(k + row(i) * K + d);
-  }
-  for (int idx = tid; idx < Lc * KGs; idx += nt) {
-    const int i = idx / KGs, d = idx % KGs;
-    sG[i * SGs + d] = KG ? double(ld(g + row(i) * KG + d)) : 0.0;
-  }
-  for (int i = tid; i < C; i += nt) sbeta[i] = (!p.gdn2 && i < Lc) ? ld(beta + row(i)) : 0.f;
-  __syncthreads();
-  // F1: G_i = g_0 + ... + g_i inside the chunk, in float64.
-  for (int d = tid; d < KGs; d += nt) {
-    double acc = 0.0;
-    for (int i = 0; i < Lc; ++i) acc += sG[i * SGs + d], sG[i * SGs + d] = acc;
-  }
-  __syncthreads();
-  auto Gat = [&](int i, int d) { return p.gate == kGateChannel ? sG[i * SGs + d] : sG[i * SGs]; };
-  auto e_at = [&](int i, int d) {  // F2: e_i = beta_i k_i (GDN2: b_i (.) k_i)
-    return (p.gdn2 ? ld(bg + row(i) * K + d) : sbeta[i]) * sk[i * KS + d];
-  };
-
-  // F3: L_ij = sum_d e_id k_jd exp(G_id - G_jd), i > j.
-  for (int idx = tid; idx < C * C; idx += nt) {
-    const int i = idx / C, j = idx % C;
-    float val = 0.f;
-    if (i < Lc && j < i) {
-      if (p.gate == kGateChannel) {
-        for (int d = 0; d < K; ++d) val += e_at(i, d) * sk[j * KS + d] * expf(float(Gat(i, d) - Gat(j, d)));
-      } else {
-        for (int d = 0; d < K; ++d) val += e_at(i, d) * sk[j * KS + d];
-        val *= expf(float(Gat(i, 0) - Gat(j, 0)));
-      }
-    }
-    sL[i * LD + j] = val;
-    sA[i * LD + j] = i == j ? 1.f : 0.f;
-  }
-  __syncthreads();
-  // F4: A = (I + L)^-1 by forward substitution: A_ij = -L_ij - sum_{j<m<i} L_im A_mj (j < i).
-  for (int i = 1; i < Lc; ++i) {
-    for (int j = tid; j < i; j += nt) {
-      float acc = -sL[i * LD + j];
-      for (int m = j + 1; m < i; ++m) acc -= sL[i * LD + m] * sA[m * LD + j];
-      sA[i * LD + j] = acc;
-    }
-    __syncthreads();
-  }
-  for (int idx = tid; idx < Lc * C; idx += nt) {
-    const int i = idx / C, j = idx % C;
-    ws.A[row(i) * C + j] = sA[i * LD + j];
-  }
-  // F2 scaled: E, Qg, Kd; F5: w_aux = A E.
-  for (int idx = tid; idx < Lc * K; idx += nt) {
-    const int i = idx / K, d = idx % K;
-    const double Gi = Gat(i, d), Gl = Gat(Lc - 1, d);
-    ws.E[row(i) * K + d] = e_at(i, d) * expf(float(Gi));
-    ws.Qg[row(i) * K + d] = p.scale * ld(q + row(i) * K + d) * expf(float(Gi));
-    ws.Kd[row(i) * K + d] = sk[i * KS + d] * expf(float(Gl - Gi));
-    float acc = 0.f;
-    for (int j = 0; j <= i; ++j) acc += sA[i * LD + j] * e_at(j, d) * expf(float(Gat(j, d)));
-    ws.wa[row(i) * K + d] = acc;
-  }
-  // F5: u = A u0 (u0_j = beta_j v_j, GDN2: w_j (.) v_j).
-  for (int idx = tid; idx < Lc * V; idx += nt) {
-    const int i = idx / V, c = idx % V;
-    float acc = 0.f;
-    for (int j = 0; j <= i; ++j) {
-      const float u0 = (p.gdn2 ? ld(wg + row(j) * V + c) : sbeta[j]) * ld(v + row(j) * V + c);
-      acc += sA[i * LD + j] * u0;
-    }
-    ws.vn[row(i) * V + c] = acc;
-  }
-  // F3: P_ij = scale q_i . (k_j (.) exp(G_i - G_j)), j <= i (zero above).
-  for (int idx = tid; idx < Lc * C; idx += nt) {
-    const int i = idx / C, j = idx % C;
-    float val = 0.f;
-    if (j <= i) {
-      if (p.gate == kGateChannel) {
-        for (int d = 0; d < K; ++d)
-          val += ld(q + row(i) * K + d) * sk[j * KS + d] * expf(float(Gat(i, d) - Gat(j, d)));
-      } else {
-        for (int d = 0; d < K; ++d) val += ld(q + row(i) * K + d) * sk[j * KS + d];
-        val *= expf(float(Gat(i, 0) - Gat(j, 0)));
-      }
-      val *= p.scale;
-    }
-    ws.P[row(i) * C + j] = val;
-  }
-  for (int idx = tid; idx < Lc * KG; idx += nt) {
-    const int i = idx / KG, d = idx % KG;
-    ws.G[row(i) * KG + d] = sG[i * SGs + d];
-  }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -628,19 +504,6 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
   }
 }
 
-template <class Tg>
-void launch_prepare(const BwdCall& c, Profile& prof) {
-  const KParams& p = c.p;
-  if (p.num_chunks == 0) return;
-  const int KG = gate_width(p);
-  const std::size_t smem = sizeof(double) * std::size_t(C) * (KG > 1 ? KG + 1 : 1) +
-                           sizeof(float) * (std::size_t(C) * (p.K + 1) + 2 * C * LD + C);
-  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(bwd_prepare_pad<bf16, Tg>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  bwd_prepare_pad<bf16, Tg><<<dim3(p.num_chunks, p.H), kThreads, smem, c.stream>>>(p);
-  LINATTN_CUDA_CHECK(cudaGetLastError());
-  prof.mark();
-}
-
 void launch_dstates(const BwdCall& c, Profile& prof) {
   const KParams& p = c.p;
   const dim3 grid(p.N, p.H, (p.V + BV - 1) / BV);
@@ -671,9 +534,7 @@ void bwd_v2_launch(const BwdCall& c) {
   if (c.p.N == 0) return;
   if (c.dtype == 0) return bwd_v1_launch(c);  // float32 inputs: rung 1 (file comment)
   Profile prof(c.stream, "bwd_v2");
-  if (c.gate_dtype == 0) launch_prepare<float>(c, prof);
-  else launch_prepare<bf16>(c, prof);
-  bwdc::bwd_v1_front(c, prof, bwdc::kStates);
+  bwdc::bwd_v1_front(c, prof, bwdc::kPreparePadded | bwdc::kStates);
   launch_dstates(c, prof);
   if (c.gate_dtype == 0) launch_grads<float>(c, prof);
   else launch_grads<bf16>(c, prof);
