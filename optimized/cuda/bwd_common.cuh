@@ -2,7 +2,7 @@
 // bwd_v1_simple.cu): the float32 workspace of the chunked backward, the gate width, the chunk of a
 // sequence, the gradient outputs of one call, the per-kernel profile (LINATTN_BWD_PROFILE), and
 // the launcher of rung 1's first three kernels (prepare, states, state gradients; rung 2 reuses
-// its states kernel as it is).
+// its states kernel as it is) and of rung 2's chunk-gradient kernel (reused by rung 3).
 #pragma once
 
 #include <cstdio>
@@ -124,5 +124,8 @@ enum : unsigned { kPrepare = 1, kStates = 2, kDstates = 4, kAllStages = 7, kPrep
 /// in this order on c's stream, each followed by prof.mark(). After all three, the workspace holds
 /// G, A, w_aux, E, Qg, Kd, P, v_new, the states S and dS', dv_new, and c.dh0 is written.
 void bwd_v1_front(const BwdCall& c, Profile& prof, unsigned stages = kAllStages);
+/// Rung 2's bwd_grads_tc (bwd_v2_tensorcore.cu; bf16 inputs), then prof.mark(): B2, B4-B11 from a
+/// workspace holding G, A, E, Qg, Kd, v_new, dv_new, S and dS' (rung 3 reuses it as it is).
+void bwd_v2_grads(const BwdCall& c, Profile& prof);
 
 }  // namespace linattn::cuda::detail::bwdc

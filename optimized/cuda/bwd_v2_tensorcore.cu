@@ -530,6 +530,11 @@ void launch_grads(const BwdCall& c, Profile& prof) {
 
 std::size_t bwd_v2_workspace_bytes(const KParams& p) { return bwdc::bwd_ws_bytes(p); }
 
+void bwdc::bwd_v2_grads(const BwdCall& c, Profile& prof) {
+  if (c.gate_dtype == 0) launch_grads<float>(c, prof);
+  else launch_grads<bf16>(c, prof);
+}
+
 void bwd_v2_launch(const BwdCall& c) {
   if (c.p.N == 0) return;
   if (c.dtype == 0) return bwd_v1_launch(c);  // float32 inputs: rung 1 (file comment)

@@ -415,8 +415,15 @@ struct StateSmem {
   static constexpr int bytes = sVn + 64 * LDV * 2;
 };
 
-template <int KP, int BV>
-__global__ void __launch_bounds__(kThreads) v2_state(KParams p) {
+/// kBwd (the backward's rung 3, bwd_v3_async.cu): o is not computed (no q . exp(G) or P tiles are
+/// loaded); instead the state entering each chunk goes to bwd.S and v_new (float32) to bwd.vn.
+struct StateBwdOut {
+  float* S = nullptr;   // [num_chunks, H, K, V]
+  float* vn = nullptr;  // [B * T * H, V]
+};
+
+template <int KP, int BV, bool kBwd = false>
+__global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd) {
   using S = StateSmem<KP, BV>;
   constexpr int LDK = S::LDK, LDV = S::LDV, LDU = S::LDU;
   extern __shared__ __align__(16) char smem[];
@@ -485,13 +492,14 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p) {
       const int i = idx / PK, d8 = (idx % PK) * 8;
       const std::int64_t src = (cw * 64 + i) * KP + d8;
       cp_async16(dW + i * LDK + d8, ws.w + src);
-      cp_async16(dQ + i * LDK + d8, ws.qg + src);
+      if constexpr (!kBwd) cp_async16(dQ + i * LDK + d8, ws.qg + src);
       cp_async16(dK + i * LDK + d8, ws.kd + src);
     }
-    for (int idx = tid; idx < 64 * 8; idx += kThreads) {
-      const int i = idx >> 3, j8 = (idx & 7) * 8;
-      cp_async16(dP + i * 72 + j8, ws.P + (cw * 64 + i) * 64 + j8);
-    }
+    if constexpr (!kBwd)
+      for (int idx = tid; idx < 64 * 8; idx += kThreads) {
+        const int i = idx >> 3, j8 = (idx & 7) * 8;
+        cp_async16(dP + i * 72 + j8, ws.P + (cw * 64 + i) * 64 + j8);
+      }
     for (int idx = tid; idx < 64 * (BV / 4); idx += kThreads) {
       const int i = idx / (BV / 4), c4 = (idx % (BV / 4)) * 4;
       cp_async16(dU + i * LDU + c4, ws.u + (cw * 64 + i) * VP + v0 + c4, v0 + c4 < VP ? 16 : 0);
@@ -512,6 +520,16 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p) {
     const bf16* sP = reinterpret_cast<const bf16*>(smem + S::sP + stg * 64 * 72 * 2);
     const float* sU = reinterpret_cast<const float*>(smem + S::sU + stg * 64 * LDU * 4);
     const float* sgC = reinterpret_cast<const float*>(smem + S::sgC + stg * KP * 4);
+    if constexpr (kBwd) {  // the state entering this chunk
+      float* Sout = bwd.S + (std::int64_t(c_first + ci) * H + h) * K * V;
+#pragma unroll
+      for (int nt = 0; nt < SNT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = 16 * sm + g8 + (e >> 1) * 8, col = v0 + 8 * (sn0 + nt) + 2 * t4 + (e & 1);
+          if (r < K && col < V) Sout[std::int64_t(r) * V + col] = st[nt][e];
+        }
+    }
 
     // v_new = u - w_aux S and o = qg S (rows 16 wm.., columns of n-tiles wn0..).
     float ws_[ONT][4] = {}, os_[ONT][4] = {};
@@ -519,7 +537,7 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p) {
     for (int k0 = 0; k0 < KP; k0 += 16) {
       unsigned aw[4], aq[4];
       load_a(aw, sW, LDK, 16 * wm, k0);
-      load_a(aq, sQg, LDK, 16 * wm, k0);
+      if constexpr (!kBwd) load_a(aq, sQg, LDK, 16 * wm, k0);
 #pragma unroll
       for (int np = 0; np < ONT / 2; ++np) {
         unsigned bh[4], bl[4];
@@ -529,10 +547,12 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p) {
         mma_bf16(ws_[2 * np + 1], aw, bh[2], bh[3]);
         mma_bf16(ws_[2 * np], aw, bl[0], bl[1]);
         mma_bf16(ws_[2 * np + 1], aw, bl[2], bl[3]);
-        mma_bf16(os_[2 * np], aq, bh[0], bh[1]);
-        mma_bf16(os_[2 * np + 1], aq, bh[2], bh[3]);
-        mma_bf16(os_[2 * np], aq, bl[0], bl[1]);
-        mma_bf16(os_[2 * np + 1], aq, bl[2], bl[3]);
+        if constexpr (!kBwd) {
+          mma_bf16(os_[2 * np], aq, bh[0], bh[1]);
+          mma_bf16(os_[2 * np + 1], aq, bh[2], bh[3]);
+          mma_bf16(os_[2 * np], aq, bl[0], bl[1]);
+          mma_bf16(os_[2 * np + 1], aq, bl[2], bl[3]);
+        }
       }
       if (ONT % 2) {  // BV = 16 with 2 n-groups: one n-tile per warp
         unsigned bh[4], bl[4];
@@ -544,8 +564,10 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p) {
         const unsigned l0 = sel ? bl[2] : bl[0], l1 = sel ? bl[3] : bl[1];
         mma_bf16(ws_[ONT - 1], aw, h0, h1);
         mma_bf16(ws_[ONT - 1], aw, l0, l1);
-        mma_bf16(os_[ONT - 1], aq, h0, h1);
-        mma_bf16(os_[ONT - 1], aq, l0, l1);
+        if constexpr (!kBwd) {
+          mma_bf16(os_[ONT - 1], aq, h0, h1);
+          mma_bf16(os_[ONT - 1], aq, l0, l1);
+        }
       }
     }
 #pragma unroll
@@ -557,12 +579,19 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p) {
       ws_[nt][2] = u23.x - ws_[nt][2], ws_[nt][3] = u23.y - ws_[nt][3];
       *reinterpret_cast<unsigned*>(sVn + i * LDV + col) = pack_bf16(ws_[nt][0], ws_[nt][1]);
       *reinterpret_cast<unsigned*>(sVn + (i + 8) * LDV + col) = pack_bf16(ws_[nt][2], ws_[nt][3]);
+      if constexpr (kBwd)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int ii = i + (e >> 1) * 8, cc = v0 + col + (e & 1);
+          if (ii < Lc && cc < V) bwd.vn[(std::int64_t(tok0 + ii) * H + h) * V + cc] = ws_[nt][e];
+        }
     }
     __syncthreads();  // v_new complete in sVn; every read of sSh / sSl done
 
     // o += P v_new, then store o (rows < Lc, columns < V).
 #pragma unroll
     for (int k0 = 0; k0 < 64; k0 += 16) {
+      if constexpr (kBwd) break;
       if (k0 > 16 * wm) break;  // P is lower triangular
       unsigned a[4];
       load_a(a, sP, 72, 16 * wm, k0);
@@ -585,7 +614,7 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p) {
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
         const int i = 16 * wm + g8 + 8 * hh, col = v0 + 8 * (wn0 + nt) + 2 * t4;
-        if (i >= Lc) continue;
+        if (kBwd || i >= Lc) continue;
         bf16* dst = o + (std::int64_t(tok0 + i) * H + h) * V + col;
         if (col + 1 < V && (V % 2) == 0) {
           *reinterpret_cast<unsigned*>(dst) = pack_bf16(os_[nt][2 * hh], os_[nt][2 * hh + 1]);
@@ -621,7 +650,7 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p) {
     }
     store_state_bf16();  // read by the next chunk after its first barrier
   }
-  if (p.ht) {
+  if (!kBwd && p.ht) {
 #pragma unroll
     for (int nt = 0; nt < SNT; ++nt)
 #pragma unroll
@@ -659,12 +688,12 @@ void launch_intra_op(const Call& c) {
   return launch_intra<KP, kGateChannel, true, Tg>(c);
 }
 
-template <int KP, int BV>
-void launch_state(const Call& c) {
+template <int KP, int BV, bool kBwd = false>
+void launch_state(const Call& c, StateBwdOut bwd = {}) {
   const int bytes = StateSmem<KP, BV>::bytes;
-  auto kern = v2_state<KP, BV>;
+  auto kern = v2_state<KP, BV, kBwd>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  kern<<<dim3(c.p.N, c.p.H, (c.p.V + BV - 1) / BV), kThreads, bytes, c.stream>>>(c.p);
+  kern<<<dim3(c.p.N, c.p.H, (c.p.V + BV - 1) / BV), kThreads, bytes, c.stream>>>(c.p, bwd);
   LINATTN_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -695,6 +724,19 @@ void tc_state_launch(const Call& c, int KP) {
   if (bv == 64) return launch_state<128, 64>(c);
   if (bv == 32) return launch_state<128, 32>(c);
   return launch_state<128, 16>(c);
+}
+
+void tc_state_bwd_launch(const Call& c, int KP, float* s_out, float* vn_out) {
+  const StateBwdOut bwd{s_out, vn_out};
+  const int bv = pick_bv(c.p);
+  if (KP == 64) {
+    if (bv == 64) return launch_state<64, 64, true>(c, bwd);
+    if (bv == 32) return launch_state<64, 32, true>(c, bwd);
+    return launch_state<64, 16, true>(c, bwd);
+  }
+  if (bv == 64) return launch_state<128, 64, true>(c, bwd);
+  if (bv == 32) return launch_state<128, 32, true>(c, bwd);
+  return launch_state<128, 16, true>(c, bwd);
 }
 
 std::size_t tc_workspace_bytes(const KParams& p) {

@@ -113,7 +113,7 @@ __device__ __forceinline__ void load_vtile(VTile& t, const KParams& p, int tok0,
 }
 
 template <int KP, int GATE, bool GDN2, class Tg>
-__global__ void __launch_bounds__(kThreads) v3_intra(KParams p) {
+__global__ void __launch_bounds__(kThreads) v3_intra(KParams p, float* a_out) {
   constexpr bool CH = GATE == kGateChannel;
   using S = V3Smem<KP, CH, GDN2>;
   constexpr int LDK = S::LDK;
@@ -378,6 +378,8 @@ __global__ void __launch_bounds__(kThreads) v3_intra(KParams p) {
     }
     __syncthreads();
   }
+  if (a_out)  // the backward's rung 3 (bwd_v3_async.cu) keeps A; null for the forward
+    for (int idx = tid; idx < Lc * 64; idx += kThreads) a_out[row(idx >> 6) * 64 + (idx & 63)] = sA[(idx >> 6) * 65 + (idx & 63)];
   for (int idx = tid; idx < 64 * 64; idx += kThreads) {
     const int i = idx >> 6, j = idx & 63;
     const float a = sA[i * 65 + j];
@@ -507,21 +509,21 @@ __global__ void __launch_bounds__(kThreads) v3_intra(KParams p) {
 }
 
 template <int KP, int GATE, bool GDN2, class Tg>
-void launch_intra(const Call& c) {
+void launch_intra(const Call& c, float* a_out = nullptr) {
   constexpr int bytes = V3Smem<KP, GATE == kGateChannel, GDN2>::bytes;
   static_assert(bytes <= 227 * 1024, "shared memory");
   auto kern = v3_intra<KP, GATE, GDN2, Tg>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  kern<<<dim3(c.p.num_chunks, c.p.H), kThreads, bytes, c.stream>>>(c.p);
+  kern<<<dim3(c.p.num_chunks, c.p.H), kThreads, bytes, c.stream>>>(c.p, a_out);
   LINATTN_CUDA_CHECK(cudaGetLastError());
 }
 
 template <int KP, class Tg>
-void launch_intra_op(const Call& c) {
-  if (c.p.gate == kGateNone) return launch_intra<KP, kGateNone, false, Tg>(c);
-  if (c.p.gate == kGateScalar) return launch_intra<KP, kGateScalar, false, Tg>(c);
-  if (!c.p.gdn2) return launch_intra<KP, kGateChannel, false, Tg>(c);
-  return launch_intra<KP, kGateChannel, true, Tg>(c);
+void launch_intra_op(const Call& c, float* a_out = nullptr) {
+  if (c.p.gate == kGateNone) return launch_intra<KP, kGateNone, false, Tg>(c, a_out);
+  if (c.p.gate == kGateScalar) return launch_intra<KP, kGateScalar, false, Tg>(c, a_out);
+  if (!c.p.gdn2) return launch_intra<KP, kGateChannel, false, Tg>(c, a_out);
+  return launch_intra<KP, kGateChannel, true, Tg>(c, a_out);
 }
 
 template <int KP>
@@ -540,6 +542,16 @@ std::size_t v3_workspace_bytes(const KParams& p) { return tc_workspace_bytes(p);
 void v3_launch(Call c) {
   if (tc_pick_kp(c.p.K) == 64) return launch_kp<64>(c);
   return launch_kp<128>(c);
+}
+
+void v3_intra_launch_with_A(const Call& c, float* a_out) {
+  if (c.p.num_chunks == 0) return;
+  if (tc_pick_kp(c.p.K) == 64) {
+    if (c.gate_dtype == 0) return launch_intra_op<64, float>(c, a_out);
+    return launch_intra_op<64, bf16>(c, a_out);
+  }
+  if (c.gate_dtype == 0) return launch_intra_op<128, float>(c, a_out);
+  return launch_intra_op<128, bf16>(c, a_out);
 }
 
 }  // namespace linattn::cuda::detail

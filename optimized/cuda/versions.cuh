@@ -54,4 +54,18 @@ void bwd_v1_launch(const BwdCall& c);
 std::size_t bwd_v2_workspace_bytes(const KParams& p);
 void bwd_v2_launch(const BwdCall& c);
 
+// bwd_v3_async.cu (calls outside its range -- float32 inputs, K < 16 or K > 128 -- run bwd_v2_launch)
+std::size_t bwd_v3_workspace_bytes(const KParams& p);
+void bwd_v3_launch(const BwdCall& c);
+
+// Reused by the backward's rung 3 from the forward's tensor-core rungs (bf16 inputs, 16 <= K <= 128;
+// c.p.ws is the tensor-core workspace of tc_common.cuh, V2Ws):
+/// v3_async.cu: v3's intra-chunk kernel, which also writes A = (I + L)^-1 of every chunk to a_out
+/// ([B * T * H, 64] float32, row (token * H + head), rows past a ragged chunk's end not written).
+void v3_intra_launch_with_A(const Call& c, float* a_out);
+/// v2_tensorcore.cu: v2's state kernel in its backward mode: instead of o, it writes the state
+/// entering every chunk to s_out ([num_chunks, H, K, V] float32) and v_new to vn_out ([B * T * H, V]
+/// float32); ht is not written.
+void tc_state_bwd_launch(const Call& c, int KP, float* s_out, float* vn_out);
+
 }  // namespace linattn::cuda::detail

@@ -1,0 +1,368 @@
+// optimized/cuda/bwd_v3_async.cu -- rung 3 of the CUDA backward ladder: rung 2 (bwd_v2_tensorcore.cu)
+// with its prepare and both recurrences replaced by the forward's tensor-core kernels and one new
+// kernel in their pattern (docs/derivation-backward.md, "Chunked backward", F1-F7 and B1-B11):
+//
+//   prepare   v3_async.cu's v3_intra (the forward's intra-chunk kernel, cp.async loads, tensor
+//             cores; F1-F5: G, L, A = (I + L)^-1, w_aux, u, P, Qg, Kd, exp(G_C) into the forward's
+//             chunk-major bf16 workspace, tc_common.cuh), launched with a_out so that it also writes
+//             A (float32) for bwd_grads_tc; then bwd3_extras (F1 in float64 and F2 scaled: G, E, Qg,
+//             Kd in float32 for B10, as rung 1's prepare computes them).
+//   states    v2_tensorcore.cu's v2_state in its backward mode (kBwd): F6, F7 with S in float32
+//             registers (mma accumulators) and bf16 hi + lo for the products, chunks in order with a
+//             two-stage cp.async pipeline; it writes the state entering each chunk and v_new
+//             (float32) instead of o.
+//   dstates   bwd3_dstates (new, the same pattern in reverse): per (sequence, head, BV value
+//             columns), dS' in float32 registers, its bf16 hi + lo copy in shared memory, each
+//             chunk's w_aux, Qg, Kd, P, exp(G_C) and do staged by cp.async one chunk ahead:
+//               B1  dv_new = P^T do + Kd dS'                      (tensor cores)
+//               B3  dS = Diag(exp(G_C)) dS' + Qg^T do - w_aux^T dv_new   (tensor cores)
+//             saving dS' (the gradient of each chunk's exit state) and dv_new for bwd_grads_tc;
+//             dh0 = the final dS.
+//   grads     rung 2's bwd_grads_tc, unchanged (bwdc::bwd_v2_grads).
+//
+// Numerics: the recurrences see w_aux, Qg, Kd, P and v_new / dv_new rounded to bf16 (as the
+// forward's v2 / v3, whose o differs from float32 arithmetic by 3e-3 to 4e-3 relative RMS); only the
+// running states S and dS' keep about 16 bits (hi + lo). So every gradient carries bf16-level error,
+// the float32 gate gradients and dh0 included (rung 2: 4e-5 and 1e-6): proofs_tests/
+// test_cuda_backward.cu states the bounds.
+// Range: bf16 inputs and 16 <= K <= 128 (the forward kernels' range; any V <= 256). Other calls
+// (float32 inputs, K < 16, K > 128) run rung 2 as a whole, so BwdVersion::v3_async accepts every call.
+// Workspace: rung 1's (bwd_common.cuh) followed by the forward's (tc_common.cuh).
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "optimized/cuda/bwd_common.cuh"
+#include "optimized/cuda/tc_common.cuh"
+
+namespace linattn::cuda::detail {
+namespace {
+
+using bwdc::BWs;
+using bwdc::bwd_ws;
+using bwdc::first_chunk;
+using bwdc::gate_width;
+using bwdc::Profile;
+
+/// The forward's workspace starts here, after the backward's (256-byte aligned).
+std::size_t tc_offset(const KParams& p) { return (bwdc::bwd_ws_bytes(p) + 255) / 256 * 256; }
+
+// ------------------------------------------------------------------------------------------------
+// F1 in float64 and F2 scaled, per (chunk, head), as rung 1's bwd_prepare: G_i = g_0 + ... + g_i,
+// E = e (.) exp(G), Qg = scale q (.) exp(G), Kd = k (.) exp(G_last - G) (float32, [rows, K]).
+// ------------------------------------------------------------------------------------------------
+template <class Tg>
+__global__ void __launch_bounds__(kThreads) bwd3_extras(KParams p) {
+  extern __shared__ double sGx[];  // [C][KGs] cumulative log-decays, then [C] beta (as float)
+  const int K = p.K, H = p.H, h = blockIdx.y;
+  const int KG = gate_width(p), KGs = KG ? KG : 1;
+  float* sbeta = reinterpret_cast<float*>(sGx + C * KGs);
+  const bf16* q = static_cast<const bf16*>(p.q);
+  const bf16* k = static_cast<const bf16*>(p.k);
+  const Tg* g = static_cast<const Tg*>(p.g);
+  const Tg* beta = static_cast<const Tg*>(p.beta);
+  const Tg* bg = static_cast<const Tg*>(p.b);
+  const BWs ws = bwd_ws(p);
+  const int tid = threadIdx.x, nt = blockDim.x;
+  int tok0, Lc;
+  chunk_of(p, blockIdx.x, tok0, Lc);
+  auto row = [&](int i) { return std::int64_t(tok0 + i) * H + h; };
+  for (int idx = tid; idx < Lc * KGs; idx += nt) {  // independent loads, then the scan
+    const int i = idx / KGs, d = idx % KGs;
+    sGx[idx] = KG ? double(ld(g + row(i) * KG + d)) : 0.0;
+  }
+  for (int i = tid; i < C; i += nt) sbeta[i] = (!p.gdn2 && i < Lc) ? ld(beta + row(i)) : 0.f;
+  __syncthreads();
+  for (int d = tid; d < KGs; d += nt) {
+    double acc = 0.0;
+    for (int i = 0; i < Lc; ++i) acc += sGx[i * KGs + d], sGx[i * KGs + d] = acc;
+  }
+  __syncthreads();
+  for (int idx = tid; idx < Lc * KG; idx += nt) ws.G[row(idx / KG) * KG + idx % KG] = sGx[idx];
+  const bool chan = p.gate == kGateChannel;
+  for (int idx = tid; idx < Lc * K; idx += nt) {
+    const int i = idx / K, d = idx % K, dd = chan ? d : 0;
+    const std::int64_t x = row(i) * K + d;
+    const double Gi = sGx[i * KGs + dd], Gl = sGx[(Lc - 1) * KGs + dd];
+    const float kv = ld(k + x), eg = expf(float(Gi));
+    ws.E[x] = (p.gdn2 ? ld(bg + x) : sbeta[i]) * kv * eg;
+    ws.Qg[x] = p.scale * ld(q + x) * eg;
+    ws.Kd[x] = kv * expf(float(Gl - Gi));
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// B1, B3: the state gradient, chunks in reverse, on tensor cores (v2_state's pattern).
+// ------------------------------------------------------------------------------------------------
+template <int KP, int BV>
+struct DsSmem {
+  static constexpr int LDK = ldk(KP);
+  static constexpr int LDV = BV + 8;
+  static constexpr int tileK = 64 * LDK * 2;
+  static constexpr int sW = 0;                          // [2] bf16 [64][LDK] w_aux
+  static constexpr int sQg = sW + 2 * tileK;            // [2] bf16 [64][LDK] scale q . exp(G)
+  static constexpr int sKd = sQg + 2 * tileK;           // [2] bf16 [64][LDK] k . exp(G_C - G)
+  static constexpr int sP = sKd + 2 * tileK;            // [2] bf16 [64][72]
+  static constexpr int sDo = sP + 2 * 64 * 72 * 2;      // [2] bf16 [64][LDV] do
+  static constexpr int sgC = sDo + 2 * 64 * LDV * 2;    // [2] f32 [KP] exp(G_C)
+  static constexpr int sSh = sgC + 2 * KP * 4;          // bf16 [KP][LDV] dS', hi part
+  static constexpr int sSl = sSh + KP * LDV * 2;        // bf16 [KP][LDV] lo part
+  static constexpr int sNdv = sSl + KP * LDV * 2;       // bf16 [64][LDV] -dv_new
+  static constexpr int bytes = sNdv + 64 * LDV * 2;
+};
+
+template <int KP, int BV>
+__global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, const bf16* do_,
+                                                         const float* dht, float* dh0) {
+  using S = DsSmem<KP, BV>;
+  constexpr int LDK = S::LDK, LDV = S::LDV;
+  extern __shared__ __align__(16) char smem[];
+  bf16* sSh = reinterpret_cast<bf16*>(smem + S::sSh);
+  bf16* sSl = reinterpret_cast<bf16*>(smem + S::sSl);
+  bf16* sNdv = reinterpret_cast<bf16*>(smem + S::sNdv);
+  const int K = p.K, V = p.V, H = p.H;
+  const int n = blockIdx.x, h = blockIdx.y, v0 = blockIdx.z * BV;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
+  const BWs bw = bwd_ws(p);
+  KParams pt = p;
+  pt.ws = tcws;
+  const V2Ws tw = v2_ws(pt, KP);
+  const int t_begin = seq_begin(p, n), t_end = seq_end(p, n);
+  const int nchunks = (t_end - t_begin + C - 1) / C;
+  const int c_first = first_chunk(p, n);
+
+  // dS' fragments as v2_state's S: m-tile sm (rows 16 sm..), n-tiles sn0 .. sn0 + SNT.
+  constexpr int MT = KP / 16, NG = 8 / MT, SNT = BV / 8 / NG;
+  static_assert(SNT >= 2 && SNT % 2 == 0, "BV = 32 or 64");
+  const int sm = warp % MT, sn0 = (warp / MT) * SNT;
+  // Chunk-row products (64 x BV): m-tile wm, n-tiles wn0 .. wn0 + ONT.
+  constexpr int ONT = BV / 16;
+  static_assert(ONT % 2 == 0, "BV = 32 or 64");
+  const int wm = warp & 3, wn0 = (warp >> 2) * ONT;
+
+  float st[SNT][4];
+  const std::int64_t sbase = (std::int64_t(n) * H + h) * K * V;
+#pragma unroll
+  for (int nt = 0; nt < SNT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = 16 * sm + g8 + (e >> 1) * 8, col = v0 + 8 * (sn0 + nt) + 2 * t4 + (e & 1);
+      st[nt][e] = (dht && r < K && col < V) ? dht[sbase + std::int64_t(r) * V + col] : 0.f;
+    }
+  auto store_state_bf16 = [&]() {
+#pragma unroll
+    for (int nt = 0; nt < SNT; ++nt) {
+      const int r = 16 * sm + g8, col = 8 * (sn0 + nt) + 2 * t4;
+      const unsigned h01 = pack_bf16(st[nt][0], st[nt][1]), h23 = pack_bf16(st[nt][2], st[nt][3]);
+      const __nv_bfloat162 a = *reinterpret_cast<const __nv_bfloat162*>(&h01);
+      const __nv_bfloat162 b = *reinterpret_cast<const __nv_bfloat162*>(&h23);
+      *reinterpret_cast<unsigned*>(sSh + r * LDV + col) = h01;
+      *reinterpret_cast<unsigned*>(sSh + (r + 8) * LDV + col) = h23;
+      *reinterpret_cast<unsigned*>(sSl + r * LDV + col) =
+          pack_bf16(st[nt][0] - __low2float(a), st[nt][1] - __high2float(a));
+      *reinterpret_cast<unsigned*>(sSl + (r + 8) * LDV + col) =
+          pack_bf16(st[nt][2] - __low2float(b), st[nt][3] - __high2float(b));
+    }
+  };
+  store_state_bf16();
+
+  auto issue = [&](int ci) {  // chunk ci's tiles into stage ci & 1 (zero-filled outside the chunk)
+    const int stg = ci & 1, tok0 = t_begin + ci * C, Lc = min(C, t_end - tok0);
+    const std::int64_t cw = std::int64_t(c_first + ci) * H + h;
+    bf16* dW = reinterpret_cast<bf16*>(smem + S::sW + stg * S::tileK);
+    bf16* dQ = reinterpret_cast<bf16*>(smem + S::sQg + stg * S::tileK);
+    bf16* dK = reinterpret_cast<bf16*>(smem + S::sKd + stg * S::tileK);
+    bf16* dP = reinterpret_cast<bf16*>(smem + S::sP + stg * 64 * 72 * 2);
+    bf16* dD = reinterpret_cast<bf16*>(smem + S::sDo + stg * 64 * LDV * 2);
+    float* dG = reinterpret_cast<float*>(smem + S::sgC + stg * KP * 4);
+    constexpr int PK = KP / 8;
+    for (int idx = tid; idx < 64 * PK; idx += kThreads) {
+      const int i = idx / PK, d8 = (idx % PK) * 8;
+      const std::int64_t src = (cw * 64 + i) * KP + d8;
+      cp_async16(dW + i * LDK + d8, tw.w + src);
+      cp_async16(dQ + i * LDK + d8, tw.qg + src);
+      cp_async16(dK + i * LDK + d8, tw.kd + src);
+    }
+    for (int idx = tid; idx < 64 * 8; idx += kThreads) {
+      const int i = idx >> 3, j8 = (idx & 7) * 8;
+      cp_async16(dP + i * 72 + j8, tw.P + (cw * 64 + i) * 64 + j8);
+    }
+    for (int idx = tid; idx < KP / 4; idx += kThreads) cp_async16(dG + idx * 4, tw.gC + cw * KP + idx * 4);
+    constexpr int PV = BV / 8;
+    for (int idx = tid; idx < 64 * PV; idx += kThreads) {
+      const int i = idx / PV, c8 = (idx % PV) * 8, col = v0 + c8;
+      const bool in = i < Lc && col < V;
+      const std::int64_t src = (std::int64_t(tok0 + i) * H + h) * V + col;
+      if (V % 8 == 0) {
+        cp_async16(dD + i * LDV + c8, in ? do_ + src : do_, in ? 16 : 0);
+      } else {
+        for (int e = 0; e < 8; ++e) dD[i * LDV + c8 + e] = (in && col + e < V) ? do_[src + e] : __float2bfloat16(0.f);
+      }
+    }
+    cp_async_commit();
+  };
+
+  if (nchunks > 0) issue(nchunks - 1);
+  for (int ci = nchunks - 1; ci >= 0; --ci) {
+    const int stg = ci & 1, tok0 = t_begin + ci * C, Lc = min(C, t_end - tok0);
+    cp_async_wait<0>();
+    __syncthreads();  // stage stg landed for every thread; the previous chunk fully done
+    if (ci > 0) issue(ci - 1);
+    const bf16* sW = reinterpret_cast<const bf16*>(smem + S::sW + stg * S::tileK);
+    const bf16* sQg = reinterpret_cast<const bf16*>(smem + S::sQg + stg * S::tileK);
+    const bf16* sKd = reinterpret_cast<const bf16*>(smem + S::sKd + stg * S::tileK);
+    const bf16* sP = reinterpret_cast<const bf16*>(smem + S::sP + stg * 64 * 72 * 2);
+    const bf16* sDo = reinterpret_cast<const bf16*>(smem + S::sDo + stg * 64 * LDV * 2);
+    const float* sgC = reinterpret_cast<const float*>(smem + S::sgC + stg * KP * 4);
+
+    // dS' of this chunk's exit state, for bwd_grads_tc.
+    float* dSout = bw.dS + (std::int64_t(c_first + ci) * H + h) * K * V;
+#pragma unroll
+    for (int nt = 0; nt < SNT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = 16 * sm + g8 + (e >> 1) * 8, col = v0 + 8 * (sn0 + nt) + 2 * t4 + (e & 1);
+        if (r < K && col < V) dSout[std::int64_t(r) * V + col] = st[nt][e];
+      }
+
+    // B1: dv_new = P^T do + Kd dS' (rows 16 wm.., columns of n-tiles wn0..).
+    float dv[ONT][4] = {};
+#pragma unroll
+    for (int k0 = 0; k0 < 64; k0 += 16) {
+      if (k0 < 16 * wm) continue;  // (P^T)_ij = P_ji = 0 for j < i
+      unsigned a[4];
+      load_a_t(a, sP, 72, 16 * wm, k0);
+#pragma unroll
+      for (int np = 0; np < ONT / 2; ++np) {
+        unsigned b[4];
+        load_b_kn(b, sDo, LDV, k0, 8 * wn0 + 16 * np);
+        mma_bf16(dv[2 * np], a, b[0], b[1]);
+        mma_bf16(dv[2 * np + 1], a, b[2], b[3]);
+      }
+    }
+#pragma unroll
+    for (int k0 = 0; k0 < KP; k0 += 16) {
+      unsigned a[4];
+      load_a(a, sKd, LDK, 16 * wm, k0);
+#pragma unroll
+      for (int np = 0; np < ONT / 2; ++np) {
+        unsigned bh[4], bl[4];
+        load_b_kn(bh, sSh, LDV, k0, 8 * wn0 + 16 * np);
+        load_b_kn(bl, sSl, LDV, k0, 8 * wn0 + 16 * np);
+        mma_bf16(dv[2 * np], a, bh[0], bh[1]);
+        mma_bf16(dv[2 * np + 1], a, bh[2], bh[3]);
+        mma_bf16(dv[2 * np], a, bl[0], bl[1]);
+        mma_bf16(dv[2 * np + 1], a, bl[2], bl[3]);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < ONT; ++nt) {
+      const int i = 16 * wm + g8, col = 8 * (wn0 + nt) + 2 * t4;
+      *reinterpret_cast<unsigned*>(sNdv + i * LDV + col) = pack_bf16(-dv[nt][0], -dv[nt][1]);
+      *reinterpret_cast<unsigned*>(sNdv + (i + 8) * LDV + col) = pack_bf16(-dv[nt][2], -dv[nt][3]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int ii = i + (e >> 1) * 8, cc = v0 + col + (e & 1);
+        if (ii < Lc && cc < V) bw.dvn[(std::int64_t(tok0 + ii) * H + h) * V + cc] = dv[nt][e];
+      }
+    }
+    __syncthreads();  // -dv_new complete in sNdv; every read of sSh / sSl done
+
+    // B3: dS = Diag(exp(G_C)) dS' + Qg^T do + w_aux^T (-dv_new) (rows 16 sm.., n-tiles sn0..).
+#pragma unroll
+    for (int nt = 0; nt < SNT; ++nt) {
+      const float g0 = sgC[16 * sm + g8], g1 = sgC[16 * sm + g8 + 8];
+      st[nt][0] *= g0, st[nt][1] *= g0, st[nt][2] *= g1, st[nt][3] *= g1;
+    }
+#pragma unroll
+    for (int k0 = 0; k0 < 64; k0 += 16) {
+      unsigned aq[4], aw[4];
+      load_a_t(aq, sQg, LDK, 16 * sm, k0);
+      load_a_t(aw, sW, LDK, 16 * sm, k0);
+#pragma unroll
+      for (int np = 0; np < SNT / 2; ++np) {
+        unsigned b[4], bn[4];
+        load_b_kn(b, sDo, LDV, k0, 8 * sn0 + 16 * np);
+        load_b_kn(bn, sNdv, LDV, k0, 8 * sn0 + 16 * np);
+        mma_bf16(st[2 * np], aq, b[0], b[1]);
+        mma_bf16(st[2 * np + 1], aq, b[2], b[3]);
+        mma_bf16(st[2 * np], aw, bn[0], bn[1]);
+        mma_bf16(st[2 * np + 1], aw, bn[2], bn[3]);
+      }
+    }
+    store_state_bf16();  // read by the next chunk after its first barrier
+  }
+#pragma unroll
+  for (int nt = 0; nt < SNT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = 16 * sm + g8 + (e >> 1) * 8, col = v0 + 8 * (sn0 + nt) + 2 * t4 + (e & 1);
+      if (r < K && col < V) dh0[sbase + std::int64_t(r) * V + col] = st[nt][e];
+    }
+}
+
+template <int KP, int BV>
+void launch_dstates(const BwdCall& c, void* tcws) {
+  const KParams& p = c.p;
+  constexpr int bytes = DsSmem<KP, BV>::bytes;
+  static_assert(bytes <= 227 * 1024, "shared memory");
+  auto kern = bwd3_dstates<KP, BV>;
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  kern<<<dim3(p.N, p.H, (p.V + BV - 1) / BV), kThreads, bytes, c.stream>>>(
+      p, tcws, static_cast<const bf16*>(c.do_), c.dht, c.dh0);
+  LINATTN_CUDA_CHECK(cudaGetLastError());
+}
+
+/// Value columns per block of bwd3_dstates: 64 when that still gives every SM a block, else 32
+/// (as the forward's pick_bv, without its 16).
+int dstates_bv(const KParams& p) {
+  if (const char* env = std::getenv("LINATTN_BWD3_BV")) return std::atoi(env) == 32 ? 32 : 64;
+  return long(p.N) * p.H * ((p.V + 63) / 64) >= 132 ? 64 : 32;
+}
+
+template <class Tg>
+void launch_extras(const BwdCall& c) {
+  const KParams& p = c.p;
+  const int KG = gate_width(p);
+  const int bytes = int(sizeof(double) * C * (KG ? KG : 1) + sizeof(float) * C);
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(bwd3_extras<Tg>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  bwd3_extras<Tg><<<dim3(p.num_chunks, p.H), kThreads, bytes, c.stream>>>(p);
+  LINATTN_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+std::size_t bwd_v3_workspace_bytes(const KParams& p) {
+  return std::max(tc_offset(p) + tc_workspace_bytes(p), bwd_v2_workspace_bytes(p));
+}
+
+void bwd_v3_launch(const BwdCall& c) {
+  const KParams& p = c.p;
+  if (p.N == 0) return;
+  if (c.dtype != 1 || p.K < 16 || p.K > 128) return bwd_v2_launch(c);  // outside the range (file comment)
+  Profile prof(c.stream, "bwd_v3");
+  const BWs bw = bwd_ws(p);
+  void* tcws = static_cast<char*>(p.ws) + tc_offset(p);
+  Call fc;  // the forward's view of the call: its workspace, no o or ht
+  fc.p = p;
+  fc.p.ws = tcws;
+  fc.p.o = nullptr;
+  fc.p.ht = nullptr;
+  fc.dtype = c.dtype, fc.gate_dtype = c.gate_dtype, fc.stream = c.stream;
+  const int KP = tc_pick_kp(p.K);
+  if (p.num_chunks > 0) {
+    v3_intra_launch_with_A(fc, bw.A);
+    if (c.gate_dtype == 0) launch_extras<float>(c);
+    else launch_extras<bf16>(c);
+    prof.mark();
+    tc_state_bwd_launch(fc, KP, bw.S, bw.vn);
+    prof.mark();
+  }
+  const int bv = dstates_bv(p);
+  if (KP == 64) bv == 64 ? launch_dstates<64, 64>(c, tcws) : launch_dstates<64, 32>(c, tcws);
+  else bv == 64 ? launch_dstates<128, 64>(c, tcws) : launch_dstates<128, 32>(c, tcws);
+  prof.mark();
+  if (p.num_chunks > 0) bwdc::bwd_v2_grads(c, prof);
+}
+
+}  // namespace linattn::cuda::detail
