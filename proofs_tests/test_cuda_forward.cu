@@ -46,7 +46,7 @@ bool gpu_ok(std::string& why) {
   } while (0)
 
 const Op kOps[] = {Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2};
-const Version kVersions[] = {Version::v1_simple, Version::v2_tensorcore, Version::v3_async};
+const Version kVersions[] = {Version::v1_simple, Version::v2_tensorcore, Version::v3_async, Version::v4_levels};
 
 double tol(DType dt) { return dt == DType::f32 ? 1e-5 : 5e-3; }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
@@ -180,6 +180,18 @@ TEST_CASE("CUDA v3 chunked forward with bfloat16 gates equals the reference on t
   prop_matches_reference(Version::v3_async, DType::bf16, DType::bf16);
 }
 
+// v4 differs from v3 only for per-channel gates (KDA, GDN2: L and P by levels of reference rows);
+// same bounds as v2 / v3 (5e-3 relative RMS for o and the final state).
+TEST_CASE("CUDA v4 chunked forward equals the float64 reference for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(Version::v4_levels, DType::bf16);
+}
+
+TEST_CASE("CUDA v4 chunked forward with bfloat16 gates equals the reference on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(Version::v4_levels, DType::bf16, DType::bf16);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Edge cases, each for every operator, rung and input type.
 // ---------------------------------------------------------------------------------------------
@@ -289,20 +301,22 @@ TEST_CASE("CUDA chunked forward is deterministic: two runs give bitwise equal ou
     }
 }
 
-TEST_CASE("CUDA best version is v3 for bfloat16 at K = V = 128 and agrees with v1 and v2") {
+TEST_CASE("CUDA best version is v4 for bfloat16 at K = V = 128 and agrees with v1 v2 and v3") {
   SKIP_WITHOUT_GPU();
   for (Op op : kOps) {
     const Problem<float> p = as_device_sees(
         cast_problem<float>(make_problem<double>(op, fixed_case(1, 257, 3, 128, 128, GateMode::random, true, 41))),
         DType::bf16, DType::f32);
-    const auto v1 = cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, DType::f32, Version::v1_simple);
-    const auto best = cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, DType::f32, Version::best);
-    const auto v2 = cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, DType::f32, Version::v2_tensorcore);
-    const auto v3 = cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, DType::f32, Version::v3_async);
+    auto run = [&](Version v) { return cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, DType::f32, v); };
+    const auto v1 = run(Version::v1_simple), best = run(Version::best), v2 = run(Version::v2_tensorcore);
+    const auto v3 = run(Version::v3_async), v4 = run(Version::v4_levels);
     INFO(ref::op_name(op));
-    CHECK(compare(best.o, v3.o).within(0.0));
+    CHECK(compare(best.o, v4.o).within(0.0));
+    CHECK(compare(best.final_state, v4.final_state).within(0.0));
     CHECK(compare(v2.o, v1.o).within(5e-3));
     CHECK(compare(v3.o, v1.o).within(5e-3));
+    CHECK(compare(v4.o, v1.o).within(5e-3));
+    CHECK(compare(v4.final_state, v1.final_state).within(5e-3));
   }
 }
 

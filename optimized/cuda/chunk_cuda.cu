@@ -18,6 +18,7 @@ const char* version_name(Version v) {
     case Version::v1_simple: return "v1_simple";
     case Version::v2_tensorcore: return "v2_tensorcore";
     case Version::v3_async: return "v3_async";
+    case Version::v4_levels: return "v4_levels";
   }
   return "?";
 }
@@ -172,8 +173,8 @@ void forward_device(const DeviceArgs& a, Version version) {
   call.stream = static_cast<cudaStream_t>(a.stream);
 
   std::string why;
-  if (version == Version::best) version = detail::v3_supports({p, call.dtype, call.gate_dtype, call.stream}, &why)
-                                              ? Version::v3_async
+  if (version == Version::best) version = detail::v4_supports({p, call.dtype, call.gate_dtype, call.stream}, &why)
+                                              ? Version::v4_levels
                                               : Version::v1_simple;
   std::size_t ws_bytes = 0;
   if (version == Version::v1_simple) {
@@ -186,6 +187,10 @@ void forward_device(const DeviceArgs& a, Version version) {
     call.p = p;
     if (!detail::v3_supports(call, &why)) fail(fn, "version", "a call that v3_async supports", why);
     ws_bytes = detail::v3_workspace_bytes(p);
+  } else if (version == Version::v4_levels) {
+    call.p = p;
+    if (!detail::v4_supports(call, &why)) fail(fn, "version", "a call that v4_levels supports", why);
+    ws_bytes = detail::v4_workspace_bytes(p);
   } else {
     fail(fn, "version", "a version of the ladder", std::to_string(static_cast<int>(version)));
   }
@@ -196,7 +201,8 @@ void forward_device(const DeviceArgs& a, Version version) {
   if (p.N == 0) return;
   if (version == Version::v1_simple) detail::v1_launch(call);
   else if (version == Version::v2_tensorcore) detail::v2_launch(call);
-  else detail::v3_launch(call);
+  else if (version == Version::v3_async) detail::v3_launch(call);
+  else detail::v4_launch(call);
 }
 
 namespace {

@@ -40,7 +40,8 @@ enum class Version : int {
   best = 0,
   v1_simple = 1,      ///< two plain kernels (per-chunk UT transform; sequential state pass), FFMA
   v2_tensorcore = 2,  ///< bf16 tensor cores (mma.sync); bf16 inputs, K <= 128
-  v3_async = 3        ///< v2 with batched asynchronous loads in the intra-chunk kernel
+  v3_async = 3,       ///< v2 with batched asynchronous loads in the intra-chunk kernel
+  v4_levels = 4       ///< v3 with per-channel-gate L and P on tensor cores (binary levels of reference rows)
 };
 
 const char* version_name(Version v);

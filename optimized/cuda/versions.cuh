@@ -31,6 +31,11 @@ bool v3_supports(const Call& c, std::string* why);
 std::size_t v3_workspace_bytes(const KParams& p);
 void v3_launch(Call c);
 
+// v4_levels.cu
+bool v4_supports(const Call& c, std::string* why);
+std::size_t v4_workspace_bytes(const KParams& p);
+void v4_launch(Call c);
+
 /// One backward call: the forward's parameters (o and ht unused) plus dL/do, dL/dS_T and the
 /// gradient outputs (q, k, v, do and their gradients in `dtype`; gates and theirs in `gate_dtype`;
 /// states float32).

@@ -33,10 +33,12 @@ for s in $stages; do
       done ;;
     mutants)
       # Each planted bug (make_mutants.py) must make the tests aimed at it fail.
-      M=build/mutants/test_cuda_forward
+      M=${MBIN:-build/mutants}/test_cuda_forward
       P1='CUDA v1 chunked forward equals the float64 reference for every operator in float32'
       P2='CUDA v2 tensor-core chunked forward equals the float64 reference for every operator in bfloat16'
       P3='CUDA v3 chunked forward equals the float64 reference for every operator in bfloat16'
+      P4='CUDA v4 chunked forward equals the float64 reference for every operator in bfloat16'
+      SZ='CUDA chunked forward is exact at the tuned and the largest head sizes up to K = V = 256'
       T1='CUDA chunked forward at T = 1 equals one step of the reference'
       CT='CUDA chunked forward over 0 to T equals 0 to t then t to T with the state carried'
       PK='CUDA chunked forward of a packed batch of many short sequences equals the reference'
@@ -55,6 +57,16 @@ for s in $stages; do
         run_m 6 "$DT" "$P3"
         run_m 7 "$P2" "$RG"
         run_m 8 "$P3" "$RG"
+        run_m 0 "$P4" "$RG" "$SZ"
+        run_m 31 "$P4" "$RG"
+        run_m 32 "$P4" "$RG"
+        run_m 33 "$DT" "$P4"
+        run_m 34 "$P4" "$RG"
+        run_m 35 "$P4" "$RG"
+        run_m 36 "$P4" "$RG"
+        run_m 37 "$P4" "$SZ"
+        echo "mutant 33 under compute-sanitizer racecheck, $PK:"
+        LINATTN_MUTANT=33 timeout 120 compute-sanitizer --tool racecheck $M "$PK" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
       } 2>&1 | tee "$OUT/mutants.log" ;;
     btests)
       echo "=== backward tests: $BTEST"
@@ -115,7 +127,7 @@ for s in $stages; do
       tar -czf "$OUT/triton_cache.tgz" -C /tmp/triton_cache . 2>/dev/null ;;
     bench)
       echo "=== bench"
-      timeout 420 python3 optimized/cuda/bench/bench_forward.py --lib $LIB --fla .fla --json "$OUT/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | grep -v "^\s*$"
+      timeout ${BENCH_TIMEOUT:-420} python3 optimized/cuda/bench/bench_forward.py --lib $LIB --fla .fla --json "$OUT/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | grep -v "^\s*$"
       tar -czf "$OUT/triton_cache.tgz" -C /tmp/triton_cache . 2>/dev/null ;;
   esac
 done

@@ -1,0 +1,141 @@
+// optimized/cuda/v4_levels.cu -- rung 4 of the CUDA ladder: v3 with the per-channel-gate (KDA, GDN2)
+// L and P of each chunk computed entirely on tensor cores, by a binary hierarchy of reference rows.
+//
+// What v3 left (H200, bf16, B=8 T=4096 H=16 K=V=128): its intra-chunk kernel takes 2.03 / 2.19 ms
+// for KDA / GDN2 against 0.55 / 0.59 ms for DeltaNet / GDN, because the four 16 x 16 diagonal
+// blocks of L and P are computed entry by entry: 4 x 136 pairs x K channels, one exp2 per pair and
+// channel, each pair reading six shared-memory rows (most of them at a 512-byte stride: bank
+// conflicts).
+//
+// v4 (SPEC Eq. for the chunked per-channel form: L_ij = beta_i sum_d k_id k_jd exp(G_id - G_jd),
+// P_ij = scale sum_d q_id k_jd exp(G_id - G_jd)) splits every pair i > j of the 64-token chunk by
+// the highest bit s in which i and j differ (s = 32, 16, 8, 4, 2, 1): then j < m <= i for the
+// reference row m = i with its bits below s cleared, and
+//     exp(G_i - G_j) = exp(G_i - G_m) . exp(G_m - G_j),  both factors <= 1 (log-decays <= 0),
+// so nothing overflows, even for log-decays of -1000. At level s every row r of the chunk is
+// either a left row (bit s of r set: it meets columns j < m = r & ~(s - 1)) or a right row (bit s
+// clear: m = (r & ~(2s - 1)) + s), never both, so ONE 64-row tile per level holds all factored
+// operands: left rows e_r exp(G_r - G_m) (e = k, or b . k for GDN2) and q_r exp(G_r - G_m) in a
+// second tile, right rows k_r exp(G_m - G_r). One 16 x 16 x K product per useful 16 x 16 output
+// block then gives L and P for every pair of that level (entries of other levels are discarded):
+// level 32: 4 blocks, 16: 2, 8, 4, 2, 1: the 4 diagonal 16 x 16 blocks each. P's diagonal (i = j)
+// is q_i . k_i from the unscaled tiles. 64 exp2 per channel and level instead of one per pair.
+// Levels go two at a time (tiles sE, sX and sKt, sAh/sAl), 3 rounds of build + products.
+// Numerics: like v3's off-diagonal blocks, the factored operands are rounded to bf16 before the
+// float32-accumulated products (v3 kept the diagonal blocks in float32 from the bf16 inputs).
+// Scalar gates and every later phase (A = (I + L)^-1, w_aux, u, the state kernel) are v3's.
+#include <string>
+
+#include "optimized/cuda/tc_common.cuh"
+
+namespace linattn::cuda::detail {
+namespace {
+
+struct V4Levels {
+  static constexpr int kt_rows = 64;  // sKt holds the second level's operand tile
+
+  /// L and P of one chunk for per-channel gates (KDA, GDN2), Eq. above; sL, sP zero on entry.
+  template <int KP, bool GDN2>
+  __device__ static void lp(const tci::Tiles& t, float scale, const KParams& p) {
+    using namespace tci;
+    (void)p;  // the mutants (bench/make_mutants.py) read p.mutant
+    constexpr int LDK = ldk(KP), G8 = KP / 8;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
+    bf16* const Fk[2] = {t.sE, t.sKt};  // left rows: e . exp(G_r - G_m); right rows: k . exp(G_m - G_r)
+    bf16* const Fq[2] = {t.sX, t.sAh};  // left rows: q . exp(G_r - G_m); right rows: 0
+#pragma unroll 1
+    for (int round = 0; round < 3; ++round) {
+      // Build the operand tiles of levels s0 = 32 >> 2 round (set 0) and s0 / 2 (set 1).
+      for (int idx = tid; idx < 2 * 64 * G8; idx += kThreads) {
+        const int set = idx / (64 * G8), rem = idx % (64 * G8), r = rem / G8, d8 = (rem % G8) * 8;
+        const int s = (32 >> (2 * round)) >> set;
+        const bool left = (r & s) != 0;
+        const int m = left ? (r & ~(s - 1)) : ((r & ~(2 * s - 1)) + s);
+        float kv[8], gr[8], gm[8], x[8];
+        unpack8(*reinterpret_cast<const uint4*>(t.sK + r * LDK + d8), kv);
+        ld8f(t.sG + r * KP + d8, gr);
+        ld8f(t.sG + m * KP + d8, gm);
+        if (left) {
+          float qv[8], bv[8];
+          unpack8(*reinterpret_cast<const uint4*>(t.sQ + r * LDK + d8), qv);
+          if (GDN2) ld8f(t.sB + r * KP + d8, bv);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            const float f = exp2f(gr[e] - gm[e]);
+            x[e] = qv[e] * f;
+            kv[e] = (GDN2 ? bv[e] * kv[e] : kv[e]) * f;
+          }
+        } else {
+#pragma unroll
+          for (int e = 0; e < 8; ++e) kv[e] *= exp2f(gm[e] - gr[e]), x[e] = 0.f;
+        }
+        *reinterpret_cast<uint4*>(Fk[set] + r * LDK + d8) = pack8(kv);
+        *reinterpret_cast<uint4*>(Fq[set] + r * LDK + d8) = pack8(x);
+      }
+      __syncthreads();
+      // Products: tasks (level, 16-row block mi, 16 columns from n0). Round 0: level 32 (rows 32-63
+      // x columns 0-31, 4 tasks), level 16 (rows 16-31 x 0-15 and 48-63 x 32-47); rounds 1, 2:
+      // the two levels on the four diagonal blocks; round 2 also P's diagonal (unscaled q, k).
+      const int ntask = round == 0 ? 6 : (round == 1 ? 8 : 12);
+      for (int task = warp; task < ntask; task += 8) {
+        int set, mi, n0;
+        if (round == 0) {
+          set = task < 4 ? 0 : 1;
+          mi = task < 4 ? 2 + (task >> 1) : (task == 4 ? 1 : 3);
+          n0 = task < 4 ? 16 * (task & 1) : (task == 4 ? 0 : 32);
+        } else {
+          set = task >> 2, mi = task & 3, n0 = 16 * mi;
+        }
+        const bool diag = set == 2;
+        const int s = diag ? 0 : (32 >> (2 * round)) >> set;
+        const bf16* Ak = diag ? t.sK : Fk[set];
+        const bf16* Aq = diag ? t.sQ : Fq[set];
+        const bf16* Bk = diag ? t.sK : Fk[set];
+        float accL[2][4] = {}, accP[2][4] = {};
+#pragma unroll
+        for (int k0 = 0; k0 < KP; k0 += 16) {
+          unsigned ak[4], aq[4], b[4];
+          load_a(aq, Aq, LDK, 16 * mi, k0);
+          load_b_nk(b, Bk, LDK, n0, k0);
+          mma_bf16(accP[0], aq, b[0], b[1]);
+          mma_bf16(accP[1], aq, b[2], b[3]);
+          if (!diag) {
+            load_a(ak, Ak, LDK, 16 * mi, k0);
+            mma_bf16(accL[0], ak, b[0], b[1]);
+            mma_bf16(accL[1], ak, b[2], b[3]);
+          }
+        }
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int i = 16 * mi + g8 + (e >> 1) * 8, j = n0 + 8 * nt + 2 * t4 + (e & 1), x = i ^ j;
+            if (diag) {
+              if (x == 0) t.sP[i * 72 + j] = __float2bfloat16(scale * accP[nt][e]);
+            } else if (x >= s && x < 2 * s && (i & s)) {  // (i, j) belongs to level s
+              t.sL[i * 65 + j] = GDN2 ? accL[nt][e] : t.sBeta[i] * accL[nt][e];
+              t.sP[i * 72 + j] = __float2bfloat16(scale * accP[nt][e]);
+            }
+          }
+      }
+      if (round < 2) __syncthreads();  // the next round overwrites the operand tiles
+    }
+  }
+};
+
+template <int KP>
+void launch_kp(const Call& c) {
+  if (!skip_kernel("intra")) tci::launch<V4Levels, KP>(c);
+  tc_state_launch(c, KP);
+}
+
+}  // namespace
+
+bool v4_supports(const Call& c, std::string* why) { return v2_supports(c, why); }
+std::size_t v4_workspace_bytes(const KParams& p) { return tc_workspace_bytes(p); }
+void v4_launch(Call c) {
+  if (tc_pick_kp(c.p.K) == 64) return launch_kp<64>(c);
+  return launch_kp<128>(c);
+}
+
+}  // namespace linattn::cuda::detail
