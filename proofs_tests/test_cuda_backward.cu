@@ -67,13 +67,18 @@ bool gpu_ok(std::string& why) {
   } while (0)
 
 const Op kOps[] = {Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2};
-const cuda::BwdVersion kRungs[] = {cuda::BwdVersion::v1_simple, cuda::BwdVersion::v2_tensorcore};
+const cuda::BwdVersion kRungs[] = {cuda::BwdVersion::v1_simple, cuda::BwdVersion::v2_tensorcore,
+                                   cuda::BwdVersion::v3_async};
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
+
+/// Rung 3's bound for every gradient with bf16 inputs (file comment).
+constexpr double kV3Tol = 1e-2;
 
 /// The bound of the file comment for gradient `name`.
 double tol(const std::string& name, DType dt, DType gdt, cuda::BwdVersion ver) {
   const bool gate_grad = name == "dg" || name == "dbeta" || name == "db" || name == "dw";
-  const bool tc = ver == cuda::BwdVersion::v2_tensorcore && dt == DType::bf16;
+  if (ver == cuda::BwdVersion::v3_async && dt == DType::bf16) return kV3Tol;
+  const bool tc = ver != cuda::BwdVersion::v1_simple && dt == DType::bf16;
   if (gate_grad) return gdt == DType::bf16 ? 5e-3 : (tc ? 1e-4 : 2e-5);
   if (name == "dh0") return 2e-5;
   return dt == DType::bf16 ? 5e-3 : 2e-5;
@@ -240,7 +245,7 @@ struct Worst {
 /// The property for one dtype pair and rung: every operator, any structure drawn, equals the
 /// reference. Rung 2 also draws K, V up to 150 (one in four cases): its 64-column slabs.
 void prop_matches_reference(DType dt, DType gdt, cuda::BwdVersion ver = cuda::BwdVersion::v1_simple) {
-  const bool v2 = ver == cuda::BwdVersion::v2_tensorcore;
+  const bool v2 = ver == cuda::BwdVersion::v2_tensorcore, v3 = ver == cuda::BwdVersion::v3_async;
   for (Op op : kOps) {
     auto worst = std::make_shared<Worst>();
     rc::prop(std::string(ref::op_name(op)) + " backward equals the reference", [=] {
@@ -250,6 +255,9 @@ void prop_matches_reference(DType dt, DType gdt, cuda::BwdVersion ver = cuda::Bw
       if (v2 && *rc::gen::weightedElement<bool>({{3, false}, {1, true}})) lim.max_K = lim.max_V = 150;
       lim.max_T = *rc::gen::weightedElement<index_t>({{4, 70}, {1, 200}});
       b.c = *gen_case(lim);
+      // Rung 3 runs its own kernels for 16 <= K <= 128 (else rung 2's): K from there, up to 128 in
+      // one case of four.
+      if (v3) b.c.K = *rc::gen::inRange<index_t>(16, *rc::gen::weightedElement<index_t>({{3, 41}, {1, 129}}));
       b.with_dht = *rc::gen::weightedElement<bool>({{3, true}, {1, false}});
       // the host normalises before rounding, the reference after: only in float32
       b.l2norm = dt == DType::f32 && *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
@@ -284,7 +292,7 @@ void check_case(const Case& c, bool with_dht = true) {
       const DevProblem d = as_device_sees(make_bwd_problem(op, b), dt, DType::f32);
       const auto want = reference_backward(d);
       for (cuda::BwdVersion ver : kRungs) {
-        if (dt == DType::f32 && ver == cuda::BwdVersion::v2_tensorcore) continue;
+        if (dt == DType::f32 && ver != cuda::BwdVersion::v1_simple) continue;
         const auto errs = compare_grads(cuda_backward(d, dt, DType::f32, ver), want);
         INFO(cuda::bwd_version_name(ver) << " " << ref::op_name(op) << " " << dname(dt) << " " << c << ": "
                                          << describe(errs));
@@ -329,6 +337,36 @@ TEST_CASE("CUDA v2 chunked backward with float32 inputs equals the float64 refer
   prop_matches_reference(DType::f32, DType::f32, cuda::BwdVersion::v2_tensorcore);
 }
 
+TEST_CASE("CUDA v3 chunked backward on the forward tensor-core kernels equals the float64 reference backward for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::f32, cuda::BwdVersion::v3_async);
+}
+
+TEST_CASE("CUDA v3 chunked backward on the forward tensor-core kernels with bfloat16 gates equals the reference backward on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::bf16, cuda::BwdVersion::v3_async);
+}
+
+TEST_CASE("CUDA v3 chunked backward outside its range runs rung 2 bit for bit") {
+  SKIP_WITHOUT_GPU();
+  // float32 inputs (rung 2 runs rung 1), and bf16 inputs with K = 8 and K = 200.
+  const std::tuple<DType, index_t> calls[] = {{DType::f32, 64}, {DType::bf16, 8}, {DType::bf16, 200}};
+  for (const auto& [dt, K] : calls)
+    for (Op op : kOps) {
+      BwdCase b;
+      b.c = fixed_case(1, 100, 2, K, 24, GateMode::random, true, 41);
+      const DevProblem d = as_device_sees(make_bwd_problem(op, b), dt, DType::f32);
+      const auto x = cuda_backward(d, dt, DType::f32, cuda::BwdVersion::v2_tensorcore);
+      const auto y = cuda_backward(d, dt, DType::f32, cuda::BwdVersion::v3_async);
+      INFO(ref::op_name(op) << " " << dname(dt) << " K = " << K);
+      for (const auto& [a, c] : {std::pair{&x.dq, &y.dq}, {&x.dk, &y.dk}, {&x.dv, &y.dv}, {&x.dg, &y.dg},
+                                 {&x.dbeta, &y.dbeta}, {&x.db, &y.db}, {&x.dw, &y.dw}, {&x.dh0, &y.dh0}}) {
+        REQUIRE(a->defined() == c->defined());
+        if (a->defined()) CHECK(std::memcmp(a->data(), c->data(), sizeof(float) * a->numel()) == 0);
+      }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Edge cases, each for every operator and both input types.
 // ---------------------------------------------------------------------------------------------
@@ -371,6 +409,13 @@ TEST_CASE("CUDA chunked backward of a packed batch of many short sequences equal
   const index_t T = cu.back();
   check_case(fixed_case(1, T, 2, 64, 64, GateMode::random, true, 17, cu));
   check_case(fixed_case(1, T, 1, 32, 40, GateMode::mixed, false, 18, cu), /*with_dht=*/false);
+}
+
+TEST_CASE("CUDA chunked backward of 66 sequences of two heads with wide value tiles equals the reference") {
+  SKIP_WITHOUT_GPU();
+  // N * H = 132 blocks per 64 value columns: the recurrences of rung 3 take 64-column tiles (BV = 64)
+  // here, 32 (or the forward's 16) in every smaller case.
+  check_case(fixed_case(66, 70, 2, 64, 64, GateMode::random, true, 19));
 }
 
 TEST_CASE("CUDA chunked backward is deterministic: two runs give bitwise equal gradients") {

@@ -87,7 +87,7 @@ for s in $stages; do
       fails=0; for r in $(seq 1 ${DET_REPEATS:-50}); do timeout 60 "$BTEST" "$DT" > /dev/null 2>&1 || fails=$((fails + 1)); done
       echo "determinism test: $fails failures in ${DET_REPEATS:-50} runs" | tee "$OUT/bdeterminism.log" ;;
     bmutants)
-      # Each planted bug of the backward (make_mutants.py, 11-16 rung 1, 21-24 rung 2; 5 is shared
+      # Each planted bug of the backward (make_mutants.py, 11-16 rung 1, 21-24 rung 2, 41-49 rung 3; 5 is shared
       # with the forward)
       # must make the tests aimed at it fail.
       M=${MBIN:-build/mutants}/test_cuda_backward
@@ -99,6 +99,7 @@ for s in $stages; do
       RG='CUDA chunked backward with ragged last chunks equals the reference for lengths around 64'
       Q16='CUDA v2 tensor-core chunked backward equals the float64 reference backward for every operator in bfloat16'
       SZ='CUDA chunked backward is exact at the tuned and the largest head sizes up to K = V = 256'
+      V3='CUDA v3 chunked backward on the forward tensor-core kernels equals the float64 reference backward for every operator in bfloat16'
       run_m() { local n=$1; shift; for t in "$@"; do
           r=$(LINATTN_MUTANT=$n RC_PARAMS="seed=20261130 max_success=30" timeout 90 $M "$t" 2>&1 | grep -E "^test cases|^All tests passed" | tail -1)
           echo "mutant $n | $t | ${r:-no summary (crash or timeout)}"; done; }
@@ -116,6 +117,18 @@ for s in $stages; do
         run_m 22 "$Q16" "$SZ"
         run_m 23 "$Q16" "$DT"
         run_m 24 "$Q16" "$RG"
+        run_m 0 "$V3"
+        run_m 41 "$V3" "$RG"
+        run_m 42 "$V3" "$T1"
+        run_m 43 "$V3" "$DT"
+        run_m 44 "$V3" "$RG"
+        run_m 45 "$V3" "$RG"
+        run_m 46 "$V3" "$RG"
+        run_m 47 "$V3" "$SZ"
+        run_m 48 "$V3" "$RG"
+        run_m 49 "$V3" "$PK"
+        echo "mutant 43 under compute-sanitizer racecheck, $T1:"
+        LINATTN_MUTANT=43 timeout 120 compute-sanitizer --tool racecheck $M "$T1" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
         echo "mutant 23 under compute-sanitizer racecheck, $T1:"
         LINATTN_MUTANT=23 timeout 120 compute-sanitizer --tool racecheck $M "$T1" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
         echo "mutant 15 under compute-sanitizer racecheck, $T1:"
