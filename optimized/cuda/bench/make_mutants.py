@@ -46,10 +46,10 @@ MUTANTS = [
      "      const float ex = j <= i ? exp2f(Gs(i) - Gs(j)) : 0.f;",
      "      const float ex = j <= i ? exp2f(p.mutant == 7 ? 0.f : Gs(i) - Gs(j)) : 0.f;",
      "v2, scalar gates: the intra-chunk decay exp(G_i - G_j) is forgotten"),
-    (8, "optimized/cuda/v3_async.cu",
+    (8, "optimized/cuda/tc_common.cuh",
      "        cp_async16(sG + i * KP + d4, in ? gf + row(i) * K + d4 : gf, in ? 16 : 0);",
      "        cp_async16(sG + i * KP + d4, in ? gf + row(i) * K + d4 : gf, (in || p.mutant == 8) ? 16 : 0);",
-     "v3, per-channel gates: log-decays past the end of a ragged chunk are not zero-filled, so G_C is wrong"),
+     "v3 and v4 (their shared intra kernel), per-channel gates: log-decays past the end of a ragged chunk are not zero-filled, so G_C is wrong"),
     # Rung 4 of the forward (v4_levels.cu: L and P of per-channel gates by levels of reference rows).
     (31, "optimized/cuda/v4_levels.cu",
      "const int m = left ? (r & ~(s - 1)) : ((r & ~(2 * s - 1)) + s);",
