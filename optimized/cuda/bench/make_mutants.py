@@ -142,7 +142,7 @@ MUTANTS = [
      "    const double Gi = sGx[i * KGs + dd], Gl = sGx[(Lc - 1) * KGs + dd];",
      "    const double Gi = sGx[i * KGs + dd], Gl = sGx[(Lc - 1 - (p.mutant == 45 && Lc > 1 ? 1 : 0)) * KGs + dd];",
      "bwd v3: Kd = k exp(G_last - G) takes G_last from the chunk's second-to-last token (off by one)"),
-    (46, "optimized/cuda/v3_async.cu",
+    (46, "optimized/cuda/tc_common.cuh",
      "    for (int idx = tid; idx < Lc * 64; idx += kThreads) a_out[",
      "    for (int idx = tid; idx < (Lc - (p.mutant == 46 ? 1 : 0)) * 64; idx += kThreads) a_out[",
      "bwd v3: the intra-chunk kernel does not write the last row of A (a stale row reaches bwd_grads_tc)"),
