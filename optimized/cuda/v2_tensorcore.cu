@@ -492,14 +492,15 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd)
       const int i = idx / PK, d8 = (idx % PK) * 8;
       const std::int64_t src = (cw * 64 + i) * KP + d8;
       cp_async16(dW + i * LDK + d8, ws.w + src);
-      if constexpr (!kBwd) cp_async16(dQ + i * LDK + d8, ws.qg + src);
+      if (!kBwd) cp_async16(dQ + i * LDK + d8, ws.qg + src);
       cp_async16(dK + i * LDK + d8, ws.kd + src);
     }
-    if constexpr (!kBwd)
+    if (!kBwd) {
       for (int idx = tid; idx < 64 * 8; idx += kThreads) {
         const int i = idx >> 3, j8 = (idx & 7) * 8;
         cp_async16(dP + i * 72 + j8, ws.P + (cw * 64 + i) * 64 + j8);
       }
+    }
     for (int idx = tid; idx < 64 * (BV / 4); idx += kThreads) {
       const int i = idx / (BV / 4), c4 = (idx % (BV / 4)) * 4;
       cp_async16(dU + i * LDU + c4, ws.u + (cw * 64 + i) * VP + v0 + c4, v0 + c4 < VP ? 16 : 0);
@@ -520,7 +521,7 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd)
     const bf16* sP = reinterpret_cast<const bf16*>(smem + S::sP + stg * 64 * 72 * 2);
     const float* sU = reinterpret_cast<const float*>(smem + S::sU + stg * 64 * LDU * 4);
     const float* sgC = reinterpret_cast<const float*>(smem + S::sgC + stg * KP * 4);
-    if constexpr (kBwd) {  // the state entering this chunk
+    if (kBwd) {  // the state entering this chunk
       float* Sout = bwd.S + (std::int64_t(c_first + ci) * H + h) * K * V;
 #pragma unroll
       for (int nt = 0; nt < SNT; ++nt)
@@ -537,7 +538,7 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd)
     for (int k0 = 0; k0 < KP; k0 += 16) {
       unsigned aw[4], aq[4];
       load_a(aw, sW, LDK, 16 * wm, k0);
-      if constexpr (!kBwd) load_a(aq, sQg, LDK, 16 * wm, k0);
+      if (!kBwd) load_a(aq, sQg, LDK, 16 * wm, k0);
 #pragma unroll
       for (int np = 0; np < ONT / 2; ++np) {
         unsigned bh[4], bl[4];
@@ -547,7 +548,7 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd)
         mma_bf16(ws_[2 * np + 1], aw, bh[2], bh[3]);
         mma_bf16(ws_[2 * np], aw, bl[0], bl[1]);
         mma_bf16(ws_[2 * np + 1], aw, bl[2], bl[3]);
-        if constexpr (!kBwd) {
+        if (!kBwd) {
           mma_bf16(os_[2 * np], aq, bh[0], bh[1]);
           mma_bf16(os_[2 * np + 1], aq, bh[2], bh[3]);
           mma_bf16(os_[2 * np], aq, bl[0], bl[1]);
@@ -564,7 +565,7 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd)
         const unsigned l0 = sel ? bl[2] : bl[0], l1 = sel ? bl[3] : bl[1];
         mma_bf16(ws_[ONT - 1], aw, h0, h1);
         mma_bf16(ws_[ONT - 1], aw, l0, l1);
-        if constexpr (!kBwd) {
+        if (!kBwd) {
           mma_bf16(os_[ONT - 1], aq, h0, h1);
           mma_bf16(os_[ONT - 1], aq, l0, l1);
         }
@@ -579,19 +580,20 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd)
       ws_[nt][2] = u23.x - ws_[nt][2], ws_[nt][3] = u23.y - ws_[nt][3];
       *reinterpret_cast<unsigned*>(sVn + i * LDV + col) = pack_bf16(ws_[nt][0], ws_[nt][1]);
       *reinterpret_cast<unsigned*>(sVn + (i + 8) * LDV + col) = pack_bf16(ws_[nt][2], ws_[nt][3]);
-      if constexpr (kBwd)
+      if (kBwd) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int ii = i + (e >> 1) * 8, cc = v0 + col + (e & 1);
           if (ii < Lc && cc < V) bwd.vn[(std::int64_t(tok0 + ii) * H + h) * V + cc] = ws_[nt][e];
         }
+      }
     }
     __syncthreads();  // v_new complete in sVn; every read of sSh / sSl done
 
     // o += P v_new, then store o (rows < Lc, columns < V).
 #pragma unroll
     for (int k0 = 0; k0 < 64; k0 += 16) {
-      if constexpr (kBwd) break;
+      if (kBwd) break;
       if (k0 > 16 * wm) break;  // P is lower triangular
       unsigned a[4];
       load_a(a, sP, 72, 16 * wm, k0);
