@@ -35,7 +35,9 @@ using ref::Op;
 /// Element type of q, k, v, o (DType of the inputs) or of the gates g, beta, b, w.
 enum class DType : int { f32 = 0, bf16 = 1 };
 
-/// The rungs of the ladder. `best` picks the fastest version that supports the call.
+/// The rungs of the ladder. `best` picks the fastest version that supports the call: v4_levels for
+/// bf16 inputs and 16 <= K <= 128 (faster than v3 for KDA and GDN2, the same code and speed for
+/// DeltaNet and GDN; RESULTS.md "Rung 4"), otherwise v1_simple.
 enum class Version : int {
   best = 0,
   v1_simple = 1,      ///< two plain kernels (per-chunk UT transform; sequential state pass), FFMA

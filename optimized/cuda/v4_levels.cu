@@ -7,10 +7,10 @@
 // channel, each pair reading six shared-memory rows (most of them at a 512-byte stride: bank
 // conflicts).
 //
-// v4 (SPEC Eq. for the chunked per-channel form: L_ij = beta_i sum_d k_id k_jd exp(G_id - G_jd),
-// P_ij = scale sum_d q_id k_jd exp(G_id - G_jd)) splits every pair i > j of the 64-token chunk by
-// the highest bit s in which i and j differ (s = 32, 16, 8, 4, 2, 1): then j < m <= i for the
-// reference row m = i with its bits below s cleared, and
+// v4 (SPEC section 4, step 1 and step 3's intra-chunk read: L_ij = sum_d e_id k_jd exp(G_id - G_jd),
+// P_ij = scale sum_d q_id k_jd exp(G_id - G_jd); the paper's recurrences are Eqs.18-24) splits every
+// pair i > j of the 64-token chunk by the highest bit s in which i and j differ (s = 32, 16, 8, 4,
+// 2, 1): then j < m <= i for the reference row m = i with its bits below s cleared, and
 //     exp(G_i - G_j) = exp(G_i - G_m) . exp(G_m - G_j),  both factors <= 1 (log-decays <= 0),
 // so nothing overflows, even for log-decays of -1000. At level s every row r of the chunk is
 // either a left row (bit s of r set: it meets columns j < m = r & ~(s - 1)) or a right row (bit s
@@ -23,7 +23,17 @@
 // Levels go two at a time (tiles sE, sX and sKt, sAh/sAl), 3 rounds of build + products.
 // Numerics: like v3's off-diagonal blocks, the factored operands are rounded to bf16 before the
 // float32-accumulated products (v3 kept the diagonal blocks in float32 from the bf16 inputs).
-// Scalar gates and every later phase (A = (I + L)^-1, w_aux, u, the state kernel) are v3's.
+// Scalar gates and every later phase (A = (I + L)^-1, w_aux, u, the state kernel) are v3's: the
+// kernel is tc_common.cuh's tci::intra with this file's policy V4Levels.
+//
+// Measured (H200, bf16, float32 gates; RESULTS.md "Rung 4", run F1), B=8 T=4096 H=16 K=V=128:
+// KDA / GDN2 2.101 / 2.144 ms (v3 2.472 / 2.643, fla 1.821 / 2.029); the intra kernel alone
+// 1.643 / 1.683 ms (v3 2.03 / 2.19). B=1 T=32768: 2.766 / 2.808 ms (v3 3.133 / 3.310, fla 2.524 /
+// 2.735). DeltaNet and GDN run v3's code: 1.014 / 1.047 ms and 1.679 / 1.713 ms. Accuracy against
+// v1 (float32 arithmetic on the same bf16 inputs), o / state relative RMS: 3.8e-3 / 2.3e-3 for KDA
+// and GDN2 (v3 3.4e-3 / 2.2e-3, fla 3.9e-3 / 2.8e-3). Still slower than fla for KDA and GDN2: the
+// per-channel intra kernel takes 1.64 ms against 0.59 ms for GDN's; a trial with a 110 KB layout
+// (two blocks per SM for KDA) gave the same 1.67 ms (RESULTS.md).
 #include <string>
 
 #include "optimized/cuda/tc_common.cuh"
