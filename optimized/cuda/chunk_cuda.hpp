@@ -155,7 +155,8 @@ enum class BwdVersion : int {
                      ///< gradients with staged shared memory (bf16 inputs; float32 inputs run v1);
                      ///< 3.6x faster than v1; `best` (RESULTS.md, "Rung 2")
   v3_async = 3       ///< v2 with prepare and both recurrences on the forward's tensor-core kernels
-                     ///< (bf16 inputs, 16 <= K <= 128; other calls run v2); RESULTS.md, "Rung 3"
+                     ///< (bf16 inputs, 16 <= K <= 128; other calls run v2); 2.2x faster than v2,
+                     ///< bf16-level error in every gradient; not `best` yet (RESULTS.md, "Rung 3")
 };
 
 const char* bwd_version_name(BwdVersion v);
