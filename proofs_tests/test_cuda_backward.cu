@@ -23,10 +23,11 @@
 //   optimized/cuda/RESULTS.md, "Rung 2"). dh0 is float32 recurrence arithmetic in both rungs: 2e-5.
 //   Rung 3 (bf16 inputs with 16 <= K <= 128; other calls run rung 2) takes w_aux, Qg, Kd, P and v_new /
 //   dv_new into its two recurrences as single bf16 values (the forward's kernels), so every gradient,
-//   dh0 and the float32 gate gradients included, carries bf16-level error: 1e-2 for every gradient
-//   (worst seen on the H200 over the properties' 400 cases: dk 5.2e-3, dv 3.8e-3, dh0 3.5e-3, dbeta
-//   3.0e-3, dg 2.8e-3), 2e-2 for the gate gradients with bf16 gates (worst 9.1e-3, DeltaNet's dbeta,
-//   stored as bf16); optimized/cuda/RESULTS.md, "Rung 3".
+//   dh0 and the float32 gate gradients included, carries bf16-level error: 1e-2 for dq, dk, dv, dh0
+//   (worst seen on the H200 over the properties' 400 cases per gate dtype: dk 5.2e-3, dv 3.8e-3, dh0
+//   3.5e-3, dq 2.0e-3), 2e-2 for dg, dbeta, db, dw with either gate dtype (worst: DeltaNet's dbeta,
+//   8.1e-3 with float32 and 9.1e-3 with bf16 gates - a sum with cancellation of de k and du0 v; dg
+//   3.5e-3, dw 3.7e-3); optimized/cuda/RESULTS.md, "Rung 3".
 // Every gradient buffer is filled with NaN before the launch (the host API does it), so an element
 // a kernel does not write fails (a non-finite value counts as an infinite error).
 // Without a usable GPU every test that needs one says why (Catch2 WARN) and returns, so CTest
@@ -77,14 +78,14 @@ const cuda::BwdVersion kRungs[] = {cuda::BwdVersion::v1_simple, cuda::BwdVersion
                                    cuda::BwdVersion::v3_async};
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
 
-/// Rung 3's bounds with bf16 inputs (file comment): every gradient, and the gate gradients with bf16 gates.
-constexpr double kV3Tol = 1e-2, kV3TolBf16Gates = 2e-2;
+/// Rung 3's bounds with bf16 inputs (file comment): dq, dk, dv, dh0; the gate gradients.
+constexpr double kV3Tol = 1e-2, kV3TolGates = 2e-2;
 
 /// The bound of the file comment for gradient `name`.
 double tol(const std::string& name, DType dt, DType gdt, cuda::BwdVersion ver) {
   const bool gate_grad = name == "dg" || name == "dbeta" || name == "db" || name == "dw";
   if (ver == cuda::BwdVersion::v3_async && dt == DType::bf16)
-    return gate_grad && gdt == DType::bf16 ? kV3TolBf16Gates : kV3Tol;
+    return gate_grad ? kV3TolGates : kV3Tol;
   const bool tc = ver != cuda::BwdVersion::v1_simple && dt == DType::bf16;
   if (gate_grad) return gdt == DType::bf16 ? 5e-3 : (tc ? 1e-4 : 2e-5);
   if (name == "dh0") return 2e-5;
