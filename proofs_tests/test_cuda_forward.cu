@@ -100,6 +100,12 @@ std::string describe(const Problem<double>& p, DType dt, Version ver, const Resu
 /// an output sums enough terms and has enough elements: their cases draw K and V in [16, 48]
 /// (the printed case is the drawn one, before 15 is added to K and V). Seen with fewer: K = 16,
 /// V = 1, T = 1 (one output element, 20 times smaller than its terms) gave 4.9e-2 for KDA.
+/// With T <= 2 every output row is one or two scalars (q_t . k_s over K channels, each operand
+/// rounded to bf16) times a value row, so the relative error of those scalars is not averaged over
+/// the V columns: RapidCheck found GDN2, K = 19, V = 16, T = 1, extreme gates at 5.3e-3 (v3,
+/// RC_PARAMS seed=20261129 max_success=30; optimized/cuda/RESULTS.md, Rung 4). Such tensor-core
+/// cases are held to kShortTol instead.
+constexpr double kShortTol = 1e-2;
 void prop_matches_reference(Version ver, DType dt, DType gdt = DType::f32) {
   CaseLimits lim;
   const bool tc = ver != Version::v1_simple;
@@ -112,8 +118,9 @@ void prop_matches_reference(Version ver, DType dt, DType gdt = DType::f32) {
       const Result r = run_and_compare(p, dt, ver, gdt);
       RC_PRE(r.supported);
       RC_LOG() << describe(p, dt, ver, r) << "\n";
-      RC_ASSERT(r.o.within(tol(dt)));
-      RC_ASSERT(r.state.within(tol(dt)));
+      const double bound = tc && c.T <= 2 ? kShortTol : tol(dt);
+      RC_ASSERT(r.o.within(bound));
+      RC_ASSERT(r.state.within(bound));
     });
   }
 }

@@ -397,9 +397,9 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version) {
   require_b(!any || f.op == Op::gdn2 || a.dbeta, "dbeta", "a device pointer", "null");
   require_b(!any || f.op != Op::gdn2 || (a.db && a.dw), "db, dw", "device pointers for gdn2", "null");
   require_b(p.N == 0 || a.dh0, "dh0", "a device pointer ([N, H, K, V] float32)", "null");
-  // best = rung 2 (its determinism fix passed 50 of 50 repeats on the H200, RESULTS.md "Rung 2",
-  // run 6); float32 inputs inside rung 2 take rung 1's kernels.
-  if (version == BwdVersion::best) version = BwdVersion::v2_tensorcore;
+  // best = rung 3 (RESULTS.md "Rung 3", run 4 of the lead: tests, sanitizers, determinism on the
+  // H200); calls outside its range run rung 2, and float32 inputs inside rung 2 take rung 1's kernels.
+  if (version == BwdVersion::best) version = BwdVersion::v3_async;
   if (version != BwdVersion::v1_simple && version != BwdVersion::v2_tensorcore && version != BwdVersion::v3_async)
     fail(fn, "version", "a version of the backward ladder (1, 2 or 3)", std::to_string(static_cast<int>(version)));
 

@@ -153,10 +153,12 @@ enum class BwdVersion : int {
   v1_simple = 1,     ///< four plain FFMA kernels (prepare; states; state gradients; chunk gradients)
   v2_tensorcore = 2, ///< the chunk gradients' products on bf16 tensor cores, prepare and state
                      ///< gradients with staged shared memory (bf16 inputs; float32 inputs run v1);
-                     ///< 3.6x faster than v1; `best` (RESULTS.md, "Rung 2")
+                     ///< 3.6x faster than v1; float32 gate gradients and dh0 near float32
+                     ///< accuracy (RESULTS.md, "Rung 2")
   v3_async = 3       ///< v2 with prepare and both recurrences on the forward's tensor-core kernels
                      ///< (bf16 inputs, 16 <= K <= 128; other calls run v2); 2.2x faster than v2,
-                     ///< bf16-level error in every gradient; not `best` yet (RESULTS.md, "Rung 3")
+                     ///< bf16-level error in every gradient (choose v2 for float32-accurate gate
+                     ///< gradients and dh0); `best` (RESULTS.md, "Rung 3")
 };
 
 const char* bwd_version_name(BwdVersion v);
