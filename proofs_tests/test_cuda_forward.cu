@@ -15,6 +15,7 @@
 #include <catch2/catch.hpp>
 #include <rapidcheck/catch.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -46,7 +47,14 @@ bool gpu_ok(std::string& why) {
   } while (0)
 
 const Op kOps[] = {Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2};
-const Version kVersions[] = {Version::v1_simple, Version::v2_tensorcore, Version::v3_async, Version::v4_levels};
+const Version kVersions[] = {Version::v1_simple, Version::v2_tensorcore, Version::v3_async, Version::v4_levels,
+                             Version::v5_split};
+
+// v5 splits the state pass from the output only where v4's state kernel would not fill the GPU
+// (v5_splits in v5_split.cu: fewer than 132 blocks of 64 value columns), else it runs v4. Every
+// case here is that small, but the tests must exercise the split whatever the heuristic becomes:
+// LINATTN_V5_SPLIT=1 unless the environment already sets it (=0 tests v5's fallback to v4).
+const bool kV5SplitForced = [] { return setenv("LINATTN_V5_SPLIT", "1", 0) == 0; }();
 
 double tol(DType dt) { return dt == DType::f32 ? 1e-5 : 5e-3; }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
@@ -199,6 +207,20 @@ TEST_CASE("CUDA v4 chunked forward with bfloat16 gates equals the reference on t
   prop_matches_reference(Version::v4_levels, DType::bf16, DType::bf16);
 }
 
+// v5 runs v4's intra kernel, the state pass alone (per-chunk states and v_new to a workspace) and a
+// parallel output kernel; same bounds as v4.
+TEST_CASE("CUDA v5 split forward equals the float64 reference for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  REQUIRE(kV5SplitForced);
+  prop_matches_reference(Version::v5_split, DType::bf16);
+}
+
+TEST_CASE("CUDA v5 split forward with bfloat16 gates equals the reference on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  REQUIRE(kV5SplitForced);
+  prop_matches_reference(Version::v5_split, DType::bf16, DType::bf16);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Edge cases, each for every operator, rung and input type.
 // ---------------------------------------------------------------------------------------------
@@ -306,6 +328,36 @@ TEST_CASE("CUDA chunked forward is deterministic: two runs give bitwise equal ou
       CHECK(std::memcmp(a.o.data(), b.o.data(), sizeof(float) * a.o.numel()) == 0);
       CHECK(std::memcmp(a.final_state.data(), b.final_state.data(), sizeof(float) * a.final_state.numel()) == 0);
     }
+}
+
+// v5's output kernel feeds every accumulator the same mma.sync sequence as v2_state's fused loop
+// (S_c split into the same bf16 hi + lo parts, v_new rounded to bf16 the same way, hi then lo per
+// 16 channels, then P v_new), and its state pass is v2_state itself: o and the final state must
+// equal v4's bit for bit, at any value-tile width v4 picks. Cases: ragged chunks, a packed batch
+// with empty sequences, T = 1, K = 64 and 128 paddings, V not a multiple of 4 and three output tiles.
+TEST_CASE("CUDA v5 split forward equals v4 fused forward bit for bit") {
+  SKIP_WITHOUT_GPU();
+  REQUIRE(kV5SplitForced);
+  std::vector<index_t> cu = {0};
+  for (int s = 0; s < 20; ++s) cu.push_back(cu.back() + (s * 37) % 90);  // lengths 0 to 89
+  const Case cases[] = {fixed_case(2, 200, 2, 128, 128, GateMode::random, true, 51),
+                        fixed_case(1, 1, 1, 128, 128, GateMode::mixed, true, 52),
+                        fixed_case(1, 130, 2, 48, 80, GateMode::extreme, true, 53),
+                        fixed_case(1, 150, 1, 100, 129, GateMode::random, false, 54),
+                        fixed_case(1, 129, 2, 64, 200, GateMode::random, true, 55),
+                        fixed_case(1, cu.back(), 2, 64, 64, GateMode::random, true, 56, cu)};
+  for (const Case& c : cases)
+    for (DType gdt : {DType::f32, DType::bf16})
+      for (Op op : kOps) {
+        const Problem<float> p = as_device_sees(cast_problem<float>(make_problem<double>(op, c)), DType::bf16, gdt);
+        auto run = [&](Version v) { return cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, gdt, v); };
+        const auto v4 = run(Version::v4_levels), v5 = run(Version::v5_split);
+        INFO(ref::op_name(op) << " T " << c.T << " K " << c.K << " V " << c.V << " gates " << dname(gdt) << ": v5 against v4 o "
+                              << compare(v5.o, v4.o).str() << " state " << compare(v5.final_state, v4.final_state).str());
+        REQUIRE(v5.o.numel() == v4.o.numel());
+        CHECK(std::memcmp(v5.o.data(), v4.o.data(), sizeof(float) * v4.o.numel()) == 0);
+        CHECK(std::memcmp(v5.final_state.data(), v4.final_state.data(), sizeof(float) * v4.final_state.numel()) == 0);
+      }
 }
 
 TEST_CASE("CUDA best version is v4 for bfloat16 at K = V = 128 and agrees with v1 v2 and v3") {

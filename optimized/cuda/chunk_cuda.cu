@@ -19,6 +19,7 @@ const char* version_name(Version v) {
     case Version::v2_tensorcore: return "v2_tensorcore";
     case Version::v3_async: return "v3_async";
     case Version::v4_levels: return "v4_levels";
+    case Version::v5_split: return "v5_split";
   }
   return "?";
 }
@@ -191,6 +192,10 @@ void forward_device(const DeviceArgs& a, Version version) {
     call.p = p;
     if (!detail::v4_supports(call, &why)) fail(fn, "version", "a call that v4_levels supports", why);
     ws_bytes = detail::v4_workspace_bytes(p);
+  } else if (version == Version::v5_split) {
+    call.p = p;
+    if (!detail::v5_supports(call, &why)) fail(fn, "version", "a call that v5_split supports", why);
+    ws_bytes = detail::v5_workspace_bytes(p);
   } else {
     fail(fn, "version", "a version of the ladder", std::to_string(static_cast<int>(version)));
   }
@@ -202,7 +207,8 @@ void forward_device(const DeviceArgs& a, Version version) {
   if (version == Version::v1_simple) detail::v1_launch(call);
   else if (version == Version::v2_tensorcore) detail::v2_launch(call);
   else if (version == Version::v3_async) detail::v3_launch(call);
-  else detail::v4_launch(call);
+  else if (version == Version::v4_levels) detail::v4_launch(call);
+  else detail::v5_launch(call);
 }
 
 namespace {

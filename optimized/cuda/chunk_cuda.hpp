@@ -43,7 +43,9 @@ enum class Version : int {
   v1_simple = 1,      ///< two plain kernels (per-chunk UT transform; sequential state pass), FFMA
   v2_tensorcore = 2,  ///< bf16 tensor cores (mma.sync); bf16 inputs, K <= 128
   v3_async = 3,       ///< v2 with batched asynchronous loads in the intra-chunk kernel
-  v4_levels = 4       ///< v3 with per-channel-gate L and P on tensor cores (binary levels of reference rows)
+  v4_levels = 4,      ///< v3 with per-channel-gate L and P on tensor cores (binary levels of reference rows)
+  v5_split = 5        ///< v4 with the state pass split from a parallel output kernel where v4's state
+                      ///< kernel cannot fill the GPU (else v4); compiled, not yet run on a GPU
 };
 
 const char* version_name(Version v);

@@ -417,12 +417,13 @@ struct StateSmem {
 
 /// kBwd (the backward's rung 3, bwd_v3_async.cu): o is not computed (no q . exp(G) or P tiles are
 /// loaded); instead the state entering each chunk goes to bwd.S and v_new (float32) to bwd.vn.
+/// kHt (with kBwd; the forward's rung 5, v5_split.cu): the final state is written to p.ht as well.
 struct StateBwdOut {
   float* S = nullptr;   // [num_chunks, H, K, V]
   float* vn = nullptr;  // [B * T * H, V]
 };
 
-template <int KP, int BV, bool kBwd = false>
+template <int KP, int BV, bool kBwd = false, bool kHt = false>
 __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd) {
   using S = StateSmem<KP, BV>;
   constexpr int LDK = S::LDK, LDV = S::LDV, LDU = S::LDU;
@@ -652,7 +653,7 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd)
     }
     store_state_bf16();  // read by the next chunk after its first barrier
   }
-  if (!kBwd && p.ht) {
+  if ((!kBwd || kHt) && p.ht) {
 #pragma unroll
     for (int nt = 0; nt < SNT; ++nt)
 #pragma unroll
@@ -690,10 +691,10 @@ void launch_intra_op(const Call& c) {
   return launch_intra<KP, kGateChannel, true, Tg>(c);
 }
 
-template <int KP, int BV, bool kBwd = false>
+template <int KP, int BV, bool kBwd = false, bool kHt = false>
 void launch_state(const Call& c, StateBwdOut bwd = {}) {
   const int bytes = StateSmem<KP, BV>::bytes;
-  auto kern = v2_state<KP, BV, kBwd>;
+  auto kern = v2_state<KP, BV, kBwd, kHt>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   kern<<<dim3(c.p.N, c.p.H, (c.p.V + BV - 1) / BV), kThreads, bytes, c.stream>>>(c.p, bwd);
   LINATTN_CUDA_CHECK(cudaGetLastError());
@@ -739,6 +740,20 @@ void tc_state_bwd_launch(const Call& c, int KP, float* s_out, float* vn_out) {
   if (bv == 64) return launch_state<128, 64, true>(c, bwd);
   if (bv == 32) return launch_state<128, 32, true>(c, bwd);
   return launch_state<128, 16, true>(c, bwd);
+}
+
+void tc_state_split_launch(const Call& c, int KP, float* s_out, float* vn_out) {
+  if (skip_kernel("state")) return;
+  const StateBwdOut bwd{s_out, vn_out};
+  // BV <= 32: v5 splits only where pick_bv gives 16 or 32 (unless forced), and the BV = 64
+  // instantiation with kHt spilled 4 bytes (ptxas, nvcc 13.0, KP = 128).
+  const int bv = pick_bv(c.p);
+  if (KP == 64) {
+    if (bv >= 32) return launch_state<64, 32, true, true>(c, bwd);
+    return launch_state<64, 16, true, true>(c, bwd);
+  }
+  if (bv >= 32) return launch_state<128, 32, true, true>(c, bwd);
+  return launch_state<128, 16, true, true>(c, bwd);
 }
 
 std::size_t tc_workspace_bytes(const KParams& p) {

@@ -35,6 +35,15 @@ void v3_launch(Call c);
 bool v4_supports(const Call& c, std::string* why);
 std::size_t v4_workspace_bytes(const KParams& p);
 void v4_launch(Call c);
+/// v4's intra-chunk kernel alone (tc_common.cuh's workspace; KP = tc_pick_kp(K)), for v5.
+void v4_intra_launch(const Call& c, int KP);
+
+// v5_split.cu (compiled, not yet run on a GPU)
+bool v5_supports(const Call& c, std::string* why);
+std::size_t v5_workspace_bytes(const KParams& p);
+void v5_launch(Call c);
+/// Whether v5 splits the state pass from the output for this call (otherwise it runs v4).
+bool v5_splits(const KParams& p);
 
 /// One backward call: the forward's parameters (o and ht unused) plus dL/do, dL/dS_T and the
 /// gradient outputs (q, k, v, do and their gradients in `dtype`; gates and theirs in `gate_dtype`;
@@ -72,5 +81,8 @@ void v3_intra_launch_with_A(const Call& c, float* a_out);
 /// entering every chunk to s_out ([num_chunks, H, K, V] float32) and v_new to vn_out ([B * T * H, V]
 /// float32); ht is not written.
 void tc_state_bwd_launch(const Call& c, int KP, float* s_out, float* vn_out);
+/// The same kernel for the forward's rung 5 (v5_split.cu): s_out and vn_out as above, and the final
+/// state to c.p.ht (when not null).
+void tc_state_split_launch(const Call& c, int KP, float* s_out, float* vn_out);
 
 }  // namespace linattn::cuda::detail

@@ -147,7 +147,7 @@ def main():
     ap.add_argument("--rep", type=int, default=200, help="do_bench rep in ms")
     ap.add_argument("--slow-rep", type=int, default=30, help="rep for rungs slower than 20 ms")
     ap.add_argument("--json", default=None)
-    ap.add_argument("--split", action="store_true", help="also time --sweep-versions with only the intra (or only the state) kernel")
+    ap.add_argument("--split", action="store_true", help="also time --sweep-versions with only the intra (or only the state, or for v5 only the output) kernel")
     ap.add_argument("--sweep-versions", default="3", help="rungs that --bv-sweep and --split apply to")
     ap.add_argument("--bv-sweep", default="", help="also time v2+ with LINATTN_V2_BV set to each of these (e.g. 16,32,64)")
     args = ap.parse_args()
@@ -219,12 +219,25 @@ def main():
             runs = [(ver, None) for ver in versions]
             sweep = [int(x) for x in args.sweep_versions.split(",") if x]
             runs += [(ver, bv) for ver in sweep for bv in args.bv_sweep.split(",") if bv]
+            if 5 in versions:  # v5 with its state / output split forced on (LINATTN_V5_SPLIT=1)
+                runs += [(5, "forced")]
             if args.split:
-                runs += [(ver, only) for ver in sweep for only in ("intra", "state")]
+                runs += [(ver, only) for ver in sweep for only in ("intra", "state") + (("output",) if ver >= 5 else ())]
+                runs += [(5, ("forced", only)) for only in ("intra", "state", "output") if 5 in sweep]
             for ver, bv in runs:
-                only = bv if bv in ("intra", "state") else None
+                forced = bv == "forced" or isinstance(bv, tuple)
+                if isinstance(bv, tuple):
+                    bv = bv[1]
+                elif bv == "forced":
+                    bv = None
+                only = bv if bv in ("intra", "state", "output") else None
                 bv = None if only else bv
-                name = lin.name(ver) + (f" BV={bv}" if bv else "") + (f" {only} kernel only" if only else "")
+                name = (lin.name(ver) + (" forced split" if forced else "") + (f" BV={bv}" if bv else "")
+                        + (f" {only} kernel only" if only else ""))
+                if forced:
+                    os.environ["LINATTN_V5_SPLIT"] = "1"
+                else:
+                    os.environ.pop("LINATTN_V5_SPLIT", None)
                 if bv:
                     os.environ["LINATTN_V2_BV"] = bv
                 else:
@@ -260,6 +273,7 @@ def main():
                     print(f"[linattn {name}] {op} failed:\n{traceback.format_exc()}", flush=True)
             os.environ.pop("LINATTN_V2_BV", None)
             os.environ.pop("LINATTN_TC_ONLY", None)
+            os.environ.pop("LINATTN_V5_SPLIT", None)
             if "v1_simple" in outs:  # v1 computes in float32 from the same bf16 inputs
                 r_o, r_h = outs["v1_simple"]
                 acc = "  ".join(f"{k}: o {rel_rms(a, r_o):.1e} state {rel_rms(b, r_h):.1e}" for k, (a, b) in outs.items() if k != "v1_simple")

@@ -38,6 +38,8 @@ for s in $stages; do
       P2='CUDA v2 tensor-core chunked forward equals the float64 reference for every operator in bfloat16'
       P3='CUDA v3 chunked forward equals the float64 reference for every operator in bfloat16'
       P4='CUDA v4 chunked forward equals the float64 reference for every operator in bfloat16'
+      P5='CUDA v5 split forward equals the float64 reference for every operator in bfloat16'
+      BIT5='CUDA v5 split forward equals v4 fused forward bit for bit'
       SZ='CUDA chunked forward is exact at the tuned and the largest head sizes up to K = V = 256'
       T1='CUDA chunked forward at T = 1 equals one step of the reference'
       CT='CUDA chunked forward over 0 to T equals 0 to t then t to T with the state carried'
@@ -71,6 +73,14 @@ for s in $stages; do
         run_m 37 "$P4" "$SZ"
         echo "mutant 33 under compute-sanitizer racecheck, $PK:"
         LINATTN_MUTANT=33 timeout 120 compute-sanitizer --tool racecheck $M "$PK" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
+        run_m 0 "$P5" "$BIT5" "$RG" "$SZ"
+        run_m 61 "$P5" "$RG"
+        run_m 62 "$P5" "$T1"
+        run_m 63 "$DT" "$P5"
+        run_m 64 "$SZ" "$BIT5"
+        run_m 65 "$P5" "$RG"
+        echo "mutant 63 under compute-sanitizer racecheck, $PK:"
+        LINATTN_MUTANT=63 timeout 120 compute-sanitizer --tool racecheck $M "$PK" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
       } 2>&1 | tee "$OUT/mutants.log" ;;
     btests)
       echo "=== backward tests: $BTEST"
