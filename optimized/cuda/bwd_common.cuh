@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "optimized/cuda/mma.cuh"
 #include "optimized/cuda/versions.cuh"
 
 namespace linattn::cuda::detail::bwdc {
@@ -127,5 +128,380 @@ void bwd_v1_front(const BwdCall& c, Profile& prof, unsigned stages = kAllStages)
 /// Rung 2's bwd_grads_tc (bwd_v2_tensorcore.cu; bf16 inputs), then prof.mark(): B2, B4-B11 from a
 /// workspace holding G, A, E, Qg, Kd, v_new, dv_new, S and dS' (rung 3 reuses it as it is).
 void bwd_v2_grads(const BwdCall& c, Profile& prof);
+/// Rung 3's first three stages (bwd_v3_async.cu; bf16 inputs, 16 <= K <= 128, p.N > 0): prepare,
+/// states, dstates on the forward's tensor-core kernels, each followed by prof.mark() (prepare and
+/// states only when there are chunks). Afterwards the workspace holds what bwd_v2_grads reads and
+/// c.dh0 is written; rung 4 reuses it as it is.
+void bwd_v3_front(const BwdCall& c, Profile& prof);
+
+// ------------------------------------------------------------------------------------------------
+// Rung 2's chunk-gradient kernel bwd_grads_tc (B2, B4-B11 per (chunk, head); bwd_v2_tensorcore.cu's
+// header describes it), moved here so that rung 4 (bwd_v4_tc_tail.cu) reuses its products (B4-B6,
+// B8), its float32 B9 for per-channel gates and its tail (B10, B11). The template parameter Mid
+// chooses B7 and B9: NoMid is rung 2 (B7 and B9 in float32, the code below); rung 4's Mid runs B7
+// (and B9 where it can) on tensor cores in Mid::run, and when that returns false it has left dL in
+// sdA and dP in sdP of the float32 overlay for rung 2's B9 below.
+// ------------------------------------------------------------------------------------------------
+using bf16 = __nv_bfloat16;
+
+constexpr int LT = 72;          // row stride (elements) of the bf16 64 x 64 tiles
+constexpr int kTile = 64 * LT;  // elements of one tile
+// The bf16 tiles, in order: A hi, lo; do; v_new hi, lo; dv_new hi, lo; u0 hi, lo; S hi, lo;
+// dS' hi, lo; dw_aux hi, lo; E hi, lo.
+constexpr int kTiles = 17;
+constexpr std::size_t kTileBytes = sizeof(bf16) * std::size_t(kTiles) * kTile;
+// After the products the same memory holds five float32 C x LD matrices and B9's slab
+// (k, scale q, e in float32, G in float64; 64 x 64 each), later B10's dG [64][K <= 256].
+constexpr std::size_t kOverlayBytes = sizeof(float) * (5 * C * LD + 3 * 64 * 64) + sizeof(double) * 64 * 64;
+static_assert(sizeof(float) * 64 * 256 <= sizeof(float) * 3 * 64 * 64 + sizeof(double) * 64 * 64,
+              "dG fits over the B9 slab");
+constexpr std::size_t kSmemMain = kTileBytes > kOverlayBytes ? kTileBytes : kOverlayBytes;
+
+__device__ __forceinline__ float bf(bf16 x) { return __bfloat162float(x); }
+
+/// Store x as hi + lo at tile position (r, c).
+__device__ __forceinline__ void put_split(bf16* hi, bf16* lo, int r, int c, float x) {
+  const bf16 h = __float2bfloat16_rn(x);
+  hi[r * LT + c] = h;
+  lo[r * LT + c] = __float2bfloat16_rn(x - bf(h));
+}
+
+/// acc (this warp's 16 x 32 part of a 64 x 64 tile: rows m0.., columns n0..) += A B over k = 64.
+/// A: ATRANS false: row-major tile [m][k]; true: A = X^T for a row-major tile X [k][m].
+/// B: BKN false: stored as a row-major tile [n][k] (a product with a transpose, X Y^T);
+///    true: row-major [k][n].
+/// Each operand as hi (+ lo when not null): hi*hi + hi*lo + lo*hi.
+template <bool ATRANS, bool BKN>
+__device__ __forceinline__ void gemm64(float (&acc)[4][4], const bf16* Ah, const bf16* Al, const bf16* Bh,
+                                       const bf16* Bl, int m0, int n0) {
+#pragma unroll
+  for (int k0 = 0; k0 < 64; k0 += 16) {
+    unsigned ah[4], al[4];
+    if (ATRANS) load_a_t(ah, Ah, LT, m0, k0);
+    else load_a(ah, Ah, LT, m0, k0);
+    if (Al) {
+      if (ATRANS) load_a_t(al, Al, LT, m0, k0);
+      else load_a(al, Al, LT, m0, k0);
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int n = n0 + 16 * half;
+      unsigned bh[4], bl[4];
+      if (BKN) load_b_kn(bh, Bh, LT, k0, n);
+      else load_b_nk(bh, Bh, LT, n, k0);
+      mma_bf16(acc[2 * half], ah, bh[0], bh[1]);
+      mma_bf16(acc[2 * half + 1], ah, bh[2], bh[3]);
+      if (Bl) {
+        if (BKN) load_b_kn(bl, Bl, LT, k0, n);
+        else load_b_nk(bl, Bl, LT, n, k0);
+        mma_bf16(acc[2 * half], ah, bl[0], bl[1]);
+        mma_bf16(acc[2 * half + 1], ah, bl[2], bl[3]);
+      }
+      if (Al) {
+        mma_bf16(acc[2 * half], al, bh[0], bh[1]);
+        mma_bf16(acc[2 * half + 1], al, bh[2], bh[3]);
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ void zero(float (&acc)[4][4]) {
+#pragma unroll
+  for (int a = 0; a < 4; ++a)
+#pragma unroll
+    for (int b = 0; b < 4; ++b) acc[a][b] = 0.f;
+}
+
+/// Calls f(r, c, value) for the 16 accumulator entries of this warp's part (see gemm64).
+template <class F>
+__device__ __forceinline__ void each_acc(const float (&acc)[4][4], int m0, int n0, F&& f) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) f(m0 + g + (e >= 2 ? 8 : 0), n0 + nt * 8 + 2 * t + (e & 1), acc[nt][e]);
+}
+
+/// Rung 2's choice of B7 and B9: both in float32 in bwd_grads_tc itself (run is never called).
+struct NoMid {
+  static constexpr bool kOwn = false;
+  template <class Tg>
+  static __device__ bool run(const KParams&, const BWs&, unsigned char*, int, int, const float*, const float (&)[4][4],
+                             const float (&)[4][4]) {
+    return false;
+  }
+};
+
+/// B2, B4-B11 per (chunk, head), with S, dS', v_new and dv_new known (bwd_v1_front). Dynamic shared
+/// memory: kSmemMain + sizeof(float) * (2 * 256 + C) bytes.
+template <class Tg, class Mid>
+__global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) {
+  using Tin = bf16;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16* tiles = reinterpret_cast<bf16*>(smem_raw);
+  bf16 *sAh = tiles, *sAl = tiles + kTile, *sdo = tiles + 2 * kTile;
+  bf16 *svnh = tiles + 3 * kTile, *svnl = tiles + 4 * kTile;
+  bf16 *sdvnh = tiles + 5 * kTile, *sdvnl = tiles + 6 * kTile;
+  bf16 *su0h = tiles + 7 * kTile, *su0l = tiles + 8 * kTile;
+  bf16 *sSh = tiles + 9 * kTile, *sSl = tiles + 10 * kTile;
+  bf16 *sdSh = tiles + 11 * kTile, *sdSl = tiles + 12 * kTile;
+  bf16 *sdwh = tiles + 13 * kTile, *sdwl = tiles + 14 * kTile;
+  bf16 *sEh = tiles + 15 * kTile, *sEl = tiles + 16 * kTile;
+  // dgamma in two partial sums, one per half (32 value columns) of a staged row: each slot gets
+  // one add per value slab, in slab order, so the result is bitwise reproducible (one shared
+  // slot updated by both halves' warps with atomicAdd was not: (x + a) + b != (x + b) + a).
+  float* sdgam = reinterpret_cast<float*>(smem_raw + kSmemMain);   // [2][256] dgamma halves
+  float* sbeta = sdgam + 2 * 256;                                   // [C]
+  // float32 matrices of B7 and B9, overlaid on the tiles once the products are done.
+  float* sA = reinterpret_cast<float*>(smem_raw);  // [C][LD]
+  float* sdA = sA + C * LD;                         // [C][LD] dA, then dL
+  float* sT1 = sdA + C * LD;                        // [C][LD] dA A^T
+  float* sdP = sT1 + C * LD;                        // [C][LD]
+  float* sGam = sdP + C * LD;                       // [C][LD] exp(G_i - G_j), scalar gates only
+
+  const int K = p.K, V = p.V, H = p.H, h = blockIdx.y;
+  const Tin* q = static_cast<const Tin*>(p.q);
+  const Tin* k = static_cast<const Tin*>(p.k);
+  const Tin* v = static_cast<const Tin*>(p.v);
+  const Tin* dO = static_cast<const Tin*>(out.do_);
+  const Tg* beta = static_cast<const Tg*>(p.beta);
+  const Tg* bg = static_cast<const Tg*>(p.b);
+  const Tg* wg = static_cast<const Tg*>(p.w);
+  const BWs ws = bwd_ws(p);
+  const int tid = threadIdx.x, nt = blockDim.x, warp = tid >> 5, lane = tid & 31;
+  const int m0 = (warp & 3) * 16, n0 = (warp >> 2) * 32;
+
+  int tok0, Lc;
+  chunk_of(p, blockIdx.x, tok0, Lc);
+  auto row = [&](int i) { return std::int64_t(tok0 + i) * H + h; };
+  const float* S = ws.S + (std::int64_t(blockIdx.x) * H + h) * K * V;
+  const float* dS = ws.dS + (std::int64_t(blockIdx.x) * H + h) * K * V;
+  const bool chan = p.gate == kGateChannel;
+
+  for (int i = tid; i < C; i += nt) sbeta[i] = (!p.gdn2 && i < Lc) ? ld(beta + row(i)) : 0.f;
+  for (int d = tid; d < 2 * 256; d += nt) sdgam[d] = 0.f;
+  for (int idx = tid; idx < C * C; idx += nt) {
+    const int i = idx >> 6, j = idx & 63;
+    put_split(sAh, sAl, i, j, i < Lc ? ws.A[row(i) * C + j] : 0.f);
+  }
+
+  float accP[4][4], accA[4][4];
+  zero(accP), zero(accA);
+  for (int kk = 0; kk < K; kk += 64) {
+    float accQ[4][4], accK[4][4], accW[4][4];
+    zero(accQ), zero(accK), zero(accW);
+    for (int vv = 0; vv < V; vv += 64) {
+      __syncthreads();  // the previous slab's tiles are read
+      for (int idx = tid; idx < 64 * 64; idx += nt) {
+        const int i = idx >> 6, c = idx & 63, cc = vv + c;
+        const bool in = i < Lc && cc < V;
+        sdo[i * LT + c] = in ? dO[row(i) * V + cc] : __float2bfloat16_rn(0.f);
+        put_split(svnh, svnl, i, c, in ? ws.vn[row(i) * V + cc] : 0.f);
+        put_split(sdvnh, sdvnl, i, c, in ? ws.dvn[row(i) * V + cc] : 0.f);
+        if (kk == 0) {
+          const float u0 = in ? (p.gdn2 ? ld(wg + row(i) * V + cc) : sbeta[i]) * ld(v + row(i) * V + cc) : 0.f;
+          put_split(su0h, su0l, i, c, u0);
+        }
+        // S and dS' rows d = kk + i: dgamma_d = sum_c S_dc dS'_dc (a warp holds 32 columns of one row)
+        const int d = kk + i;
+        const bool ins = d < K && cc < V;
+        const float s = ins ? S[std::int64_t(d) * V + cc] : 0.f, ds = ins ? dS[std::int64_t(d) * V + cc] : 0.f;
+        put_split(sSh, sSl, i, c, s);
+        put_split(sdSh, sdSl, i, c, ds);
+        float prod = s * ds;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) prod += __shfl_xor_sync(0xffffffffu, prod, o);
+        if (lane == 0 && d < K) sdgam[(c >> 5) * 256 + d] += prod;  // the only writer of this slot in this slab
+      }
+      __syncthreads();
+      // B4: dQg = do S^T, dKd = v_new dS'^T, dw_aux = -dv_new S^T (negated below)
+      gemm64<false, false>(accQ, sdo, nullptr, sSh, sSl, m0, n0);
+      gemm64<false, false>(accK, svnh, svnl, sdSh, sdSl, m0, n0);
+      gemm64<false, false>(accW, sdvnh, sdvnl, sSh, sSl, m0, n0);
+      if (kk == 0) {
+        // B5: dP = do v_new^T;  B6: dA = dv_new u0^T (+ dw_aux E^T below);  B8: du0 = A^T dv_new
+        gemm64<false, false>(accP, sdo, nullptr, svnh, svnl, m0, n0);
+        gemm64<false, false>(accA, sdvnh, sdvnl, su0h, su0l, m0, n0);
+        float accU[4][4];
+        zero(accU);
+        gemm64<true, true>(accU, sAh, sAl, sdvnh, sdvnl, m0, n0);
+        each_acc(accU, m0, n0, [&](int j, int c, float x) {
+          if (j < Lc && vv + c < V) ws.du0[row(j) * V + vv + c] = x;
+        });
+      }
+    }
+    // This K slab of dQg, dKd, dw_aux is complete.
+    each_acc(accQ, m0, n0, [&](int i, int d, float x) {
+      if (i < Lc && kk + d < K) ws.dQg[row(i) * K + kk + d] = x;
+    });
+    each_acc(accK, m0, n0, [&](int i, int d, float x) {
+      if (i < Lc && kk + d < K) ws.dKd[row(i) * K + kk + d] = x;
+    });
+    each_acc(accW, m0, n0, [&](int i, int d, float x) {
+      x = -x;
+      if (i < Lc && kk + d < K) ws.dwa[row(i) * K + kk + d] = x;
+      put_split(sdwh, sdwl, i, d, x);  // zero outside (the staged operands were)
+    });
+    for (int idx = tid; idx < 64 * 64; idx += nt) {
+      const int i = idx >> 6, d = idx & 63;
+      put_split(sEh, sEl, i, d, (i < Lc && kk + d < K) ? ws.E[row(i) * K + kk + d] : 0.f);
+    }
+    __syncthreads();
+    // B6: dA += dw_aux E^T;  B8: dE = A^T dw_aux
+    gemm64<false, false>(accA, sdwh, sdwl, sEh, sEl, m0, n0);
+    float accE[4][4];
+    zero(accE);
+    gemm64<true, true>(accE, sAh, sAl, sdwh, sdwl, m0, n0);
+    each_acc(accE, m0, n0, [&](int j, int d, float x) {
+      if (j < Lc && kk + d < K) ws.dE[row(j) * K + kk + d] = x;
+    });
+  }
+  __syncthreads();  // every tile read: the float32 matrices overlay them now
+  bool b9_done = false;
+  if (Mid::kOwn) {
+    // Mid's B7 (and B9 when it returns true); on false it has left dL in sdA and dP in sdP.
+    b9_done = Mid::template run<Tg>(p, ws, smem_raw, tok0, Lc, sbeta, accP, accA);
+  } else {
+    // B5: dP lower triangle with the diagonal; B6: dA strictly lower.
+    each_acc(accP, m0, n0, [&](int i, int j, float x) { sdP[i * LD + j] = (i < Lc && j <= i) ? x : 0.f; });
+    each_acc(accA, m0, n0, [&](int i, int j, float x) { sdA[i * LD + j] = (i < Lc && j < i) ? x : 0.f; });
+    for (int idx = tid; idx < C * C; idx += nt) {
+      const int i = idx / C, j = idx % C;
+      sA[i * LD + j] = i < Lc ? ws.A[row(i) * C + j] : 0.f;
+      if (!chan) sGam[i * LD + j] = (i < Lc && j <= i) ? expf(float(G_at(p, ws, row(i), 0) - G_at(p, ws, row(j), 0))) : 0.f;
+    }
+    __syncthreads();
+  }
+
+  // From here on as rung 1's bwd_grads, in float32.
+  auto G = [&](int i, int d) { return G_at(p, ws, row(i), d); };
+  auto k_at = [&](int i, int d) { return ld(k + row(i) * K + d); };
+  auto e_at = [&](int i, int d) { return (p.gdn2 ? ld(bg + row(i) * K + d) : sbeta[i]) * k_at(i, d); };
+  if (!Mid::kOwn) {
+    // B7, first half: T1 = dA A^T, strictly lower: T1_ij = sum_{m <= j} dA_im A_jm
+    for (int idx = tid; idx < C * C; idx += nt) {
+      const int i = idx / C, j = idx % C;
+      float acc = 0.f;
+      if (j < i)
+        for (int m = 0; m <= j; ++m) acc += sdA[i * LD + m] * sA[j * LD + m];
+      sT1[i * LD + j] = acc;
+    }
+    __syncthreads();
+    // B7: dL = -A^T T1, strictly lower: dL_ij = -sum_{a >= i} A_ai T1_aj (into sdA)
+    for (int idx = tid; idx < C * C; idx += nt) {
+      const int i = idx / C, j = idx % C;
+      float acc = 0.f;
+      if (j < i)
+        for (int a = i; a < Lc; ++a) acc += sA[a * LD + i] * sT1[a * LD + j];
+      sdA[i * LD + j] = -acc;
+    }
+    __syncthreads();
+  }
+  // B9: de^L_r = sum_{j<r} dL_rj k_j Gam_rj;  dq^P_r = sum_{j<=r} dP_rj k_j Gam_rj;
+  //     dk^{L,P}_r = sum_{i>r} dL_ir e_i Gam_ir + sum_{i>=r} dP_ir q~_i Gam_ir   (q~ = scale q),
+  // per 64-channel slab with k, q~, e (and per-channel G, float64) staged in shared memory.
+  float* sk = sGam + C * LD;  // [64][64] (B9 slab, after the float32 matrices)
+  float* sq = sk + 64 * 64;   // [64][64] scale q
+  float* se = sq + 64 * 64;   // [64][64] e
+  double* sGd = reinterpret_cast<double*>(se + 64 * 64);  // [64][64] G, per-channel gates only
+  if (!b9_done) {
+    for (int kk = 0; kk < K; kk += 64) {
+      __syncthreads();  // the previous slab is read
+      for (int idx = tid; idx < 64 * 64; idx += nt) {
+        const int j = idx >> 6, d = kk + (idx & 63);
+        const bool in = j < Lc && d < K;
+        sk[idx] = in ? k_at(j, d) : 0.f;
+        sq[idx] = in ? p.scale * ld(q + row(j) * K + d) : 0.f;
+        se[idx] = in ? e_at(j, d) : 0.f;
+        if (chan) sGd[idx] = in ? G(j, d) : 0.0;
+      }
+      __syncthreads();
+      for (int idx = tid; idx < Lc * 64; idx += nt) {
+        const int r = idx >> 6, dd = idx & 63, d = kk + dd;
+        if (d >= K) continue;
+        auto gam = [&](int i, int j) { return chan ? expf(float(sGd[i * 64 + dd] - sGd[j * 64 + dd])) : sGam[i * LD + j]; };
+        float del = 0.f, dqp = 0.f, dkk = 0.f;
+        for (int j = 0; j <= r; ++j) {
+          const float kg = sk[j * 64 + dd] * gam(r, j);
+          dqp += sdP[r * LD + j] * kg;
+          if (j < r) del += sdA[r * LD + j] * kg;
+        }
+        for (int i = r; i < Lc; ++i) {
+          float src = sdP[i * LD + r] * sq[i * 64 + dd];
+          if (i > r) src += sdA[i * LD + r] * se[i * 64 + dd];
+          dkk += src * gam(i, r);
+        }
+        ws.deL[row(r) * K + d] = del, ws.dqP[row(r) * K + d] = dqp, ws.dkLP[row(r) * K + d] = dkk;
+      }
+    }
+  }
+  __syncthreads();
+  // B10, B11, in three passes (rung 1 runs one thread per channel through the tokens):
+  //   (a) every (token, channel) at once:
+  //       dG_i = dE_i E_i + dQg_i Qg_i - dKd_i Kd_i + e_i de^L_i + q~_i dq^P_i - k_i dk^{L,P}_i (kept),
+  //       de = dE exp(G) + de^L, dq = scale (dQg exp(G) + dq^P),
+  //       dk = dKd exp(G_last - G) + dk^{L,P} + (beta | b) de;
+  //   (b) per channel, tokens in reverse: dg_t = sum_{i >= t} dG_i, dG_last += sum_i dKd_i Kd_i + dgamma gamma;
+  //   (c) per token (one warp each): dbeta = sum_d de k + sum_c du0 v; scalar gates: dg = sum_d dg_d.
+  float* sdG = sk;  // [Lc][K], over the B9 slab
+  Tin* dq = static_cast<Tin*>(out.dq);
+  Tin* dk = static_cast<Tin*>(out.dk);
+  for (int idx = tid; idx < Lc * K; idx += nt) {
+    const int i = idx / K, d = idx % K;
+    const std::int64_t x = row(i) * K + d;
+    const double Gi = G(i, d), Gl = G(Lc - 1, d);
+    const float kk = k_at(i, d), ee = e_at(i, d), qs = p.scale * ld(q + x);
+    const float dE = ws.dE[x], dQg = ws.dQg[x], dKd = ws.dKd[x], deL = ws.deL[x], dqP = ws.dqP[x], dkLP = ws.dkLP[x];
+    sdG[idx] = dE * ws.E[x] + dQg * ws.Qg[x] - dKd * ws.Kd[x] + ee * deL + qs * dqP - kk * dkLP;
+    const float eg = expf(float(Gi));
+    const float de = dE * eg + deL;
+    st(dq + x, p.scale * (dQg * eg + dqP));
+    const float gate = p.gdn2 ? ld(bg + x) : sbeta[i];
+    st(dk + x, dKd * expf(float(Gl - Gi)) + dkLP + gate * de);
+    if (p.gdn2) st(static_cast<Tg*>(out.db) + x, de * kk);
+    else ws.deL[x] = de;
+  }
+  // Through F2 to v (and w): dv = (beta | w) du0, dw = du0 (.) v
+  for (int idx = tid; idx < Lc * V; idx += nt) {
+    const int i = idx / V, c = idx % V;
+    const std::int64_t x = row(i) * V + c;
+    const float du0 = ws.du0[x];
+    if (p.gdn2) {
+      st(static_cast<Tin*>(out.dv) + x, ld(wg + x) * du0);
+      st(static_cast<Tg*>(out.dw) + x, du0 * ld(v + x));
+    } else {
+      st(static_cast<Tin*>(out.dv) + x, sbeta[i] * du0);
+    }
+  }
+  __syncthreads();
+  for (int d = tid; d < K; d += nt) {
+    float kdk = 0.f;
+    for (int i = 0; i < Lc; ++i) kdk += ws.dKd[row(i) * K + d] * ws.Kd[row(i) * K + d];
+    float acc = kdk + (sdgam[d] + sdgam[256 + d]) * expf(float(G(Lc - 1, d)));
+    for (int i = Lc - 1; i >= 0; --i) {
+      acc += sdG[i * K + d];
+      if (chan) st(static_cast<Tg*>(out.dg) + row(i) * K + d, acc);
+      else sdG[i * K + d] = acc;
+    }
+  }
+  __syncthreads();
+  for (int i = warp; i < Lc; i += nt / 32) {
+    if (!p.gdn2) {
+      float acc = 0.f;
+      for (int d = lane; d < K; d += 32) acc += ws.deL[row(i) * K + d] * k_at(i, d);
+      for (int c = lane; c < V; c += 32) acc += ws.du0[row(i) * V + c] * ld(v + row(i) * V + c);
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+      if (lane == 0) st(static_cast<Tg*>(out.dbeta) + row(i), acc);
+    }
+    if (p.gate == kGateScalar) {
+      float acc = 0.f;
+      for (int d = lane; d < K; d += 32) acc += sdG[i * K + d];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+      if (lane == 0) st(static_cast<Tg*>(out.dg) + row(i), acc);
+    }
+  }
+}
 
 }  // namespace linattn::cuda::detail::bwdc

@@ -347,11 +347,8 @@ std::size_t bwd_v3_workspace_bytes(const KParams& p) {
   return std::max(tc_offset(p) + tc_workspace_bytes(p), bwd_v2_workspace_bytes(p));
 }
 
-void bwd_v3_launch(const BwdCall& c) {
+void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof) {
   const KParams& p = c.p;
-  if (p.N == 0) return;
-  if (c.dtype != 1 || p.K < 16 || p.K > 128) return bwd_v2_launch(c);  // outside the range (file comment)
-  Profile prof(c.stream, "bwd_v3");
   const BWs bw = bwd_ws(p);
   void* tcws = static_cast<char*>(p.ws) + tc_offset(p);
   Call fc;  // the forward's view of the call: its workspace, no o or ht
@@ -373,6 +370,14 @@ void bwd_v3_launch(const BwdCall& c) {
   if (KP == 64) bv == 64 ? launch_dstates<64, 64>(c, tcws) : launch_dstates<64, 32>(c, tcws);
   else bv == 64 ? launch_dstates<128, 64>(c, tcws) : launch_dstates<128, 32>(c, tcws);
   prof.mark();
+}
+
+void bwd_v3_launch(const BwdCall& c) {
+  const KParams& p = c.p;
+  if (p.N == 0) return;
+  if (c.dtype != 1 || p.K < 16 || p.K > 128) return bwd_v2_launch(c);  // outside the range (file comment)
+  Profile prof(c.stream, "bwd_v3");
+  bwdc::bwd_v3_front(c, prof);
   if (p.num_chunks > 0) bwdc::bwd_v2_grads(c, prof);
 }
 

@@ -377,6 +377,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v1_simple: return "bwd_v1_simple";
     case BwdVersion::v2_tensorcore: return "bwd_v2_tensorcore";
     case BwdVersion::v3_async: return "bwd_v3_async";
+    case BwdVersion::v4_tc_tail: return "bwd_v4_tc_tail";
   }
   return "?";
 }
@@ -406,8 +407,9 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version) {
   // best = rung 3 (RESULTS.md "Rung 3", run 4 of the lead: tests, sanitizers, determinism on the
   // H200); calls outside its range run rung 2, and float32 inputs inside rung 2 take rung 1's kernels.
   if (version == BwdVersion::best) version = BwdVersion::v3_async;
-  if (version != BwdVersion::v1_simple && version != BwdVersion::v2_tensorcore && version != BwdVersion::v3_async)
-    fail(fn, "version", "a version of the backward ladder (1, 2 or 3)", std::to_string(static_cast<int>(version)));
+  if (version != BwdVersion::v1_simple && version != BwdVersion::v2_tensorcore && version != BwdVersion::v3_async &&
+      version != BwdVersion::v4_tc_tail)
+    fail(fn, "version", "a version of the backward ladder (1, 2, 3 or 4)", std::to_string(static_cast<int>(version)));
 
   detail::BwdCall call;
   call.dtype = static_cast<int>(f.dtype);
@@ -417,13 +419,15 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version) {
   call.dq = a.dq, call.dk = a.dk, call.dv = a.dv;
   call.dg = a.dg, call.dbeta = a.dbeta, call.db = a.db, call.dw = a.dw;
   const bool v2 = version == BwdVersion::v2_tensorcore, v3 = version == BwdVersion::v3_async;
-  const std::size_t ws_bytes = v3 ? detail::bwd_v3_workspace_bytes(p)
+  const bool v4 = version == BwdVersion::v4_tc_tail;
+  const std::size_t ws_bytes = v4 ? detail::bwd_v4_workspace_bytes(p) : v3 ? detail::bwd_v3_workspace_bytes(p)
                                : v2 ? detail::bwd_v2_workspace_bytes(p) : detail::bwd_v1_workspace_bytes(p);
   char* base = static_cast<char*>(workspace_bwd().get(pl.table_bytes() + align256(ws_bytes) + 256));
   pl.place(base, call.stream);
   call.p = p;
   if (p.N == 0) return;
-  if (v3) detail::bwd_v3_launch(call);
+  if (v4) detail::bwd_v4_launch(call);
+  else if (v3) detail::bwd_v3_launch(call);
   else if (v2) detail::bwd_v2_launch(call);
   else detail::bwd_v1_launch(call);
 }

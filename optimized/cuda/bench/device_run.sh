@@ -101,8 +101,8 @@ for s in $stages; do
       fails=0; for r in $(seq 1 ${DET_REPEATS:-50}); do timeout 60 "$BTEST" "$DT" > /dev/null 2>&1 || fails=$((fails + 1)); done
       echo "determinism test: $fails failures in ${DET_REPEATS:-50} runs" | tee "$OUT/bdeterminism.log" ;;
     bmutants)
-      # Each planted bug of the backward (make_mutants.py, 11-16 rung 1, 21-24 rung 2, 41-49 rung 3; 5 is shared
-      # with the forward)
+      # Each planted bug of the backward (make_mutants.py, 11-16 rung 1, 21-24 rung 2, 41-49 rung 3, 51-55
+      # rung 4; 5 is shared with the forward)
       # must make the tests aimed at it fail.
       M=${MBIN:-build/mutants}/test_cuda_backward
       P32='CUDA v1 chunked backward equals the float64 reference backward for every operator in float32'
@@ -114,11 +114,15 @@ for s in $stages; do
       Q16='CUDA v2 tensor-core chunked backward equals the float64 reference backward for every operator in bfloat16'
       SZ='CUDA chunked backward is exact at the tuned and the largest head sizes up to K = V = 256'
       V3='CUDA v3 chunked backward on the forward tensor-core kernels equals the float64 reference backward for every operator in bfloat16'
+      V4='CUDA v4 tensor-core B7 and B9 chunked backward equals the float64 reference backward for every operator in bfloat16'
+      # BMUT_ONLY=v3 or v4: that rung's mutants alone (BMUT_V3_ONLY=1 is BMUT_ONLY=v3)
+      only=${BMUT_ONLY:-}; [ -n "${BMUT_V3_ONLY:-}" ] && only=v3
+      grp() { [ -z "$only" ] || [ "$only" = "$1" ]; }
       run_m() { local n=$1; shift; for t in "$@"; do
           r=$(LINATTN_MUTANT=$n RC_PARAMS="seed=20261130 max_success=30" timeout 90 $M "$t" 2>&1 | grep -E "^test cases|^All tests passed" | tail -1)
           echo "mutant $n | $t | ${r:-no summary (crash or timeout)}"; done; }
       {
-        if [ -z "${BMUT_V3_ONLY:-}" ]; then  # BMUT_V3_ONLY=1: rung 3's mutants (41-49) alone
+        if grp old; then
         run_m 0 "$P32" "$PK" "$DT"
         run_m 5 "$PK" "$P32"
         run_m 11 "$P32" "$RG"
@@ -132,6 +136,8 @@ for s in $stages; do
         run_m 22 "$Q16" "$SZ"
         run_m 23 "$Q16" "$DT"
         run_m 24 "$Q16" "$RG"
+        fi
+        if grp v3; then
         run_m 0 "$V3"
         run_m 41 "$V3" "$RG"
         run_m 42 "$V3" "$T1"
@@ -144,10 +150,22 @@ for s in $stages; do
         run_m 49 "$V3" "$PK"
         echo "mutant 43 under compute-sanitizer racecheck, $T1:"
         LINATTN_MUTANT=43 timeout 120 compute-sanitizer --tool racecheck $M "$T1" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
+        fi
+        if grp old; then
         echo "mutant 23 under compute-sanitizer racecheck, $T1:"
         LINATTN_MUTANT=23 timeout 120 compute-sanitizer --tool racecheck $M "$T1" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
         echo "mutant 15 under compute-sanitizer racecheck, $T1:"
         LINATTN_MUTANT=15 timeout 120 compute-sanitizer --tool racecheck $M "$T1" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
+        fi
+        if grp v4; then
+        run_m 0 "$V4"
+        run_m 51 "$V4" "$RG"
+        run_m 52 "$V4" "$RG"
+        run_m 53 "$V4" "$DT"
+        run_m 54 "$V4" "$SZ"
+        run_m 55 "$V4" "$RG"
+        echo "mutant 53 under compute-sanitizer racecheck, $T1:"
+        LINATTN_MUTANT=53 timeout 120 compute-sanitizer --tool racecheck $M "$T1" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
         fi
       } 2>&1 | tee "$OUT/bmutants.log" ;;
     bbench)

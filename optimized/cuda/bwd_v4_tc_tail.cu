@@ -1,0 +1,184 @@
+// optimized/cuda/bwd_v4_tc_tail.cu -- rung 4 of the CUDA backward ladder (COMPILED, NOT YET RUN ON A
+// GPU): rung 3 (bwd_v3_async.cu: prepare, states, dstates on tensor cores) with the float32 FFMA
+// parts of its chunk-gradient kernel moved onto tensor cores (docs/derivation-backward.md,
+// "Chunked backward", B7 and B9):
+//
+//   bwd_grads_tc<Tg, V4Mid> (bwd_common.cuh): rung 2's kernel - the products B4-B6, B8 and the tail
+//   B10, B11 are the same code - with its middle replaced by V4Mid below:
+//     B7  T1 = dA A^T, dL = -A^T T1 (strictly lower parts): two 64^3 products with A, dA, T1 split
+//         into bf16 hi + lo (hi*hi + hi*lo + lo*hi, as rung 2's products). A's hi + lo tiles are
+//         the ones the products staged; dA and T1 go from the mma accumulators into tiles.
+//     B9  DeltaNet, GDN (scalar or no gate): Gam_ij = exp(G_i - G_j) (j <= i, <= 1) is applied
+//         elementwise to the 64 x 64 matrices before they become operands, M1 = dL (.) Gam,
+//         M1b = Diag(beta) M1, M2 = dP (.) Gam (each hi + lo), and then per 64-channel slab
+//           de^L = M1 k,  dq^P = M2 k,  dk^{L,P} = M1b^T k + scale M2^T q
+//         four 64 x 64 x 64 products with k and q exact in bf16 (e = beta k: beta is moved onto
+//         M1's rows, scale onto the result). Not "exp(G_i) and exp(-G_j) as row and column
+//         scalings": exp(-G_j) overflows float32 for G_j < -88 (log-decays down to -1000 are tested).
+//         KDA, GDN2 (per-channel gates): rung 2's staged float32 B9 (bwd_common.cuh), fed with dL
+//         and dP from the tensor-core B7. The binary-level factoring of v4_levels.cu would carry over
+//         (the pair sums are the forward's L and P shapes, with k / e / q slabs as the other
+//         operand), but it needs a level loop per product and per 64-channel slab; not written here.
+//
+// Shared memory: rung 2's 17 bf16 tiles (156.7 KB) plus 2.3 KB, 159 KB in all; B7 and B9 reuse the
+// product tiles (A hi, lo stay; dA / M1, T1 / M1b, M2, the k and q slabs over the others), so the
+// footprint is not reduced (one block of 8 warps per SM, as rung 2 and 3).
+//
+// Numerics (where precision goes): B7's products see about 16 bits of A, dA, T1 (hi + lo, lo*lo
+// dropped: relative error about 2^-16 per term, float32 accumulation); B9's M1, M1b, M2 are rounded
+// to float32 before their hi + lo split (rung 2 rounded k Gam instead), k and q exact. Both are
+// below rung 3's bf16-level error (its recurrences take bf16 operands), so the bounds are rung 3's:
+// 1e-2 for dq, dk, dv, dh0 and 2e-2 for the gate gradients (proofs_tests/test_cuda_backward.cu).
+//
+// Range: as rung 3 (bf16 inputs, 16 <= K <= 128); other calls run rung 3's path to rung 2, so
+// BwdVersion::v4_tc_tail accepts every call. Workspace: rung 3's.
+// Algebra checked without a GPU by a float64 numpy model of these tiles against rung 2's direct
+// B7 / B9 sums (largest difference 1.2e-15 relative; the script and numbers are in RESULTS.md,
+// "Rung 4 (written, not yet run)").
+#include <cstdio>
+#include <cstdlib>
+
+#include "optimized/cuda/bwd_common.cuh"
+
+namespace linattn::cuda::detail {
+namespace {
+
+using bwdc::BWs;
+using bwdc::C;
+using bwdc::kThreads;
+using bwdc::kTile;
+using bwdc::LD;
+using bwdc::LT;
+using bwdc::Profile;
+using bf16 = __nv_bfloat16;
+
+/// Rung 4's middle of bwd_grads_tc: B7 on tensor cores for every operator, B9 on tensor cores for
+/// scalar gates and DeltaNet (returns true), else dL and dP left in the float32 overlay (false).
+struct V4Mid {
+  static constexpr bool kOwn = true;
+
+  template <class Tg>
+  static __device__ __forceinline__ bool run(const KParams& p, const BWs& ws, unsigned char* smem_raw, int tok0,
+                                             int Lc, const float* sbeta, const float (&accP)[4][4],
+                                             const float (&accA)[4][4]) {
+    using bwdc::each_acc;
+    using bwdc::gemm64;
+    using bwdc::put_split;
+    using bwdc::zero;
+    const int K = p.K, H = p.H, h = blockIdx.y;
+    const int tid = threadIdx.x, nt = blockDim.x, warp = tid >> 5;
+    const int m0 = (warp & 3) * 16, n0 = (warp >> 2) * 32;
+    auto row = [&](int i) { return std::int64_t(tok0 + i) * H + h; };
+    const bool tc9 = p.gate != kGateChannel && !p.gdn2;  // B9 on tensor cores (DeltaNet, GDN)
+    bf16* tiles = reinterpret_cast<bf16*>(smem_raw);
+    const bf16 *sAh = tiles, *sAl = tiles + kTile;        // A hi, lo: staged by the products, kept
+    bf16 *sXh = tiles + 2 * kTile, *sXl = tiles + 3 * kTile;  // dA, then M1 = dL (.) Gam
+    bf16 *sYh = tiles + 4 * kTile, *sYl = tiles + 5 * kTile;  // T1, then M1b = Diag(beta) M1
+    bf16 *sZh = tiles + 6 * kTile, *sZl = tiles + 7 * kTile;  // M2 = dP (.) Gam
+    bf16 *sKs = tiles + 8 * kTile, *sQs = tiles + 9 * kTile;  // slabs of k and q (exact)
+    double* sG = reinterpret_cast<double*>(tiles + 10 * kTile);  // [C] G_i (scalar gates; 0 for DeltaNet)
+
+    // (bwd_grads_tc's barrier before this call: every product tile read, tiles 2.. are free)
+    for (int i = tid; i < C; i += nt) sG[i] = (tc9 && i < Lc) ? bwdc::G_at(p, ws, row(i), 0) : 0.0;
+    // B6's dA, strictly lower, as an operand
+    each_acc(accA, m0, n0, [&](int i, int j, float x) { put_split(sXh, sXl, i, j, (i < Lc && j < i) ? x : 0.f); });
+    __syncthreads();
+    // B9's M2 = dP (.) Gam, lower with the diagonal (B5's dP)
+    if (tc9)
+      each_acc(accP, m0, n0, [&](int i, int j, float x) {
+        put_split(sZh, sZl, i, j, (i < Lc && j <= i) ? x * expf(float(sG[i] - sG[j])) : 0.f);
+      });
+    // B7: T1 = dA A^T (strictly lower part kept: T1_ij = sum_{m <= j} dA_im A_jm for j < i)
+    float acc[4][4];
+    zero(acc);
+    gemm64<false, false>(acc, sXh, sXl, sAh, sAl, m0, n0);
+    each_acc(acc, m0, n0, [&](int i, int j, float x) { put_split(sYh, sYl, i, j, j < i ? x : 0.f); });
+    __syncthreads();
+    // B7: dL = -A^T T1 (strictly lower: dL_ij = -sum_{a >= i} A_ai T1_aj for j < i)
+    zero(acc);
+    gemm64<true, true>(acc, sAh, sAl, sYh, sYl, m0, n0);
+    __syncthreads();  // every read of the dA and T1 tiles (and of A) done
+    if (!tc9) {
+      // Per-channel gates: dL and dP into rung 2's float32 overlay (sdA, sdP) for its B9.
+      float* sdA = reinterpret_cast<float*>(smem_raw) + C * LD;
+      float* sdP = sdA + 2 * C * LD;
+      each_acc(acc, m0, n0, [&](int i, int j, float x) { sdA[i * LD + j] = (i < Lc && j < i) ? -x : 0.f; });
+      each_acc(accP, m0, n0, [&](int i, int j, float x) { sdP[i * LD + j] = (i < Lc && j <= i) ? x : 0.f; });
+      __syncthreads();
+      return false;
+    }
+    // M1 = dL (.) Gam and M1b = Diag(beta) M1 (strictly lower)
+    each_acc(acc, m0, n0, [&](int i, int j, float x) {
+      const float m1 = (i < Lc && j < i) ? -x * expf(float(sG[i] - sG[j])) : 0.f;
+      put_split(sXh, sXl, i, j, m1);
+      put_split(sYh, sYl, i, j, sbeta[i] * m1);
+    });
+    // B9 per 64-channel slab: de^L = M1 k, dq^P = M2 k, dk^{L,P} = M1b^T k + scale M2^T q
+    const bf16* k = static_cast<const bf16*>(p.k);
+    const bf16* q = static_cast<const bf16*>(p.q);
+    for (int kk = 0; kk < K; kk += 64) {
+      __syncthreads();  // the M tiles complete; the previous slab read
+      for (int idx = tid; idx < 64 * 64; idx += nt) {
+        const int j = idx >> 6, d = idx & 63;
+        const bool in = j < Lc && kk + d < K;
+        const bf16 zero16 = __float2bfloat16_rn(0.f);
+        sKs[j * LT + d] = in ? k[row(j) * K + kk + d] : zero16;
+        sQs[j * LT + d] = in ? q[row(j) * K + kk + d] : zero16;
+      }
+      __syncthreads();
+      float aDe[4][4], aDq[4][4], aDk[4][4], aDkq[4][4];
+      zero(aDe), zero(aDq), zero(aDk), zero(aDkq);
+      gemm64<false, true>(aDe, sXh, sXl, sKs, nullptr, m0, n0);
+      gemm64<false, true>(aDq, sZh, sZl, sKs, nullptr, m0, n0);
+      gemm64<true, true>(aDk, sYh, sYl, sKs, nullptr, m0, n0);
+      gemm64<true, true>(aDkq, sZh, sZl, sQs, nullptr, m0, n0);
+      const float scale = p.scale;
+      each_acc(aDe, m0, n0, [&](int r, int d, float x) {
+        if (r < Lc && kk + d < K) ws.deL[row(r) * K + kk + d] = x;
+      });
+      each_acc(aDq, m0, n0, [&](int r, int d, float x) {
+        if (r < Lc && kk + d < K) ws.dqP[row(r) * K + kk + d] = x;
+      });
+      // aDk and aDkq have the same layout: entry by entry
+#pragma unroll
+      for (int a = 0; a < 4; ++a)
+#pragma unroll
+        for (int b = 0; b < 4; ++b) aDk[a][b] += scale * aDkq[a][b];
+      each_acc(aDk, m0, n0, [&](int r, int d, float x) {
+        if (r < Lc && kk + d < K) ws.dkLP[row(r) * K + kk + d] = x;
+      });
+    }
+    __syncthreads();  // the B9 tiles read: the tail's dG may overlay them
+    return true;
+  }
+};
+
+template <class Tg>
+void launch_grads(const BwdCall& c, Profile& prof) {
+  const KParams& p = c.p;
+  auto kern = bwdc::bwd_grads_tc<Tg, V4Mid>;
+  const std::size_t smem = bwdc::kSmemMain + sizeof(float) * (2 * 256 + C);
+  static_assert(11 * std::size_t(kTile) * sizeof(bf16) + C * sizeof(double) <= bwdc::kSmemMain, "V4Mid's tiles fit");
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  bwdc::BwdOut o{c.do_, c.dq, c.dk, c.dv, c.dg, c.dbeta, c.db, c.dw};
+  kern<<<dim3(p.num_chunks, p.H), kThreads, smem, c.stream>>>(p, o);
+  LINATTN_CUDA_CHECK(cudaGetLastError());
+  prof.mark();
+}
+
+}  // namespace
+
+std::size_t bwd_v4_workspace_bytes(const KParams& p) { return bwd_v3_workspace_bytes(p); }
+
+void bwd_v4_launch(const BwdCall& c) {
+  const KParams& p = c.p;
+  if (p.N == 0) return;
+  if (c.dtype != 1 || p.K < 16 || p.K > 128) return bwd_v3_launch(c);  // outside the range: rung 2 (via rung 3)
+  Profile prof(c.stream, "bwd_v4");
+  bwdc::bwd_v3_front(c, prof);
+  if (p.num_chunks == 0) return;
+  if (c.gate_dtype == 0) launch_grads<float>(c, prof);
+  else launch_grads<bf16>(c, prof);
+}
+
+}  // namespace linattn::cuda::detail
