@@ -13,7 +13,8 @@
 //   1. intra: v4's intra-chunk kernel (v4_intra_launch), unchanged: the tensor-core workspace
 //      w_aux, q . exp(G) * scale, k . exp(G_C - G), P, u, exp(G_C) (tc_common.cuh, V2Ws).
 //   2. state: v2_state in its backward mode (kBwd) plus kHt: per chunk v_new = u - w_aux S and
-//      S <- Diag(exp(G_C)) S + (k . exp(G_C - G))^T v_new (Eq. of SPEC step 2), storing the state
+//      S <- Diag(exp(G_C)) S + (k . exp(G_C - G))^T v_new (SPEC section 4, step 3: the chunked
+//      form of the paper's per-token recurrences, Eqs.14-24), storing the state
 //      ENTERING every chunk (float32, [num_chunks, H, K, V]) and v_new (float32, [B T H, V]), and
 //      the final state; no q . exp(G) or P tile is loaded and no o product is computed.
 //   3. output (v5_output below): fully parallel over (chunk, head, 64 value columns):
