@@ -2,7 +2,9 @@
 // bwd_v1_simple.cu): the float32 workspace of the chunked backward, the gate width, the chunk of a
 // sequence, the gradient outputs of one call, the per-kernel profile (LINATTN_BWD_PROFILE), and
 // the launcher of rung 1's first three kernels (prepare, states, state gradients; rung 2 reuses
-// its states kernel as it is) and of rung 2's chunk-gradient kernel (reused by rung 3).
+// its states kernel as it is) and of rung 2's chunk-gradient kernel (reused by rung 3), rung 3's
+// first three stages (reused by rung 4), and rung 2's chunk-gradient kernel bwd_grads_tc itself with
+// its bf16 tile helpers (a template over its B7 / B9 part, so that rung 4 reuses the rest).
 #pragma once
 
 #include <cstdio>

@@ -8,7 +8,8 @@
 //   bwd_states          rung 1's, unchanged (bwd_common.cuh, bwd_v1_front).
 //   bwd_dstates_staged  rung 1's bwd_dstates (B1, B3) with each chunk's P, Kd, Qg and w_aux staged in
 //                       shared memory (64-channel slabs) instead of read from global memory per FMA.
-//   bwd_grads_tc        one block (8 warps) per (chunk, head); every chunk-sized product runs on bf16
+//   bwd_grads_tc        (in bwd_common.cuh since rung 4, as bwdc::bwd_grads_tc<Tg, NoMid>; rung 4 reuses it
+//                       with its own B7 / B9) one block (8 warps) per (chunk, head); every chunk-sized product runs on bf16
 //                       tensor cores (mma.sync m16n8k16, float32 accumulation; mma.cuh) from operands
 //                       staged in shared memory. Warp w owns rows 16 (w % 4).. and columns 32 (w / 4)..
 //                       of every 64 x 64 output tile; K and V are padded to multiples of 64 with zeros
