@@ -75,10 +75,11 @@ struct OutSmem {
   static constexpr int bytes = sVn + 64 * LDV * 2;
 };
 
-/// o = (scale q . exp(G)) S_c + P v_new for chunk blockIdx.x, head blockIdx.y, value columns
-/// 64 blockIdx.z.. (SPEC section 4, step 3). S_c is the state entering the chunk (float32, from
-/// the state pass), v_new the chunk's new values (float32); rows past a ragged chunk's end and
-/// columns past V are zero.
+/// o = (scale q . exp(G)) S_c + P v_new (SPEC section 4, step 3) for one (chunk c, head h, value
+/// columns 64 z..): blockIdx.x = (c H + h) nvt + z with nvt = ceil(V / 64), so that the value tiles
+/// of one chunk-head run side by side and read its q . exp(G) and P tiles from L2 once. S_c is the
+/// state entering the chunk (float32, from the state pass), v_new the chunk's new values
+/// (float32); rows past a ragged chunk's end and columns past V are zero.
 template <int KP>
 __global__ void __launch_bounds__(kThreads) v5_output(KParams p, SplitWs sw) {
   using Sm = OutSmem<KP>;
@@ -89,7 +90,9 @@ __global__ void __launch_bounds__(kThreads) v5_output(KParams p, SplitWs sw) {
   bf16* sSh = reinterpret_cast<bf16*>(smem + Sm::sSh);
   bf16* sSl = reinterpret_cast<bf16*>(smem + Sm::sSl);
   bf16* sVn = reinterpret_cast<bf16*>(smem + Sm::sVn);
-  const int K = p.K, V = p.V, H = p.H, c = blockIdx.x, h = blockIdx.y, v0 = blockIdx.z * kBVO;
+  const int K = p.K, V = p.V, H = p.H, nvt = (V + kBVO - 1) / kBVO;
+  const int z = int(blockIdx.x % unsigned(nvt)), ch = int(blockIdx.x / unsigned(nvt));
+  const int c = ch / H, h = ch % H, v0 = z * kBVO;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   int tok0, Lc;
   chunk_of(p, c, tok0, Lc);
@@ -210,13 +213,17 @@ void launch_output(const Call& c, const SplitWs& sw) {
   const int bytes = OutSmem<KP>::bytes;
   auto kern = v5_output<KP>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  kern<<<dim3(c.p.num_chunks, c.p.H, (c.p.V + kBVO - 1) / kBVO), kThreads, bytes, c.stream>>>(c.p, sw);
+  const unsigned blocks = unsigned(c.p.num_chunks) * unsigned(c.p.H) * unsigned((c.p.V + kBVO - 1) / kBVO);
+  kern<<<blocks, kThreads, bytes, c.stream>>>(c.p, sw);
   LINATTN_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace
 
 bool v5_splits(const KParams& p) {
+  // The output kernel's one-dimensional grid must stay below 2^31 blocks.
+  if (std::uint64_t(p.num_chunks) * std::uint64_t(p.H) * std::uint64_t((p.V + kBVO - 1) / kBVO) >= (1ull << 31))
+    return false;
   if (const char* env = std::getenv("LINATTN_V5_SPLIT"); env && *env) return std::atoi(env) != 0;
   // The fused state kernel's grid at its widest tile (BV = 64) against the H200's 132 SMs.
   const long blocks64 = long(p.N) * p.H * ((p.V + 63) / 64);
