@@ -86,10 +86,13 @@ const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
 /// Rung 3's bounds with bf16 inputs (file comment), also rung 4's: dq, dk, dv, dh0; the gate gradients.
 constexpr double kV3Tol = 1e-2, kV3TolGates = 2e-2;
 
-/// The bound of the file comment for gradient `name`.
-double tol(const std::string& name, DType dt, DType gdt, cuda::BwdVersion ver) {
+/// The bound of the file comment for gradient `name` of a call with head size K. Rungs 3 and 4 get
+/// their looser bounds only where they run their own kernels (bf16, 16 <= K <= 128); elsewhere they
+/// run rung 2 and are held to rung 2's bounds.
+double tol(const std::string& name, DType dt, DType gdt, cuda::BwdVersion ver, index_t K) {
   const bool gate_grad = name == "dg" || name == "dbeta" || name == "db" || name == "dw";
-  if ((ver == cuda::BwdVersion::v3_async || ver == cuda::BwdVersion::v4_tc_tail) && dt == DType::bf16)
+  if ((ver == cuda::BwdVersion::v3_async || ver == cuda::BwdVersion::v4_tc_tail) && dt == DType::bf16 &&
+      K >= 16 && K <= 128)
     return gate_grad ? kV3TolGates : kV3Tol;
   const bool tc = ver != cuda::BwdVersion::v1_simple && dt == DType::bf16;
   if (gate_grad) return gdt == DType::bf16 ? 5e-3 : (tc ? 1e-4 : 2e-5);
@@ -227,9 +230,9 @@ std::vector<GradErr> compare_grads(const ref::RecurrentGrads<float>& got,
   return out;
 }
 
-bool within(const GradErr& e, DType dt, DType gdt, cuda::BwdVersion ver) {
+bool within(const GradErr& e, DType dt, DType gdt, cuda::BwdVersion ver, index_t K) {
   return e.defined_ok && e.shape_ok && std::isfinite(e.err) &&
-         e.err <= tol(e.name, dt, gdt, ver) * std::max(e.scale, e.floor);
+         e.err <= tol(e.name, dt, gdt, ver, K) * std::max(e.scale, e.floor);
 }
 
 std::string describe(const std::vector<GradErr>& errs) {
@@ -281,7 +284,7 @@ void prop_matches_reference(DType dt, DType gdt, cuda::BwdVersion ver = cuda::Bw
       worst->add(errs);
       RC_LOG() << cuda::bwd_version_name(ver) << " " << ref::op_name(op) << " " << dname(dt) << " gates "
                << dname(gdt) << " " << b << "\n" << describe(errs) << "\n";
-      for (const GradErr& e : errs) RC_ASSERT(within(e, dt, gdt, ver));
+      for (const GradErr& e : errs) RC_ASSERT(within(e, dt, gdt, ver, b.c.K));
     });
     worst->print(std::string(cuda::bwd_version_name(ver)) + " " + ref::op_name(op) + " " + dname(dt) +
                  " gates " + dname(gdt));
@@ -310,7 +313,7 @@ void check_case(const Case& c, bool with_dht = true) {
         const auto errs = compare_grads(cuda_backward(d, dt, DType::f32, ver), want);
         INFO(cuda::bwd_version_name(ver) << " " << ref::op_name(op) << " " << dname(dt) << " " << c << ": "
                                          << describe(errs));
-        for (const GradErr& e : errs) CHECK(within(e, dt, DType::f32, ver));
+        for (const GradErr& e : errs) CHECK(within(e, dt, DType::f32, ver, c.K));
       }
     }
 }
@@ -452,6 +455,18 @@ TEST_CASE("CUDA chunked backward of 66 sequences of two heads with wide value ti
   // N * H = 132 blocks per 64 value columns: the recurrences of rung 3 take 64-column tiles (BV = 64)
   // here, 32 (or the forward's 16) in every smaller case.
   check_case(fixed_case(66, 70, 2, 64, 64, GateMode::random, true, 19));
+}
+
+TEST_CASE("CUDA chunked backward at K = V = 128 with 64 and 32 column value tiles and at V up to 256 equals the reference") {
+  SKIP_WITHOUT_GPU();
+  // The benchmark's head size on the recurrences' wide tiles: N H = 132 gives BV = 64 in both
+  // recurrences of rung 3 (v2_state<128, 64, kBwd>, bwd3_dstates<128, 64>), N H = 34 gives 32;
+  // every other case runs BV = 16 / 32 or K = 64. Then V = 256 and 200 with K inside rung 3's
+  // range (the head-size test's V > 128 cases have K outside it and run rung 2).
+  check_case(fixed_case(66, 40, 2, 128, 128, GateMode::random, true, 23));
+  check_case(fixed_case(17, 40, 2, 128, 128, GateMode::random, true, 24));
+  check_case(fixed_case(1, 130, 2, 128, 256, GateMode::random, true, 25));
+  check_case(fixed_case(1, 130, 2, 100, 200, GateMode::random, true, 26));
 }
 
 TEST_CASE("CUDA chunked backward is deterministic: two runs give bitwise equal gradients") {
