@@ -40,7 +40,7 @@
 // and an independent review (H200, run-4 binaries) saw the bitwise-determinism test fail for KDA in
 // 10 of 65 runs (V > 64: (x + a) + b != (x + b) + a). Fixed after run 5 with one partial sum per
 // half-row (below); on the H200 (run 6) the determinism test then passed 50 of 50 repeats and
-// every test passed, so BwdVersion::best is this rung.
+// every test passed, so BwdVersion::best was this rung from run 6 until rung 3 (bwd_v3_async.cu).
 #include <cstdio>
 #include <cstdlib>
 

@@ -158,7 +158,8 @@ enum class BwdVersion : int {
                      ///< 3.6x faster than v1; float32 gate gradients and dh0 near float32
                      ///< accuracy (RESULTS.md, "Rung 2")
   v3_async = 3,      ///< v2 with prepare and both recurrences on the forward's tensor-core kernels
-                     ///< (bf16 inputs, 16 <= K <= 128; other calls run v2); 2.2x faster than v2,
+                     ///< (bf16 inputs, 16 <= K <= 128; other calls run v2); 2.2x faster than v2
+                     ///< for DeltaNet (timed before its state-load fix, not re-timed);
                      ///< bf16-level error in every gradient (choose v2 for float32-accurate gate
                      ///< gradients and dh0); `best` (RESULTS.md, "Rung 3")
   v4_tc_tail = 4     ///< v3 with B7 and, for DeltaNet and GDN, B9 of the chunk gradients on bf16

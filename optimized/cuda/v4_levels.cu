@@ -53,6 +53,10 @@ struct V4Levels {
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
     bf16* const Fk[2] = {t.sE, t.sKt};  // left rows: e . exp(G_r - G_m); right rows: k . exp(G_m - G_r)
     bf16* const Fq[2] = {t.sX, t.sAh};  // left rows: q . exp(G_r - G_m); right rows: 0
+    // The second q tile runs from sAh on through sAl: they are adjacent and together hold it.
+    using S = Smem<KP, true, GDN2, kt_rows>;
+    static_assert(S::sAl == S::sAh + 64 * 72 * 2 && 2 * 64 * 72 * 2 >= 64 * LDK * 2,
+                  "sAh and sAl must be adjacent and hold a 64 x LDK bf16 tile");
 #pragma unroll 1
     for (int round = 0; round < 3; ++round) {
       // Build the operand tiles of levels s0 = 32 >> 2 round (set 0) and s0 / 2 (set 1).
