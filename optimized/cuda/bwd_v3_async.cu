@@ -153,28 +153,8 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
 
   float st[SNT][4];
   const std::int64_t sbase = (std::int64_t(n) * H + h) * K * V;
-#pragma unroll
-  for (int nt = 0; nt < SNT; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int r = 16 * sm + g8 + (e >> 1) * 8, col = v0 + 8 * (sn0 + nt) + 2 * t4 + (e & 1);
-      st[nt][e] = (dht && r < K && col < V) ? dht[sbase + std::int64_t(r) * V + col] : 0.f;
-    }
-  auto store_state_bf16 = [&]() {
-#pragma unroll
-    for (int nt = 0; nt < SNT; ++nt) {
-      const int r = 16 * sm + g8, col = 8 * (sn0 + nt) + 2 * t4;
-      const unsigned h01 = pack_bf16(st[nt][0], st[nt][1]), h23 = pack_bf16(st[nt][2], st[nt][3]);
-      const __nv_bfloat162 a = *reinterpret_cast<const __nv_bfloat162*>(&h01);
-      const __nv_bfloat162 b = *reinterpret_cast<const __nv_bfloat162*>(&h23);
-      *reinterpret_cast<unsigned*>(sSh + r * LDV + col) = h01;
-      *reinterpret_cast<unsigned*>(sSh + (r + 8) * LDV + col) = h23;
-      *reinterpret_cast<unsigned*>(sSl + r * LDV + col) =
-          pack_bf16(st[nt][0] - __low2float(a), st[nt][1] - __high2float(a));
-      *reinterpret_cast<unsigned*>(sSl + (r + 8) * LDV + col) =
-          pack_bf16(st[nt][2] - __low2float(b), st[nt][3] - __high2float(b));
-    }
-  };
+  state_frag_load(st, dht, sbase, K, V, sm, sn0, v0, g8, t4);
+  auto store_state_bf16 = [&]() { state_frag_store_hilo<LDV>(st, sSh, sSl, sm, sn0, g8, t4); };
   store_state_bf16();
 
   auto issue = [&](int ci) {  // chunk ci's tiles into stage ci & 1 (zero-filled outside the chunk)
@@ -228,13 +208,7 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
 
     // dS' of this chunk's exit state, for bwd_grads_tc.
     float* dSout = bw.dS + (std::int64_t(c_first + ci) * H + h) * K * V;
-#pragma unroll
-    for (int nt = 0; nt < SNT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = 16 * sm + g8 + (e >> 1) * 8, col = v0 + 8 * (sn0 + nt) + 2 * t4 + (e & 1);
-        if (r < K && col < V) dSout[std::int64_t(r) * V + col] = st[nt][e];
-      }
+    state_frag_store(st, dSout, 0, K, V, sm, sn0, v0, g8, t4);
 
     // B1: dv_new = P^T do + Kd dS' (rows 16 wm.., columns of n-tiles wn0..).
     float dv[ONT][4] = {};
@@ -303,13 +277,7 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
     }
     store_state_bf16();  // read by the next chunk after its first barrier
   }
-#pragma unroll
-  for (int nt = 0; nt < SNT; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int r = 16 * sm + g8 + (e >> 1) * 8, col = v0 + 8 * (sn0 + nt) + 2 * t4 + (e & 1);
-      if (r < K && col < V) dh0[sbase + std::int64_t(r) * V + col] = st[nt][e];
-    }
+  state_frag_store(st, dh0, sbase, K, V, sm, sn0, v0, g8, t4);
 }
 
 template <int KP, int BV>

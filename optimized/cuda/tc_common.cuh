@@ -42,6 +42,59 @@ __host__ __device__ inline V2Ws v2_ws(const KParams& p, int KP) {
   return w;
 }
 
+// ---------------------------------------------------------------------------------------------
+// A K x V state (S in v2_state, dS' in bwd_v3_async.cu's bwd3_dstates) held as mma accumulator
+// fragments st[SNT][4]: the warp owns m-tile sm (rows 16 sm + g8 + 8 (e >> 1)) and n-tiles
+// sn0 .. sn0 + SNT of the BV value columns from v0 (column v0 + 8 (sn0 + nt) + 2 t4 + (e & 1)).
+// ---------------------------------------------------------------------------------------------
+
+/// st = src[base + r V + col] for r < K, col < V; 0 elsewhere and when src is null (src by
+/// reference, so that a kernel parameter is read where the callers read it before: same PTX).
+template <int SNT>
+__device__ __forceinline__ void state_frag_load(float (&st)[SNT][4], const float* const& src, std::int64_t base,
+                                                int K, int V, int sm, int sn0, int v0, int g8, int t4) {
+#pragma unroll
+  for (int nt = 0; nt < SNT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = 16 * sm + g8 + (e >> 1) * 8, col = v0 + 8 * (sn0 + nt) + 2 * t4 + (e & 1);
+      st[nt][e] = (src && r < K && col < V) ? src[base + std::int64_t(r) * V + col] : 0.f;
+    }
+}
+
+/// dst[base + r V + col] = st for r < K, col < V.
+template <int SNT>
+__device__ __forceinline__ void state_frag_store(const float (&st)[SNT][4], float* dst, std::int64_t base,
+                                                 int K, int V, int sm, int sn0, int v0, int g8, int t4) {
+#pragma unroll
+  for (int nt = 0; nt < SNT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = 16 * sm + g8 + (e >> 1) * 8, col = v0 + 8 * (sn0 + nt) + 2 * t4 + (e & 1);
+      if (r < K && col < V) dst[base + std::int64_t(r) * V + col] = st[nt][e];
+    }
+}
+
+/// The fragments to shared memory as bf16 hi = bf16(st) in sSh and lo = bf16(st - hi) in sSl (both
+/// [KP][LDV], columns relative to v0), the operand pair of the hi + lo products.
+template <int LDV, int SNT>
+__device__ __forceinline__ void state_frag_store_hilo(const float (&st)[SNT][4], bf16* sSh, bf16* sSl,
+                                                      int sm, int sn0, int g8, int t4) {
+#pragma unroll
+  for (int nt = 0; nt < SNT; ++nt) {
+    const int r = 16 * sm + g8, col = 8 * (sn0 + nt) + 2 * t4;
+    const unsigned h01 = pack_bf16(st[nt][0], st[nt][1]), h23 = pack_bf16(st[nt][2], st[nt][3]);
+    const __nv_bfloat162 a = *reinterpret_cast<const __nv_bfloat162*>(&h01);
+    const __nv_bfloat162 b = *reinterpret_cast<const __nv_bfloat162*>(&h23);
+    *reinterpret_cast<unsigned*>(sSh + r * LDV + col) = h01;
+    *reinterpret_cast<unsigned*>(sSh + (r + 8) * LDV + col) = h23;
+    *reinterpret_cast<unsigned*>(sSl + r * LDV + col) =
+        pack_bf16(st[nt][0] - __low2float(a), st[nt][1] - __high2float(a));
+    *reinterpret_cast<unsigned*>(sSl + (r + 8) * LDV + col) =
+        pack_bf16(st[nt][2] - __low2float(b), st[nt][3] - __high2float(b));
+  }
+}
+
 
 /// Benchmark knob: with LINATTN_TC_ONLY=intra (or state) set, only that kernel is launched, so the
 /// benchmark can time the two kernels apart (the results are then wrong). Unset: both run.

@@ -454,28 +454,8 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd)
 
   float st[SNT][4];
   const std::int64_t sbase = (std::int64_t(n) * H + h) * K * V;
-#pragma unroll
-  for (int nt = 0; nt < SNT; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int r = 16 * sm + g8 + (e >> 1) * 8, col = v0 + 8 * (sn0 + nt) + 2 * t4 + (e & 1);
-      st[nt][e] = (p.h0 && r < K && col < V) ? p.h0[sbase + std::int64_t(r) * V + col] : 0.f;
-    }
-  auto store_state_bf16 = [&]() {
-#pragma unroll
-    for (int nt = 0; nt < SNT; ++nt) {
-      const int r = 16 * sm + g8, col = 8 * (sn0 + nt) + 2 * t4;
-      const unsigned h01 = pack_bf16(st[nt][0], st[nt][1]), h23 = pack_bf16(st[nt][2], st[nt][3]);
-      const __nv_bfloat162 a = *reinterpret_cast<const __nv_bfloat162*>(&h01);
-      const __nv_bfloat162 b = *reinterpret_cast<const __nv_bfloat162*>(&h23);
-      *reinterpret_cast<unsigned*>(sSh + r * LDV + col) = h01;
-      *reinterpret_cast<unsigned*>(sSh + (r + 8) * LDV + col) = h23;
-      *reinterpret_cast<unsigned*>(sSl + r * LDV + col) =
-          pack_bf16(st[nt][0] - __low2float(a), st[nt][1] - __high2float(a));
-      *reinterpret_cast<unsigned*>(sSl + (r + 8) * LDV + col) =
-          pack_bf16(st[nt][2] - __low2float(b), st[nt][3] - __high2float(b));
-    }
-  };
+  state_frag_load(st, p.h0, sbase, K, V, sm, sn0, v0, g8, t4);
+  auto store_state_bf16 = [&]() { state_frag_store_hilo<LDV>(st, sSh, sSl, sm, sn0, g8, t4); };
   store_state_bf16();
 
   auto issue = [&](int ci) {  // cp.async the tiles of chunk ci (of this sequence) into stage ci & 1
@@ -524,13 +504,7 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd)
     const float* sgC = reinterpret_cast<const float*>(smem + S::sgC + stg * KP * 4);
     if (kBwd) {  // the state entering this chunk
       float* Sout = bwd.S + (std::int64_t(c_first + ci) * H + h) * K * V;
-#pragma unroll
-      for (int nt = 0; nt < SNT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = 16 * sm + g8 + (e >> 1) * 8, col = v0 + 8 * (sn0 + nt) + 2 * t4 + (e & 1);
-          if (r < K && col < V) Sout[std::int64_t(r) * V + col] = st[nt][e];
-        }
+      state_frag_store(st, Sout, 0, K, V, sm, sn0, v0, g8, t4);
     }
 
     // v_new = u - w_aux S and o = qg S (rows 16 wm.., columns of n-tiles wn0..).
@@ -654,13 +628,7 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd)
     store_state_bf16();  // read by the next chunk after its first barrier
   }
   if ((!kBwd || kHt) && p.ht) {
-#pragma unroll
-    for (int nt = 0; nt < SNT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = 16 * sm + g8 + (e >> 1) * 8, col = v0 + 8 * (sn0 + nt) + 2 * t4 + (e & 1);
-        if (r < K && col < V) p.ht[sbase + std::int64_t(r) * V + col] = st[nt][e];
-      }
+    state_frag_store(st, p.ht, sbase, K, V, sm, sn0, v0, g8, t4);
   }
 }
 
