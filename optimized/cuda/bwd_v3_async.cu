@@ -166,19 +166,9 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
     bf16* dP = reinterpret_cast<bf16*>(smem + S::sP + stg * 64 * 72 * 2);
     bf16* dD = reinterpret_cast<bf16*>(smem + S::sDo + stg * 64 * LDV * 2);
     float* dG = reinterpret_cast<float*>(smem + S::sgC + stg * KP * 4);
-    constexpr int PK = KP / 8;
-    for (int idx = tid; idx < 64 * PK; idx += kThreads) {
-      const int i = idx / PK, d8 = (idx % PK) * 8;
-      const std::int64_t src = (cw * 64 + i) * KP + d8;
-      cp_async16(dW + i * LDK + d8, tw.w + src);
-      cp_async16(dQ + i * LDK + d8, tw.qg + src);
-      cp_async16(dK + i * LDK + d8, tw.kd + src);
-    }
-    for (int idx = tid; idx < 64 * 8; idx += kThreads) {
-      const int i = idx >> 3, j8 = (idx & 7) * 8;
-      cp_async16(dP + i * 72 + j8, tw.P + (cw * 64 + i) * 64 + j8);
-    }
-    for (int idx = tid; idx < KP / 4; idx += kThreads) cp_async16(dG + idx * 4, tw.gC + cw * KP + idx * 4);
+    cp_async_wqk_tiles<KP, true>(dW, dQ, dK, tw, cw, tid);
+    cp_async_p_tile(dP, tw.P, cw, tid);
+    cp_async_gc<KP>(dG, tw.gC, cw, tid);
     constexpr int PV = BV / 8;
     for (int idx = tid; idx < 64 * PV; idx += kThreads) {
       const int i = idx / PV, c8 = (idx % PV) * 8, col = v0 + c8;
@@ -254,11 +244,7 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
     __syncthreads();  // -dv_new complete in sNdv; every read of sSh / sSl done
 
     // B3: dS = Diag(exp(G_C)) dS' + Qg^T do + w_aux^T (-dv_new) (rows 16 sm.., n-tiles sn0..).
-#pragma unroll
-    for (int nt = 0; nt < SNT; ++nt) {
-      const float g0 = sgC[16 * sm + g8], g1 = sgC[16 * sm + g8 + 8];
-      st[nt][0] *= g0, st[nt][1] *= g0, st[nt][2] *= g1, st[nt][3] *= g1;
-    }
+    state_frag_decay(st, sgC, sm, g8);
 #pragma unroll
     for (int k0 = 0; k0 < 64; k0 += 16) {
       unsigned aq[4], aw[4];

@@ -75,6 +75,45 @@ __device__ __forceinline__ void state_frag_store(const float (&st)[SNT][4], floa
     }
 }
 
+/// st = Diag(exp(G_C)) st: row r of the state times gC[r] (gC: the chunk's exp(G_C) in shared memory).
+template <int SNT>
+__device__ __forceinline__ void state_frag_decay(float (&st)[SNT][4], const float* gC, int sm, int g8) {
+#pragma unroll
+  for (int nt = 0; nt < SNT; ++nt) {
+    const float g0 = gC[16 * sm + g8], g1 = gC[16 * sm + g8 + 8];
+    st[nt][0] *= g0, st[nt][1] *= g0, st[nt][2] *= g1, st[nt][3] *= g1;
+  }
+}
+
+/// cp.async (not committed) of chunk-head block cw's w_aux, Qg (when kQg) and Kd tiles ([64][KP]
+/// in the workspace) into shared dW, dQ, dK ([64][ldk(KP)]).
+template <int KP, bool kQg>
+__device__ __forceinline__ void cp_async_wqk_tiles(bf16* dW, bf16* dQ, bf16* dK, const V2Ws& ws, std::int64_t cw,
+                                                   int tid) {
+  constexpr int PK = KP / 8, LDK = ldk(KP);
+  for (int idx = tid; idx < 64 * PK; idx += kThreads) {
+    const int i = idx / PK, d8 = (idx % PK) * 8;
+    const std::int64_t src = (cw * 64 + i) * KP + d8;
+    cp_async16(dW + i * LDK + d8, ws.w + src);
+    if (kQg) cp_async16(dQ + i * LDK + d8, ws.qg + src);
+    cp_async16(dK + i * LDK + d8, ws.kd + src);
+  }
+}
+
+/// cp.async (not committed) of block cw's P tile ([64][64]) into shared dP ([64][72]).
+__device__ __forceinline__ void cp_async_p_tile(bf16* dP, const bf16* P, std::int64_t cw, int tid) {
+  for (int idx = tid; idx < 64 * 8; idx += kThreads) {
+    const int i = idx >> 3, j8 = (idx & 7) * 8;
+    cp_async16(dP + i * 72 + j8, P + (cw * 64 + i) * 64 + j8);
+  }
+}
+
+/// cp.async (not committed) of block cw's exp(G_C) ([KP] float32) into shared dG.
+template <int KP>
+__device__ __forceinline__ void cp_async_gc(float* dG, const float* gC, std::int64_t cw, int tid) {
+  for (int idx = tid; idx < KP / 4; idx += kThreads) cp_async16(dG + idx * 4, gC + cw * KP + idx * 4);
+}
+
 /// The fragments to shared memory as bf16 hi = bf16(st) in sSh and lo = bf16(st - hi) in sSl (both
 /// [KP][LDV], columns relative to v0), the operand pair of the hi + lo products.
 template <int LDV, int SNT>

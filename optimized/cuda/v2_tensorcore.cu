@@ -468,25 +468,13 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd)
     bf16* dP = reinterpret_cast<bf16*>(base + S::sP + stg * 64 * 72 * 2);
     float* dU = reinterpret_cast<float*>(base + S::sU + stg * 64 * LDU * 4);
     float* dG = reinterpret_cast<float*>(base + S::sgC + stg * KP * 4);
-    constexpr int PK = KP / 8;
-    for (int idx = tid; idx < 64 * PK; idx += kThreads) {
-      const int i = idx / PK, d8 = (idx % PK) * 8;
-      const std::int64_t src = (cw * 64 + i) * KP + d8;
-      cp_async16(dW + i * LDK + d8, ws.w + src);
-      if (!kBwd) cp_async16(dQ + i * LDK + d8, ws.qg + src);
-      cp_async16(dK + i * LDK + d8, ws.kd + src);
-    }
-    if (!kBwd) {
-      for (int idx = tid; idx < 64 * 8; idx += kThreads) {
-        const int i = idx >> 3, j8 = (idx & 7) * 8;
-        cp_async16(dP + i * 72 + j8, ws.P + (cw * 64 + i) * 64 + j8);
-      }
-    }
+    cp_async_wqk_tiles<KP, !kBwd>(dW, dQ, dK, ws, cw, tid);
+    if (!kBwd) cp_async_p_tile(dP, ws.P, cw, tid);
     for (int idx = tid; idx < 64 * (BV / 4); idx += kThreads) {
       const int i = idx / (BV / 4), c4 = (idx % (BV / 4)) * 4;
       cp_async16(dU + i * LDU + c4, ws.u + (cw * 64 + i) * VP + v0 + c4, v0 + c4 < VP ? 16 : 0);
     }
-    for (int idx = tid; idx < KP / 4; idx += kThreads) cp_async16(dG + idx * 4, ws.gC + cw * KP + idx * 4);
+    cp_async_gc<KP>(dG, ws.gC, cw, tid);
     cp_async_commit();
   };
 
@@ -602,11 +590,7 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd)
       }
 
     // S = Diag(exp(G_C)) S + Kd^T v_new (rows 16 sm.. of S, n-tiles sn0..).
-#pragma unroll
-    for (int nt = 0; nt < SNT; ++nt) {
-      const float g0 = sgC[16 * sm + g8], g1 = sgC[16 * sm + g8 + 8];
-      st[nt][0] *= g0, st[nt][1] *= g0, st[nt][2] *= g1, st[nt][3] *= g1;
-    }
+    state_frag_decay(st, sgC, sm, g8);
 #pragma unroll
     for (int k0 = 0; k0 < 64; k0 += 16) {
       unsigned a[4];

@@ -104,10 +104,7 @@ __global__ void __launch_bounds__(kThreads) v5_output(KParams p, SplitWs sw) {
     const int i = idx / (KP / 8), d8 = (idx % (KP / 8)) * 8;
     cp_async16(sQ + i * LDK + d8, ws.qg + (cw * 64 + i) * KP + d8);
   }
-  for (int idx = tid; idx < 64 * 8; idx += kThreads) {
-    const int i = idx >> 3, j8 = (idx & 7) * 8;
-    cp_async16(sP + i * 72 + j8, ws.P + (cw * 64 + i) * 64 + j8);
-  }
+  cp_async_p_tile(sP, ws.P, cw, tid);
   cp_async_commit();
 
   // S_c -> bf16 hi + lo (as v2_state's store_state_bf16); v_new -> bf16 (as its sVn).
