@@ -219,16 +219,7 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
     for (int k0 = 0; k0 < KP; k0 += 16) {
       unsigned a[4];
       load_a(a, sKd, LDK, 16 * wm, k0);
-#pragma unroll
-      for (int np = 0; np < ONT / 2; ++np) {
-        unsigned bh[4], bl[4];
-        load_b_kn(bh, sSh, LDV, k0, 8 * wn0 + 16 * np);
-        load_b_kn(bl, sSl, LDV, k0, 8 * wn0 + 16 * np);
-        mma_bf16(dv[2 * np], a, bh[0], bh[1]);
-        mma_bf16(dv[2 * np + 1], a, bh[2], bh[3]);
-        mma_bf16(dv[2 * np], a, bl[0], bl[1]);
-        mma_bf16(dv[2 * np + 1], a, bl[2], bl[3]);
-      }
+      mma_acc_two_b(dv, a, sSh, a, sSl, LDV, k0, 8 * wn0);  // Kd (dS' hi + lo)
     }
 #pragma unroll
     for (int nt = 0; nt < ONT; ++nt) {
@@ -250,16 +241,7 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
       unsigned aq[4], aw[4];
       load_a_t(aq, sQg, LDK, 16 * sm, k0);
       load_a_t(aw, sW, LDK, 16 * sm, k0);
-#pragma unroll
-      for (int np = 0; np < SNT / 2; ++np) {
-        unsigned b[4], bn[4];
-        load_b_kn(b, sDo, LDV, k0, 8 * sn0 + 16 * np);
-        load_b_kn(bn, sNdv, LDV, k0, 8 * sn0 + 16 * np);
-        mma_bf16(st[2 * np], aq, b[0], b[1]);
-        mma_bf16(st[2 * np + 1], aq, b[2], b[3]);
-        mma_bf16(st[2 * np], aw, bn[0], bn[1]);
-        mma_bf16(st[2 * np + 1], aw, bn[2], bn[3]);
-      }
+      mma_acc_two_b(st, aq, sDo, aw, sNdv, LDV, k0, 8 * sn0);  // Qg^T do + w_aux^T (-dv_new)
     }
     store_state_bf16();  // read by the next chunk after its first barrier
   }

@@ -85,6 +85,24 @@ __device__ __forceinline__ void state_frag_decay(float (&st)[SNT][4], const floa
   }
 }
 
+/// acc += a1 B1 + a2 B2 over one 16-deep k step (k0) for the NT n-tiles from column n0: B1, B2 bf16
+/// row-major [k][ldb] in shared memory (load_b_kn), products in the order a1 B1 then a2 B2 per
+/// 16-column pair (with a1 = a2 and B1, B2 the hi and lo parts of one matrix: a times that matrix).
+template <int NT>
+__device__ __forceinline__ void mma_acc_two_b(float (&acc)[NT][4], const unsigned (&a1)[4], const bf16* B1,
+                                              const unsigned (&a2)[4], const bf16* B2, int ldb, int k0, int n0) {
+#pragma unroll
+  for (int np = 0; np < NT / 2; ++np) {
+    unsigned b1[4], b2[4];
+    load_b_kn(b1, B1, ldb, k0, n0 + 16 * np);
+    load_b_kn(b2, B2, ldb, k0, n0 + 16 * np);
+    mma_bf16(acc[2 * np], a1, b1[0], b1[1]);
+    mma_bf16(acc[2 * np + 1], a1, b1[2], b1[3]);
+    mma_bf16(acc[2 * np], a2, b2[0], b2[1]);
+    mma_bf16(acc[2 * np + 1], a2, b2[2], b2[3]);
+  }
+}
+
 /// cp.async (not committed) of chunk-head block cw's w_aux, Qg (when kQg) and Kd tiles ([64][KP]
 /// in the workspace) into shared dW, dQ, dK ([64][ldk(KP)]).
 template <int KP, bool kQg>

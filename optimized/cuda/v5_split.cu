@@ -164,16 +164,7 @@ __global__ void __launch_bounds__(kThreads) v5_output(KParams p, SplitWs sw) {
   for (int k0 = 0; k0 < KP; k0 += 16) {
     unsigned aq[4];
     load_a(aq, sQ, LDK, 16 * wm, k0);
-#pragma unroll
-    for (int np = 0; np < ONT / 2; ++np) {
-      unsigned bh[4], bl[4];
-      load_b_kn(bh, sSh, LDV, k0, 8 * wn0 + 16 * np);
-      load_b_kn(bl, sSl, LDV, k0, 8 * wn0 + 16 * np);
-      mma_bf16(os[2 * np], aq, bh[0], bh[1]);
-      mma_bf16(os[2 * np + 1], aq, bh[2], bh[3]);
-      mma_bf16(os[2 * np], aq, bl[0], bl[1]);
-      mma_bf16(os[2 * np + 1], aq, bl[2], bl[3]);
-    }
+    mma_acc_two_b(os, aq, sSh, aq, sSl, LDV, k0, 8 * wn0);  // (q . exp(G)) (S_c hi + lo)
   }
 #pragma unroll
   for (int k0 = 0; k0 < 64; k0 += 16) {

@@ -148,8 +148,9 @@ MUTANTS = [
      "      float* Sout = bwd.S + (std::int64_t(c_first + ci - (p.mutant == 41 && ci > 0 ? 1 : 0)) * H + h) * K * V;",
      "bwd v3: the state kernel stores each chunk's entering state one chunk early (off by one chunk)"),
     (42, "optimized/cuda/bwd_v3_async.cu",
-     "        mma_bf16(st[2 * np], aq, b[0], b[1]);\n        mma_bf16(st[2 * np + 1], aq, b[2], b[3]);",
-     "        if (p.mutant != 42) mma_bf16(st[2 * np], aq, b[0], b[1]);\n        if (p.mutant != 42) mma_bf16(st[2 * np + 1], aq, b[2], b[3]);",
+     "      mma_acc_two_b(st, aq, sDo, aw, sNdv, LDV, k0, 8 * sn0);",
+     "      if (p.mutant == 42) aq[0] = aq[1] = aq[2] = aq[3] = 0u;  // a zero bf16 operand: Qg^T do = 0\n"
+     "      mma_acc_two_b(st, aq, sDo, aw, sNdv, LDV, k0, 8 * sn0);",
      "bwd v3: the reverse recurrence drops its term Qg^T do (B3)"),
     (43, "optimized/cuda/bwd_v3_async.cu",
      "    __syncthreads();  // -dv_new complete in sNdv; every read of sSh / sSl done",
@@ -172,8 +173,9 @@ MUTANTS = [
      "          if (ii < Lc && cc < V - (p.mutant == 47 ? 1 : 0)) bwd.vn[",
      "bwd v3: the state kernel never writes v_new's last value column (off by one at the tile edge)"),
     (48, "optimized/cuda/bwd_v3_async.cu",
-     "        mma_bf16(dv[2 * np], a, bl[0], bl[1]);\n        mma_bf16(dv[2 * np + 1], a, bl[2], bl[3]);",
-     "        if (p.mutant != 48) mma_bf16(dv[2 * np], a, bl[0], bl[1]);\n        if (p.mutant != 48) mma_bf16(dv[2 * np + 1], a, bl[2], bl[3]);",
+     "      mma_acc_two_b(dv, a, sSh, a, sSl, LDV, k0, 8 * wn0);",
+     "      unsigned z48[4] = {0u, 0u, 0u, 0u};  // a zero bf16 operand for the lo part: Kd dS'_lo = 0\n"
+     "      mma_acc_two_b(dv, a, sSh, p.mutant == 48 ? z48 : a, sSl, LDV, k0, 8 * wn0);",
      "bwd v3: dv_new = ... + Kd dS' with dS' rounded to bf16 (its lo part dropped): a precision bug"),
     (49, "optimized/cuda/bwd_v3_async.cu",
      "    ws.E[x] = (p.gdn2 ? ld(bg + x) : sbeta[i]) * kv * eg;",
