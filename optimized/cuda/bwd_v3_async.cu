@@ -260,10 +260,14 @@ void launch_dstates(const BwdCall& c, void* tcws) {
   LINATTN_CUDA_CHECK(cudaGetLastError());
 }
 
-/// Value columns per block of bwd3_dstates: 64 when that still gives every SM a block, else 32
-/// (as the forward's pick_bv, without its 16).
+/// Value columns per block of bwd3_dstates: LINATTN_BWD3_BV when it is 32 or 64 (any other value is
+/// ignored: the default applies); by default 64 when that still gives every SM a block, else 32 (as
+/// the forward's pick_bv, without its 16).
 int dstates_bv(const KParams& p) {
-  if (const char* env = std::getenv("LINATTN_BWD3_BV")) return std::atoi(env) == 32 ? 32 : 64;
+  if (const char* env = std::getenv("LINATTN_BWD3_BV")) {
+    const int bv = std::atoi(env);
+    if (bv == 32 || bv == 64) return bv;
+  }
   return long(p.N) * p.H * ((p.V + 63) / 64) >= 132 ? 64 : 32;
 }
 
