@@ -90,11 +90,7 @@ __global__ void __launch_bounds__(kThreads) bwd_prepare(KParams p) {
   }
   for (int i = tid; i < C; i += nt) sbeta[i] = (!p.gdn2 && i < Lc) ? ld(beta + row(i)) : 0.f;
   __syncthreads();
-  // F1: G_i = g_0 + ... + g_i inside the chunk, in float64.
-  for (int d = tid; d < KGs; d += nt) {
-    double acc = 0.0;
-    for (int i = 0; i < Lc; ++i) acc += sG[i * SGs + d], sG[i * SGs + d] = acc;
-  }
+  cumsum_log_decays(sG, SGs, KGs, Lc, tid, nt);  // F1
   __syncthreads();
   auto Gat = [&](int i, int d) { return p.gate == kGateChannel ? sG[i * SGs + d] : sG[i * SGs]; };
   auto e_at = [&](int i, int d) {  // F2: e_i = beta_i k_i (GDN2: b_i (.) k_i)

@@ -84,10 +84,7 @@ __global__ void __launch_bounds__(kThreads) bwd3_extras(KParams p) {
   }
   for (int i = tid; i < C; i += nt) sbeta[i] = (!p.gdn2 && i < Lc) ? ld(beta + row(i)) : 0.f;
   __syncthreads();
-  for (int d = tid; d < KGs; d += nt) {
-    double acc = 0.0;
-    for (int i = 0; i < Lc; ++i) acc += sGx[i * KGs + d], sGx[i * KGs + d] = acc;
-  }
+  cumsum_log_decays(sGx, KGs, KGs, Lc, tid, nt);
   __syncthreads();
   for (int idx = tid; idx < Lc * KG; idx += nt) ws.G[row(idx / KG) * KG + idx % KG] = sGx[idx];
   const bool chan = p.gate == kGateChannel;

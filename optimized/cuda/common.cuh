@@ -75,4 +75,14 @@ __device__ __forceinline__ float ld(const __nv_bfloat16* p) { return __bfloat162
 __device__ __forceinline__ void st(float* p, float x) { *p = x; }
 __device__ __forceinline__ void st(__nv_bfloat16* p, float x) { *p = __float2bfloat16_rn(x); }
 
+/// F1 (docs/derivation-backward.md): G_i = g_0 + ... + g_i, the cumulative log-decay inside a chunk of
+/// Lc tokens, in place in float64: sG[i * ldg + d] holds g_i of gate channel d < KGs on entry, G_i on
+/// return (one thread per channel; callers synchronise before and after).
+__device__ __forceinline__ void cumsum_log_decays(double* sG, int ldg, int KGs, int Lc, int tid, int nt) {
+  for (int d = tid; d < KGs; d += nt) {
+    double acc = 0.0;
+    for (int i = 0; i < Lc; ++i) acc += sG[i * ldg + d], sG[i * ldg + d] = acc;
+  }
+}
+
 }  // namespace linattn::cuda::detail

@@ -89,10 +89,7 @@ __global__ void __launch_bounds__(kThreads) v1_prepare(KParams p) {
   for (int i = tid; i < C; i += nt) sbeta[i] = (!p.gdn2 && i < Lc) ? ld(beta + row(i)) : 0.f;
   __syncthreads();
   // G_i = sum of the log-decays from the chunk start to token i (inclusive), in float64.
-  for (int d = tid; d < KGs; d += nt) {
-    double acc = 0.0;
-    for (int i = 0; i < Lc; ++i) acc += sG[i * KGs + d], sG[i * KGs + d] = acc;
-  }
+  cumsum_log_decays(sG, KGs, KGs, Lc, tid, nt);
   __syncthreads();
   auto Gat = [&](int i, int d) { return p.gate == kGateChannel ? sG[i * KGs + d] : sG[i * KGs]; };
   auto e_at = [&](int i, int d) {  // erase direction e_i = beta_i k_i (GDN2: b_i . k_i)
