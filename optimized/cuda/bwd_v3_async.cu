@@ -204,13 +204,7 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
       if (k0 < 16 * wm) continue;  // (P^T)_ij = P_ji = 0 for j < i
       unsigned a[4];
       load_a_t(a, sP, 72, 16 * wm, k0);
-#pragma unroll
-      for (int np = 0; np < ONT / 2; ++np) {
-        unsigned b[4];
-        load_b_kn(b, sDo, LDV, k0, 8 * wn0 + 16 * np);
-        mma_bf16(dv[2 * np], a, b[0], b[1]);
-        mma_bf16(dv[2 * np + 1], a, b[2], b[3]);
-      }
+      mma_acc_b(dv, a, sDo, LDV, k0, 8 * wn0);
     }
 #pragma unroll
     for (int k0 = 0; k0 < KP; k0 += 16) {

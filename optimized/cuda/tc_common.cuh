@@ -85,6 +85,20 @@ __device__ __forceinline__ void state_frag_decay(float (&st)[SNT][4], const floa
   }
 }
 
+/// acc += a B over one 16-deep k step (k0) for the NT n-tiles from column n0 (NT / 2 pairs; an odd
+/// last n-tile is the caller's): B bf16 row-major [k][ldb] in shared memory (load_b_kn).
+template <int NT>
+__device__ __forceinline__ void mma_acc_b(float (&acc)[NT][4], const unsigned (&a)[4], const bf16* B, int ldb, int k0,
+                                          int n0) {
+#pragma unroll
+  for (int np = 0; np < NT / 2; ++np) {
+    unsigned b[4];
+    load_b_kn(b, B, ldb, k0, n0 + 16 * np);
+    mma_bf16(acc[2 * np], a, b[0], b[1]);
+    mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
+  }
+}
+
 /// acc += a1 B1 + a2 B2 over one 16-deep k step (k0) for the NT n-tiles from column n0: B1, B2 bf16
 /// row-major [k][ldb] in shared memory (load_b_kn), products in the order a1 B1 then a2 B2 per
 /// 16-column pair (with a1 = a2 and B1, B2 the hi and lo parts of one matrix: a times that matrix).

@@ -560,13 +560,7 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd)
       if (k0 > 16 * wm) break;  // P is lower triangular
       unsigned a[4];
       load_a(a, sP, 72, 16 * wm, k0);
-#pragma unroll
-      for (int np = 0; np < ONT / 2; ++np) {
-        unsigned b[4];
-        load_b_kn(b, sVn, LDV, k0, 8 * wn0 + 16 * np);
-        mma_bf16(os_[2 * np], a, b[0], b[1]);
-        mma_bf16(os_[2 * np + 1], a, b[2], b[3]);
-      }
+      mma_acc_b(os_, a, sVn, LDV, k0, 8 * wn0);
       if (ONT % 2) {
         unsigned b[4];
         const int nn = 8 * wn0, sel = (nn >> 3) & 1;
@@ -595,13 +589,7 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd)
     for (int k0 = 0; k0 < 64; k0 += 16) {
       unsigned a[4];
       load_a_t(a, sKd, LDK, 16 * sm, k0);
-#pragma unroll
-      for (int np = 0; np < SNT / 2; ++np) {
-        unsigned b[4];
-        load_b_kn(b, sVn, LDV, k0, 8 * sn0 + 16 * np);
-        mma_bf16(st[2 * np], a, b[0], b[1]);
-        mma_bf16(st[2 * np + 1], a, b[2], b[3]);
-      }
+      mma_acc_b(st, a, sVn, LDV, k0, 8 * sn0);
       if (SNT % 2) {
         unsigned b[4];
         const int nn = 8 * sn0, sel = (nn >> 3) & 1;

@@ -171,13 +171,7 @@ __global__ void __launch_bounds__(kThreads) v5_output(KParams p, SplitWs sw) {
     if (k0 > 16 * wm) break;  // P is lower triangular
     unsigned a[4];
     load_a(a, sP, 72, 16 * wm, k0);
-#pragma unroll
-    for (int np = 0; np < ONT / 2; ++np) {
-      unsigned b[4];
-      load_b_kn(b, sVn, LDV, k0, 8 * wn0 + 16 * np);
-      mma_bf16(os[2 * np], a, b[0], b[1]);
-      mma_bf16(os[2 * np + 1], a, b[2], b[3]);
-    }
+    mma_acc_b(os, a, sVn, LDV, k0, 8 * wn0);
   }
   bf16* o = static_cast<bf16*>(p.o);
 #pragma unroll
