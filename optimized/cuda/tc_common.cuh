@@ -117,6 +117,35 @@ __device__ __forceinline__ void mma_acc_two_b(float (&acc)[NT][4], const unsigne
   }
 }
 
+/// acc += Ah B + Al B (+ Ah Bl when kBLo): the products of the intra-chunk kernels with
+/// A = (I + L)^-1 (lower triangular 64 x 64, bf16 hi Ah + lo Al, row stride 72) for the warp's rows
+/// 16 mi.. and NT n-tiles from column nb of B (and its lo part Bl), bf16 [64][ldb] (w_aux = A E:
+/// B = E; u = A u0: B, Bl = u0 hi, lo; the Al Bl term is below bf16 precision and left out).
+template <int NT, bool kBLo>
+__device__ __forceinline__ void mma_lower_a_hilo(float (&acc)[NT][4], const bf16* sAh, const bf16* sAl, const bf16* B,
+                                                 const bf16* Bl, int ldb, int mi, int nb) {
+#pragma unroll
+  for (int k0 = 0; k0 < 64; k0 += 16) {
+    if (k0 > 16 * mi) break;  // A is lower triangular
+    unsigned ah[4], al[4], b[4], bl[4];
+    load_a(ah, sAh, 72, 16 * mi, k0);
+    load_a(al, sAl, 72, 16 * mi, k0);
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+      load_b_kn(b, B, ldb, k0, nb + 16 * np);
+      if (kBLo) load_b_kn(bl, Bl, ldb, k0, nb + 16 * np);
+      mma_bf16(acc[2 * np], ah, b[0], b[1]);
+      mma_bf16(acc[2 * np + 1], ah, b[2], b[3]);
+      mma_bf16(acc[2 * np], al, b[0], b[1]);
+      mma_bf16(acc[2 * np + 1], al, b[2], b[3]);
+      if (kBLo) {
+        mma_bf16(acc[2 * np], ah, bl[0], bl[1]);
+        mma_bf16(acc[2 * np + 1], ah, bl[2], bl[3]);
+      }
+    }
+  }
+}
+
 /// cp.async (not committed) of chunk-head block cw's w_aux, Qg (when kQg) and Kd tiles ([64][KP]
 /// in the workspace) into shared dW, dQ, dK ([64][ldk(KP)]).
 template <int KP, bool kQg>
@@ -510,21 +539,7 @@ __global__ void __launch_bounds__(kThreads) intra(KParams p, float* a_out) {
     constexpr int NT = KP / 16;
     const int mi = warp >> 1, nb = (warp & 1) * (KP / 2);
     float acc[NT][4] = {};
-#pragma unroll
-    for (int k0 = 0; k0 < 64; k0 += 16) {
-      if (k0 > 16 * mi) break;
-      unsigned ah[4], al[4], b[4];
-      load_a(ah, sAh, 72, 16 * mi, k0);
-      load_a(al, sAl, 72, 16 * mi, k0);
-#pragma unroll
-      for (int np = 0; np < NT / 2; ++np) {
-        load_b_kn(b, sE, LDK, k0, nb + 16 * np);
-        mma_bf16(acc[2 * np], ah, b[0], b[1]);
-        mma_bf16(acc[2 * np + 1], ah, b[2], b[3]);
-        mma_bf16(acc[2 * np], al, b[0], b[1]);
-        mma_bf16(acc[2 * np + 1], al, b[2], b[3]);
-      }
-    }
+    mma_lower_a_hilo<NT, false>(acc, sAh, sAl, sE, nullptr, LDK, mi, nb);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       const int i = 16 * mi + g8, j = nb + 8 * nt + 2 * t4;
@@ -559,24 +574,7 @@ __global__ void __launch_bounds__(kThreads) intra(KParams p, float* a_out) {
     __syncthreads();
     const int mi = warp >> 1, nb = (warp & 1) * 32;
     float acc[4][4] = {};
-#pragma unroll
-    for (int k0 = 0; k0 < 64; k0 += 16) {
-      if (k0 > 16 * mi) break;
-      unsigned ah[4], al[4], b[4], bl[4];
-      load_a(ah, sAh, 72, 16 * mi, k0);
-      load_a(al, sAl, 72, 16 * mi, k0);
-#pragma unroll
-      for (int np = 0; np < 2; ++np) {
-        load_b_kn(b, sE, LDK, k0, nb + 16 * np);
-        load_b_kn(bl, sK, LDK, k0, nb + 16 * np);
-        mma_bf16(acc[2 * np], ah, b[0], b[1]);
-        mma_bf16(acc[2 * np + 1], ah, b[2], b[3]);
-        mma_bf16(acc[2 * np], al, b[0], b[1]);
-        mma_bf16(acc[2 * np + 1], al, b[2], b[3]);
-        mma_bf16(acc[2 * np], ah, bl[0], bl[1]);
-        mma_bf16(acc[2 * np + 1], ah, bl[2], bl[3]);
-      }
-    }
+    mma_lower_a_hilo<4, true>(acc, sAh, sAl, sE, sK, LDK, mi, nb);
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
       const int i = 16 * mi + g8, j = v0 + nb + 8 * nt + 2 * t4;

@@ -323,21 +323,7 @@ __global__ void __launch_bounds__(kThreads) v2_intra(KParams p) {
     constexpr int NT = KP / 16;  // n-tiles of 8 per warp
     const int mi = warp >> 1, nb = (warp & 1) * (KP / 2);
     float acc[NT][4] = {};
-#pragma unroll
-    for (int k0 = 0; k0 < 64; k0 += 16) {
-      if (k0 > 16 * mi) break;  // A is lower triangular
-      unsigned ah[4], al[4], b[4];
-      load_a(ah, sAh, 72, 16 * mi, k0);
-      load_a(al, sAl, 72, 16 * mi, k0);
-#pragma unroll
-      for (int np = 0; np < NT / 2; ++np) {
-        load_b_kn(b, sE, LDK, k0, nb + 16 * np);
-        mma_bf16(acc[2 * np], ah, b[0], b[1]);
-        mma_bf16(acc[2 * np + 1], ah, b[2], b[3]);
-        mma_bf16(acc[2 * np], al, b[0], b[1]);
-        mma_bf16(acc[2 * np + 1], al, b[2], b[3]);
-      }
-    }
+    mma_lower_a_hilo<NT, false>(acc, sAh, sAl, sE, nullptr, LDK, mi, nb);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       const int i = 16 * mi + g8, j = nb + 8 * nt + 2 * t4;
@@ -367,24 +353,7 @@ __global__ void __launch_bounds__(kThreads) v2_intra(KParams p) {
     __syncthreads();
     const int mi = warp >> 1, nb = (warp & 1) * 32;
     float acc[4][4] = {};
-#pragma unroll
-    for (int k0 = 0; k0 < 64; k0 += 16) {
-      if (k0 > 16 * mi) break;
-      unsigned ah[4], al[4], b[4], bl[4];
-      load_a(ah, sAh, 72, 16 * mi, k0);
-      load_a(al, sAl, 72, 16 * mi, k0);
-#pragma unroll
-      for (int np = 0; np < 2; ++np) {
-        load_b_kn(b, sE, LDK, k0, nb + 16 * np);
-        load_b_kn(bl, sX, LDK, k0, nb + 16 * np);
-        mma_bf16(acc[2 * np], ah, b[0], b[1]);
-        mma_bf16(acc[2 * np + 1], ah, b[2], b[3]);
-        mma_bf16(acc[2 * np], al, b[0], b[1]);
-        mma_bf16(acc[2 * np + 1], al, b[2], b[3]);
-        mma_bf16(acc[2 * np], ah, bl[0], bl[1]);
-        mma_bf16(acc[2 * np + 1], ah, bl[2], bl[3]);
-      }
-    }
+    mma_lower_a_hilo<4, true>(acc, sAh, sAl, sE, sX, LDK, mi, nb);
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
       const int i = 16 * mi + g8, j = v0 + nb + 8 * nt + 2 * t4;
