@@ -117,6 +117,28 @@ __device__ __forceinline__ void mma_acc_two_b(float (&acc)[NT][4], const unsigne
   }
 }
 
+/// kk = K K^T and qk = Q K^T for the warp's rows 16 mi.. and columns 32 nh.. (4 n-tiles) of a
+/// chunk, K and Q bf16 [64][ldk] in shared memory with KP channels (F3 without the gates, the
+/// scalar-gate and no-gate L and P of the intra-chunk kernels).
+template <int KP>
+__device__ __forceinline__ void mma_kk_qk(float (&kk)[4][4], float (&qk)[4][4], const bf16* sK, const bf16* sQ,
+                                          int ldk, int mi, int nh) {
+#pragma unroll
+  for (int k0 = 0; k0 < KP; k0 += 16) {
+    unsigned ak[4], aq[4], b[4];
+    load_a(ak, sK, ldk, 16 * mi, k0);
+    load_a(aq, sQ, ldk, 16 * mi, k0);
+#pragma unroll
+    for (int np = 0; np < 2; ++np) {
+      load_b_nk(b, sK, ldk, 32 * nh + 16 * np, k0);
+      mma_bf16(kk[2 * np], ak, b[0], b[1]);
+      mma_bf16(kk[2 * np + 1], ak, b[2], b[3]);
+      mma_bf16(qk[2 * np], aq, b[0], b[1]);
+      mma_bf16(qk[2 * np + 1], aq, b[2], b[3]);
+    }
+  }
+}
+
 /// acc += Ah B + Al B (+ Ah Bl when kBLo): the products of the intra-chunk kernels with
 /// A = (I + L)^-1 (lower triangular 64 x 64, bf16 hi Ah + lo Al, row stride 72) for the warp's rows
 /// 16 mi.. and NT n-tiles from column nb of B (and its lo part Bl), bf16 [64][ldb] (w_aux = A E:
@@ -419,20 +441,7 @@ __global__ void __launch_bounds__(kThreads) intra(KParams p, float* a_out) {
     const int mi = warp >> 1, nh = warp & 1;
     float kk[4][4] = {}, qk[4][4] = {};
     if (32 * nh <= 16 * mi + 15) {
-#pragma unroll
-      for (int k0 = 0; k0 < KP; k0 += 16) {
-        unsigned ak[4], aq[4], b[4];
-        load_a(ak, sK, LDK, 16 * mi, k0);
-        load_a(aq, sQ, LDK, 16 * mi, k0);
-#pragma unroll
-        for (int np = 0; np < 2; ++np) {
-          load_b_nk(b, sK, LDK, 32 * nh + 16 * np, k0);
-          mma_bf16(kk[2 * np], ak, b[0], b[1]);
-          mma_bf16(kk[2 * np + 1], ak, b[2], b[3]);
-          mma_bf16(qk[2 * np], aq, b[0], b[1]);
-          mma_bf16(qk[2 * np + 1], aq, b[2], b[3]);
-        }
-      }
+      mma_kk_qk<KP>(kk, qk, sK, sQ, LDK, mi, nh);
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt)
 #pragma unroll

@@ -154,20 +154,7 @@ __global__ void __launch_bounds__(kThreads) v2_intra(KParams p) {
     const int mi = warp >> 1, nh = warp & 1;  // rows 16 mi.., cols 32 nh..
     float kk[4][4] = {}, qk[4][4] = {};
     if (32 * nh <= 16 * mi + 15) {
-#pragma unroll
-      for (int k0 = 0; k0 < KP; k0 += 16) {
-        unsigned ak[4], aq[4], b[4];
-        load_a(ak, sK, LDK, 16 * mi, k0);
-        load_a(aq, sQ, LDK, 16 * mi, k0);
-#pragma unroll
-        for (int np = 0; np < 2; ++np) {
-          load_b_nk(b, sK, LDK, 32 * nh + 16 * np, k0);
-          mma_bf16(kk[2 * np], ak, b[0], b[1]);
-          mma_bf16(kk[2 * np + 1], ak, b[2], b[3]);
-          mma_bf16(qk[2 * np], aq, b[0], b[1]);
-          mma_bf16(qk[2 * np + 1], aq, b[2], b[3]);
-        }
-      }
+      mma_kk_qk<KP>(kk, qk, sK, sQ, LDK, mi, nh);
     }
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt)
