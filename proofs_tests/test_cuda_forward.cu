@@ -54,7 +54,12 @@ const Version kVersions[] = {Version::v1_simple, Version::v2_tensorcore, Version
 // (v5_splits in v5_split.cu: fewer than 132 blocks of 64 value columns), else it runs v4. Every
 // case here is that small, but the tests must exercise the split whatever the heuristic becomes:
 // LINATTN_V5_SPLIT=1 unless the environment already sets it (=0 tests v5's fallback to v4).
-const bool kV5SplitForced = [] { return setenv("LINATTN_V5_SPLIT", "1", 0) == 0; }();
+const bool kV5SplitSet = [] { return setenv("LINATTN_V5_SPLIT", "1", 0) == 0; }();
+/// True when v5 will split (the environment asks for it), so the "v5 split" tests test the split.
+bool v5_split_forced() {
+  const char* s = std::getenv("LINATTN_V5_SPLIT");
+  return kV5SplitSet && s && std::atoi(s) != 0;
+}
 
 double tol(DType dt) { return dt == DType::f32 ? 1e-5 : 5e-3; }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
@@ -213,13 +218,13 @@ TEST_CASE("CUDA v4 chunked forward with bfloat16 gates equals the reference on t
 // parallel output kernel; same bounds as v4.
 TEST_CASE("CUDA v5 split forward equals the float64 reference for every operator in bfloat16") {
   SKIP_WITHOUT_GPU();
-  REQUIRE(kV5SplitForced);
+  REQUIRE(v5_split_forced());
   prop_matches_reference(Version::v5_split, DType::bf16);
 }
 
 TEST_CASE("CUDA v5 split forward with bfloat16 gates equals the reference on the rounded gates") {
   SKIP_WITHOUT_GPU();
-  REQUIRE(kV5SplitForced);
+  REQUIRE(v5_split_forced());
   prop_matches_reference(Version::v5_split, DType::bf16, DType::bf16);
 }
 
@@ -345,14 +350,19 @@ TEST_CASE("CUDA chunked forward is deterministic: two runs give bitwise equal ou
 // v5's output kernel feeds every accumulator the same mma.sync sequence as v2_state's fused loop
 // (S_c split into the same bf16 hi + lo parts, v_new rounded to bf16 the same way, hi then lo per
 // 16 channels, then P v_new), and its state pass is v2_state itself: o and the final state must
-// equal v4's bit for bit, at any value-tile width v4 picks. Cases: ragged chunks, a packed batch
-// with empty sequences, T = 1, K = 64 and 128 paddings, V not a multiple of 4 and three output tiles.
+// equal v4's bit for bit whatever value-tile widths the two pick (here 64 for v4 with 32 for v5's
+// state pass, and 16 for both). With the split forbidden v5 is v4 (the heuristic's other branch).
+// Cases: 66 sequences x 2 heads, ragged chunks, a packed batch with empty sequences, T = 1, K = 64
+// and 128 paddings, V not a multiple of 4 and three output tiles.
 TEST_CASE("CUDA v5 split forward equals v4 fused forward bit for bit") {
   SKIP_WITHOUT_GPU();
-  REQUIRE(kV5SplitForced);
+  REQUIRE(v5_split_forced());
   std::vector<index_t> cu = {0};
   for (int s = 0; s < 20; ++s) cu.push_back(cu.back() + (s * 37) % 90);  // lengths 0 to 89
-  const Case cases[] = {fixed_case(2, 200, 2, 128, 128, GateMode::random, true, 51),
+  // The 66 x 2 heads case: v4's state kernel takes 64-column value tiles there (N H = 132), v5's
+  // state pass 32; every other case 16 for both.
+  const Case cases[] = {fixed_case(66, 70, 2, 64, 64, GateMode::random, true, 57),
+                        fixed_case(2, 200, 2, 128, 128, GateMode::random, true, 51),
                         fixed_case(1, 1, 1, 128, 128, GateMode::mixed, true, 52),
                         fixed_case(1, 130, 2, 48, 80, GateMode::extreme, true, 53),
                         fixed_case(1, 150, 1, 100, 129, GateMode::random, false, 54),
@@ -363,12 +373,19 @@ TEST_CASE("CUDA v5 split forward equals v4 fused forward bit for bit") {
       for (Op op : kOps) {
         const Problem<float> p = as_device_sees(cast_problem<float>(make_problem<double>(op, c)), DType::bf16, gdt);
         auto run = [&](Version v) { return cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, gdt, v); };
-        const auto v4 = run(Version::v4_levels), v5 = run(Version::v5_split);
-        INFO(ref::op_name(op) << " T " << c.T << " K " << c.K << " V " << c.V << " gates " << dname(gdt) << ": v5 against v4 o "
-                              << compare(v5.o, v4.o).str() << " state " << compare(v5.final_state, v4.final_state).str());
-        REQUIRE(v5.o.numel() == v4.o.numel());
-        CHECK(std::memcmp(v5.o.data(), v4.o.data(), sizeof(float) * v4.o.numel()) == 0);
-        CHECK(std::memcmp(v5.final_state.data(), v4.final_state.data(), sizeof(float) * v4.final_state.numel()) == 0);
+        const auto v4 = run(Version::v4_levels);
+        // v5 split (forced), then v5 with the split forbidden (its fallback: v4 itself).
+        for (const char* split : {"1", "0"}) {
+          setenv("LINATTN_V5_SPLIT", split, 1);
+          const auto v5 = run(Version::v5_split);
+          setenv("LINATTN_V5_SPLIT", "1", 1);
+          INFO(ref::op_name(op) << " B " << c.B << " T " << c.T << " K " << c.K << " V " << c.V << " gates " << dname(gdt)
+                                << " LINATTN_V5_SPLIT=" << split << ": v5 against v4 o " << compare(v5.o, v4.o).str()
+                                << " state " << compare(v5.final_state, v4.final_state).str());
+          REQUIRE(v5.o.numel() == v4.o.numel());
+          CHECK(std::memcmp(v5.o.data(), v4.o.data(), sizeof(float) * v4.o.numel()) == 0);
+          CHECK(std::memcmp(v5.final_state.data(), v4.final_state.data(), sizeof(float) * v4.final_state.numel()) == 0);
+        }
       }
 }
 
