@@ -168,6 +168,19 @@ __device__ __forceinline__ void mma_lower_a_hilo(float (&acc)[NT][4], const bf16
   }
 }
 
+/// The warp's NT accumulator n-tiles (rows 16 mi + g8 and + 8, columns j0 + 8 nt + 2 t4 and + 1) as
+/// bf16 pairs into dst (row stride ld).
+template <int NT>
+__device__ __forceinline__ void store_frag_bf16(const float (&acc)[NT][4], bf16* dst, int ld, int mi, int j0, int g8,
+                                                int t4) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int i = 16 * mi + g8, j = j0 + 8 * nt + 2 * t4;
+    *reinterpret_cast<unsigned*>(dst + i * ld + j) = pack_bf16(acc[nt][0], acc[nt][1]);
+    *reinterpret_cast<unsigned*>(dst + (i + 8) * ld + j) = pack_bf16(acc[nt][2], acc[nt][3]);
+  }
+}
+
 /// cp.async (not committed) of chunk-head block cw's w_aux, Qg (when kQg) and Kd tiles ([64][KP]
 /// in the workspace) into shared dW, dQ, dK ([64][ldk(KP)]).
 template <int KP, bool kQg>
@@ -549,12 +562,7 @@ __global__ void __launch_bounds__(kThreads) intra(KParams p, float* a_out) {
     const int mi = warp >> 1, nb = (warp & 1) * (KP / 2);
     float acc[NT][4] = {};
     mma_lower_a_hilo<NT, false>(acc, sAh, sAl, sE, nullptr, LDK, mi, nb);
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      const int i = 16 * mi + g8, j = nb + 8 * nt + 2 * t4;
-      *reinterpret_cast<unsigned*>(sQ + i * LDK + j) = pack_bf16(acc[nt][0], acc[nt][1]);
-      *reinterpret_cast<unsigned*>(sQ + (i + 8) * LDK + j) = pack_bf16(acc[nt][2], acc[nt][3]);
-    }
+    store_frag_bf16(acc, sQ, LDK, mi, nb, g8, t4);
   }
   __syncthreads();
   for (int idx = tid; idx < 64 * (KP / 8); idx += kThreads) {

@@ -311,12 +311,7 @@ __global__ void __launch_bounds__(kThreads) v2_intra(KParams p) {
     const int mi = warp >> 1, nb = (warp & 1) * (KP / 2);
     float acc[NT][4] = {};
     mma_lower_a_hilo<NT, false>(acc, sAh, sAl, sE, nullptr, LDK, mi, nb);
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      const int i = 16 * mi + g8, j = nb + 8 * nt + 2 * t4;
-      *reinterpret_cast<unsigned*>(sX + i * LDK + j) = pack_bf16(acc[nt][0], acc[nt][1]);
-      *reinterpret_cast<unsigned*>(sX + (i + 8) * LDK + j) = pack_bf16(acc[nt][2], acc[nt][3]);
-    }
+    store_frag_bf16(acc, sX, LDK, mi, nb, g8, t4);
   }
   __syncthreads();
   for (int idx = tid; idx < 64 * (KP / 8); idx += kThreads) {
