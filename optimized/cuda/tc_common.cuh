@@ -1,7 +1,9 @@
-// optimized/cuda/tc_common.cuh -- what the tensor-core rungs (v2, v3, v4) share: the chunk-major
-// workspace written by their intra-chunk kernels and read by the sequential state kernel of v2;
-// and (namespace tci) v3's intra-chunk kernel as a template whose per-channel-gate computation of
-// L and P is a policy class, so that v4 (v4_levels.cu) changes only that part.
+// optimized/cuda/tc_common.cuh -- what the tensor-core rungs (v2, v3, v4, v5 and the backward's
+// rung 3) share: the chunk-major workspace written by their intra-chunk kernels and read by the
+// sequential state kernel of v2; device helpers for their common pieces (state fragments, chunk-tile
+// cp.async loads, the recurring mma loops); and (namespace tci) v3's intra-chunk kernel as a template
+// whose per-channel-gate computation of L and P is a policy class, so that v4 (v4_levels.cu) changes
+// only that part.
 #pragma once
 
 #include <type_traits>
