@@ -183,6 +183,18 @@ __device__ __forceinline__ void store_frag_bf16(const float (&acc)[NT][4], bf16*
   }
 }
 
+/// A (float32 [64][65]) as bf16 hi = round(A) into sAh and lo = round(A - hi) into sAl ([64][72]):
+/// 16 bits of A reach the tensor cores (all kThreads threads).
+__device__ __forceinline__ void split_a_hilo(const float* sA, bf16* sAh, bf16* sAl, int tid) {
+  for (int idx = tid; idx < 64 * 64; idx += kThreads) {
+    const int i = idx >> 6, j = idx & 63;
+    const float a = sA[i * 65 + j];
+    const bf16 hi = __float2bfloat16(a);
+    sAh[i * 72 + j] = hi;
+    sAl[i * 72 + j] = __float2bfloat16(a - __bfloat162float(hi));
+  }
+}
+
 /// cp.async (not committed) of chunk-head block cw's w_aux, Qg (when kQg) and Kd tiles ([64][KP]
 /// in the workspace) into shared dW, dQ, dK ([64][ldk(KP)]).
 template <int KP, bool kQg>
@@ -512,13 +524,7 @@ __global__ void __launch_bounds__(kThreads) intra(KParams p, float* a_out) {
   }
   if (a_out)  // the backward's rung 3 (bwd_v3_async.cu) keeps A; null for the forward
     for (int idx = tid; idx < Lc * 64; idx += kThreads) a_out[row(idx >> 6) * 64 + (idx & 63)] = sA[(idx >> 6) * 65 + (idx & 63)];
-  for (int idx = tid; idx < 64 * 64; idx += kThreads) {
-    const int i = idx >> 6, j = idx & 63;
-    const float a = sA[i * 65 + j];
-    const bf16 hi = __float2bfloat16(a);
-    sAh[i * 72 + j] = hi;
-    sAl[i * 72 + j] = __float2bfloat16(a - to_f(hi));
-  }
+  split_a_hilo(sA, sAh, sAl, tid);
 
   // ---- Phase 5: e . exp(G) into sE; q . exp(G) * scale, k . exp(G_C - G), exp(G_C), P to the workspace.
   for (int idx = tid; idx < 64 * (KP / 8); idx += kThreads) {

@@ -279,13 +279,7 @@ __global__ void __launch_bounds__(kThreads) v2_intra(KParams p) {
     __syncthreads();
   }
   // A = hi + lo in bf16 (hi = round(A), lo = round(A - hi)): 16 bits of A reach the tensor cores.
-  for (int idx = tid; idx < 64 * 64; idx += kThreads) {
-    const int i = idx >> 6, j = idx & 63;
-    const float a = sA[i * 65 + j];
-    const bf16 hi = __float2bfloat16(a);
-    sAh[i * 72 + j] = hi;
-    sAl[i * 72 + j] = __float2bfloat16(a - bf(hi));
-  }
+  split_a_hilo(sA, sAh, sAl, tid);
 
   // ---- Phase 5: e . exp(G) for w_aux; write q . exp(G) * scale, k . exp(G_C - G), exp(G_C), P.
   for (int idx = tid; idx < 64 * KP; idx += kThreads) {
