@@ -23,8 +23,9 @@
 // Shared memory: rung 2's, 167,424 bytes (the float32 overlay of its B7 / B9, 165,120, is larger
 // than the 17 bf16 product tiles, 156,672; plus 2,304 for dgamma and beta): one block of 8 warps
 // per SM. B7 and B9 reuse the product tiles (A hi, lo stay; dA / M1, T1 / M1b, M2 and the k, q
-// slabs over the others: 10 tiles and 512 bytes of G; the static_assert reserves 11, conservatively). Not reduced: DeltaNet and GDN would fit in
-// 158,976 bytes without the overlay, still one block per SM; KDA and GDN2 use rung 2's overlay.
+// slabs over the others: 10 tiles and 512 bytes of G; the static_assert reserves 11). Not reduced:
+// DeltaNet and GDN would fit in 158,976 bytes without the overlay, still one block per SM; KDA and
+// GDN2 use rung 2's overlay.
 //
 // Numerics (where precision goes): B7's products see about 16 bits of A, dA, T1 (hi + lo, lo*lo
 // dropped: relative error about 2^-16 per term, float32 accumulation); B9's M1, M1b, M2 are rounded
