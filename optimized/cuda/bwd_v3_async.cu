@@ -2,7 +2,8 @@
 // with its prepare and both recurrences replaced by the forward's tensor-core kernels and one new
 // kernel in their pattern (docs/derivation-backward.md, "Chunked backward", F1-F7 and B1-B11):
 //
-//   prepare   v3_async.cu's v3_intra (the forward's intra-chunk kernel, cp.async loads, tensor
+//   prepare   v3_async.cu's intra kernel (tc_common.cuh's tci::intra with v3's policy, launched by
+//             v3_intra_launch_with_A: the forward's intra-chunk kernel, cp.async loads, tensor
 //             cores; F1-F5: G, L, A = (I + L)^-1, w_aux, u, P, Qg, Kd, exp(G_C) into the forward's
 //             chunk-major bf16 workspace, tc_common.cuh), launched with a_out so that it also writes
 //             A (float32) for bwd_grads_tc; then bwd3_extras (F1 in float64 and F2 scaled: G, E, Qg,
@@ -38,7 +39,9 @@
 // 0.68, dstates 0.85, grads 18.95 ms (rung 2: 10.3, 7.8, 9.3, 19.1); forward + backward 22.5 ms against
 // fla's 2.84. Not timed with the fix (device time spent), nor KDA / GDN2. The lead's run 4 (binaries of
 // 8a24d5b): all tests pass, memcheck 0 errors and racecheck 0 hazards on the packed batch and T = 1,
-// determinism 10 of 10, so BwdVersion::best is this rung.
+// determinism 10 of 10, so BwdVersion::best is this rung. Not yet run on a GPU: the test at K = V = 128
+// with 64- and 32-column value tiles (the benchmark's instantiations of both recurrences), 50
+// determinism repeats, the mutants 42-49 against their fixed-case tests (RESULTS.md, "Status").
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>

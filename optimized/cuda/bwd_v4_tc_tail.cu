@@ -37,7 +37,9 @@
 // BwdVersion::v4_tc_tail accepts every call. Workspace: rung 3's.
 // Algebra checked without a GPU by a float64 numpy model of these tiles against rung 2's direct
 // B7 / B9 sums (largest difference 1.2e-15 relative; the script and numbers are in RESULTS.md,
-// "Rung 4 (written, not yet run)").
+// "Rung 4 (written, not yet run)"). Not BwdVersion::best (rung 3 is) until the device run listed in
+// RESULTS.md "Status"; its speed is unknown (the split of rung 3's 18.95 ms grads kernel was never
+// measured).
 #include <cstdio>
 #include <cstdlib>
 

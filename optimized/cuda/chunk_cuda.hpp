@@ -45,7 +45,8 @@ enum class Version : int {
   v3_async = 3,       ///< v2 with batched asynchronous loads in the intra-chunk kernel
   v4_levels = 4,      ///< v3 with per-channel-gate L and P on tensor cores (binary levels of reference rows)
   v5_split = 5        ///< v4 with the state pass split from a parallel output kernel where v4's state
-                      ///< kernel cannot fill the GPU (else v4); compiled, not yet run on a GPU
+                      ///< kernel cannot fill the GPU (else v4); compiled, not yet run on a GPU, so
+                      ///< not `best` (RESULTS.md, "Rung 5")
 };
 
 const char* version_name(Version v);
@@ -149,7 +150,8 @@ ref::RecurrentOutput<float> chunk_gdn2(const Tensor<float>& q, const Tensor<floa
 // float32 (cumulative log-decays in float64) whatever the input type.
 // ------------------------------------------------------------------------------------------------
 
-/// The rungs of the backward ladder.
+/// The rungs of the backward ladder. `best` picks v3_async (which runs v2_tensorcore outside its range:
+/// float32 inputs, K < 16 or K > 128; RESULTS.md "Rung 3", run 4).
 enum class BwdVersion : int {
   best = 0,
   v1_simple = 1,     ///< four plain FFMA kernels (prepare; states; state gradients; chunk gradients)

@@ -18,11 +18,12 @@
 // ones after it) loses digits -- measured 1.6e-4 relative error in o against the reference with
 // mixed log-decays of 0, -1000 and about -0.1; in float64 the error is back at float32 rounding.
 //
-// Measured (H200, bf16 inputs, float32 gates; RESULTS.md): DeltaNet / GDN / KDA / GDN2 take
-// 47.7 / 50.0 / 78.5 / 79.0 ms at B=8 T=4096 H=16 K=V=128 (fla: 1.01 / 0.86 / 1.82 / 2.02) and
-// 130 / 133 / 178 / 179 ms at B=1 T=32768 -- 50 to 100 times slower than fla: every operand is
+// Measured (H200, bf16 inputs, float32 gates; RESULTS.md, run 3; run F1 within 0.3%): DeltaNet / GDN /
+// KDA / GDN2 take 47.7 / 50.0 / 78.5 / 79.0 ms at B=8 T=4096 H=16 K=V=128 (fla: 1.01 / 0.86 / 1.82 /
+// 2.02) and 130 / 133 / 178 / 179 ms at B=1 T=32768 -- 50 to 100 times slower than fla: every operand is
 // re-read from L1/L2 inside the innermost loops and the per-channel exponentials are recomputed
-// there. It is the float32 anchor of the tests, not a fast path.
+// there. It is the float32 anchor of the tests, not a fast path; Version::best runs it for the calls
+// outside v4's range (float32 inputs, K < 16 or K > 128).
 #include "optimized/cuda/versions.cuh"
 
 namespace linattn::cuda::detail {

@@ -27,6 +27,8 @@
 // 3.8e-3 to 4.9e-3. About 2 ms of every call is v2_intra: its loads are issued one at a time
 // (see v3_async.cu). Value-column tile BV: 16 / 32 / 64 gave 3.35 / 2.62 / 2.43 ms (DeltaNet, first
 // shape) and 3.08 / 3.21 / 3.81 ms (second shape).
+// Never `best` (v3, then v4, replace v2_intra), but v2_state is the state kernel of v3 and v4, of
+// v5's state pass (kBwd with kHt; not yet run on a GPU) and of the backward's rung 3 (kBwd).
 #include <cstdlib>
 #include <string>
 

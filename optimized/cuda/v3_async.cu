@@ -24,6 +24,9 @@
 // shared-memory rows per pair, about 200 KB of shared memory so one block per SM) is what is left.
 // The state kernel alone: 0.68 ms (first shape, BV=32) and 1.10 ms (second shape, BV=16), where
 // every value-column block re-reads the same w_aux / q / k / P tiles (8 blocks per head).
+// Version::best from run 3 until rung 4 (v4_levels.cu, run F1, where v3 measured 1.029 / 1.048 /
+// 2.472 / 2.643 ms and 1.676 / 1.711 / 3.133 / 3.310 ms). Its intra kernel (with A written out) is
+// also the prepare stage of the backward's rung 3.
 // The kernel itself is tci::intra in tc_common.cuh (shared with v4); this file gives it v3's
 // per-channel-gate L and P (V3Diag).
 #include <cstdlib>

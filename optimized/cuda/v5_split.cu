@@ -32,7 +32,8 @@
 // When the split pays (v5_splits): the fused kernel's widest tile (BV = 64) gives fewer blocks than
 // the 132 SMs (then v2's pick_bv narrows the tile and every block still walks every chunk); otherwise
 // v5 runs v4 unchanged. LINATTN_V5_SPLIT=1 (0) forces (forbids) the split, for the benchmark and
-// the tests. The expected effect is argued in RESULTS.md "Rung 5"; nothing here has been timed.
+// the tests. The expected effect is argued in RESULTS.md "Rung 5"; nothing here has been timed or
+// run on a GPU, so Version::best stays v4 until the device run listed in RESULTS.md "Status".
 #include <cstdlib>
 #include <string>
 
