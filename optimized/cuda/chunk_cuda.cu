@@ -159,6 +159,22 @@ Plan plan_call(const DeviceArgs& a, const std::string& fn) {
   return pl;
 }
 
+/// The forward ladder, one row per rung (entry points in versions.cuh): whether it takes a call
+/// (null: every call), the workspace it needs, its launch.
+struct Rung {
+  Version version;
+  bool (*supports)(const detail::Call&, std::string*);
+  std::size_t (*workspace_bytes)(const detail::KParams&);
+  void (*launch)(detail::Call);
+};
+const Rung kLadder[] = {
+    {Version::v1_simple, nullptr, detail::v1_workspace_bytes, detail::v1_launch},
+    {Version::v2_tensorcore, detail::v2_supports, detail::v2_workspace_bytes, detail::v2_launch},
+    {Version::v3_async, detail::v3_supports, detail::v3_workspace_bytes, detail::v3_launch},
+    {Version::v4_levels, detail::v4_supports, detail::v4_workspace_bytes, detail::v4_launch},
+    {Version::v5_split, detail::v5_supports, detail::v5_workspace_bytes, detail::v5_launch},
+};
+
 }  // namespace
 
 void forward_device(const DeviceArgs& a, Version version) {
@@ -177,38 +193,20 @@ void forward_device(const DeviceArgs& a, Version version) {
   if (version == Version::best) version = detail::v4_supports({p, call.dtype, call.gate_dtype, call.stream}, &why)
                                               ? Version::v4_levels
                                               : Version::v1_simple;
-  std::size_t ws_bytes = 0;
-  if (version == Version::v1_simple) {
-    ws_bytes = detail::v1_workspace_bytes(p);
-  } else if (version == Version::v2_tensorcore) {
-    call.p = p;
-    if (!detail::v2_supports(call, &why)) fail(fn, "version", "a call that v2_tensorcore supports", why);
-    ws_bytes = detail::v2_workspace_bytes(p);
-  } else if (version == Version::v3_async) {
-    call.p = p;
-    if (!detail::v3_supports(call, &why)) fail(fn, "version", "a call that v3_async supports", why);
-    ws_bytes = detail::v3_workspace_bytes(p);
-  } else if (version == Version::v4_levels) {
-    call.p = p;
-    if (!detail::v4_supports(call, &why)) fail(fn, "version", "a call that v4_levels supports", why);
-    ws_bytes = detail::v4_workspace_bytes(p);
-  } else if (version == Version::v5_split) {
-    call.p = p;
-    if (!detail::v5_supports(call, &why)) fail(fn, "version", "a call that v5_split supports", why);
-    ws_bytes = detail::v5_workspace_bytes(p);
-  } else {
-    fail(fn, "version", "a version of the ladder", std::to_string(static_cast<int>(version)));
-  }
+  const Rung* rung = nullptr;
+  for (const Rung& r : kLadder)
+    if (r.version == version) rung = &r;
+  if (!rung) fail(fn, "version", "a version of the ladder", std::to_string(static_cast<int>(version)));
+  call.p = p;
+  if (rung->supports && !rung->supports(call, &why))
+    fail(fn, "version", std::string("a call that ") + version_name(version) + " supports", why);
+  const std::size_t ws_bytes = rung->workspace_bytes(p);
 
   char* base = static_cast<char*>(workspace().get(pl.table_bytes() + align256(ws_bytes) + 256));
   pl.place(base, call.stream);
-  call.p = p;
+  call.p = p;  // with the chunk table's device pointers, which place() sets
   if (p.N == 0) return;
-  if (version == Version::v1_simple) detail::v1_launch(call);
-  else if (version == Version::v2_tensorcore) detail::v2_launch(call);
-  else if (version == Version::v3_async) detail::v3_launch(call);
-  else if (version == Version::v4_levels) detail::v4_launch(call);
-  else detail::v5_launch(call);
+  rung->launch(call);
 }
 
 namespace {
@@ -387,6 +385,19 @@ Workspace& workspace_bwd() {  // apart from the forward's, so that alternating c
   static Workspace ws;
   return ws;
 }
+
+/// The backward ladder, one row per rung (entry points in versions.cuh): workspace and launch.
+struct BwdRung {
+  BwdVersion version;
+  std::size_t (*workspace_bytes)(const detail::KParams&);
+  void (*launch)(const detail::BwdCall&);
+};
+const BwdRung kBwdLadder[] = {
+    {BwdVersion::v1_simple, detail::bwd_v1_workspace_bytes, detail::bwd_v1_launch},
+    {BwdVersion::v2_tensorcore, detail::bwd_v2_workspace_bytes, detail::bwd_v2_launch},
+    {BwdVersion::v3_async, detail::bwd_v3_workspace_bytes, detail::bwd_v3_launch},
+    {BwdVersion::v4_tc_tail, detail::bwd_v4_workspace_bytes, detail::bwd_v4_launch},
+};
 }  // namespace
 
 void backward_device(const DeviceBwdArgs& a, BwdVersion version) {
@@ -407,8 +418,10 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version) {
   // best = rung 3 (RESULTS.md "Rung 3", run 4 of the lead: tests, sanitizers, determinism on the
   // H200); calls outside its range run rung 2, and float32 inputs inside rung 2 take rung 1's kernels.
   if (version == BwdVersion::best) version = BwdVersion::v3_async;
-  if (version != BwdVersion::v1_simple && version != BwdVersion::v2_tensorcore && version != BwdVersion::v3_async &&
-      version != BwdVersion::v4_tc_tail)
+  const BwdRung* rung = nullptr;
+  for (const BwdRung& r : kBwdLadder)
+    if (r.version == version) rung = &r;
+  if (!rung)
     fail(fn, "version", "a version of the backward ladder (1, 2, 3 or 4)", std::to_string(static_cast<int>(version)));
 
   detail::BwdCall call;
@@ -418,18 +431,12 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version) {
   call.do_ = a.do_, call.dht = a.dht, call.dh0 = a.dh0;
   call.dq = a.dq, call.dk = a.dk, call.dv = a.dv;
   call.dg = a.dg, call.dbeta = a.dbeta, call.db = a.db, call.dw = a.dw;
-  const bool v2 = version == BwdVersion::v2_tensorcore, v3 = version == BwdVersion::v3_async;
-  const bool v4 = version == BwdVersion::v4_tc_tail;
-  const std::size_t ws_bytes = v4 ? detail::bwd_v4_workspace_bytes(p) : v3 ? detail::bwd_v3_workspace_bytes(p)
-                               : v2 ? detail::bwd_v2_workspace_bytes(p) : detail::bwd_v1_workspace_bytes(p);
+  const std::size_t ws_bytes = rung->workspace_bytes(p);
   char* base = static_cast<char*>(workspace_bwd().get(pl.table_bytes() + align256(ws_bytes) + 256));
   pl.place(base, call.stream);
   call.p = p;
   if (p.N == 0) return;
-  if (v4) detail::bwd_v4_launch(call);
-  else if (v3) detail::bwd_v3_launch(call);
-  else if (v2) detail::bwd_v2_launch(call);
-  else detail::bwd_v1_launch(call);
+  rung->launch(call);
 }
 
 namespace {
