@@ -150,8 +150,8 @@ ref::RecurrentOutput<float> chunk_gdn2(const Tensor<float>& q, const Tensor<floa
 // float32 (cumulative log-decays in float64) whatever the input type.
 // ------------------------------------------------------------------------------------------------
 
-/// The rungs of the backward ladder. `best` picks v3_async (which runs v2_tensorcore outside its range:
-/// float32 inputs, K < 16 or K > 128; RESULTS.md "Rung 3", run 4).
+/// The rungs of the backward ladder. `best` picks v4_tc_tail (which, like v3_async, runs v2_tensorcore
+/// outside its range: float32 inputs, K < 16 or K > 128; RESULTS.md "Rung 4", session 5 calls 1-5).
 enum class BwdVersion : int {
   best = 0,
   v1_simple = 1,     ///< four plain FFMA kernels (prepare; states; state gradients; chunk gradients)
@@ -161,12 +161,13 @@ enum class BwdVersion : int {
                      ///< accuracy (RESULTS.md, "Rung 2")
   v3_async = 3,      ///< v2 with prepare and both recurrences on the forward's tensor-core kernels
                      ///< (bf16 inputs, 16 <= K <= 128; other calls run v2); 2.2x faster than v2
-                     ///< for DeltaNet (timed before its state-load fix, not re-timed);
+                     ///< for DeltaNet (21.5 ms against 46.5 at B=8 T=4096 H=16 K=V=128);
                      ///< bf16-level error in every gradient (choose v2 for float32-accurate gate
-                     ///< gradients and dh0); `best` (RESULTS.md, "Rung 3")
+                     ///< gradients and dh0) (RESULTS.md, "Rung 3")
   v4_tc_tail = 4     ///< v3 with B7 and, for DeltaNet and GDN, B9 of the chunk gradients on bf16
-                     ///< tensor cores (hi + lo operands); compiled, not yet run on a GPU, so not
-                     ///< `best` (RESULTS.md, "Rung 4 (written, not yet run)")
+                     ///< tensor cores (hi + lo operands); same range and bounds as v3; 1.31x
+                     ///< faster than v3 for DeltaNet and GDN, 1.03-1.04x for KDA and GDN2;
+                     ///< `best` (RESULTS.md, "Rung 4")
 };
 
 const char* bwd_version_name(BwdVersion v);
