@@ -416,7 +416,7 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version) {
   require_b(!any || f.op != Op::gdn2 || (a.db && a.dw), "db, dw", "device pointers for gdn2", "null");
   require_b(p.N == 0 || a.dh0, "dh0", "a device pointer ([N, H, K, V] float32)", "null");
   // best = rung 4 (RESULTS.md "Rung 4", session 5 calls 1-5 on the H200: tests, sanitizers, 50
-  // determinism repeats, mutants 51-55, 1.03-1.31x faster than rung 3); calls outside its range run
+  // determinism repeats, mutants 51-55, 1.03-1.32x faster than rung 3); calls outside its range run
   // rung 2, and float32 inputs inside rung 2 take rung 1's kernels.
   if (version == BwdVersion::best) version = BwdVersion::v4_tc_tail;
   const BwdRung* rung = nullptr;

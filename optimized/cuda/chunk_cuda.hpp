@@ -165,7 +165,7 @@ enum class BwdVersion : int {
                      ///< bf16-level error in every gradient (choose v2 for float32-accurate gate
                      ///< gradients and dh0) (RESULTS.md, "Rung 3")
   v4_tc_tail = 4     ///< v3 with B7 and, for DeltaNet and GDN, B9 of the chunk gradients on bf16
-                     ///< tensor cores (hi + lo operands); same range and bounds as v3; 1.31x
+                     ///< tensor cores (hi + lo operands); same range and bounds as v3; 1.31-1.32x
                      ///< faster than v3 for DeltaNet and GDN, 1.03-1.04x for KDA and GDN2;
                      ///< `best` (RESULTS.md, "Rung 4")
 };

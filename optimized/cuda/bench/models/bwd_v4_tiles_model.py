@@ -6,7 +6,7 @@ Second part: the same tiles with every hi + lo operand rounded as on the device 
 nearest even; hi*hi + hi*lo + lo*hi; float32 accumulation approximated by float64), to see how
 much precision the split loses. Exits 1 if the float64 tiles differ from the direct sums by more
 than 1e-13 relative or the emulated split loses more than 1e-4 relative RMS; 77 (skipped) without
-numpy. Written by the session that wrote rung 4 (RESULTS.md, "Rung 4 (written, not yet run)")."""
+numpy. Written by the session that wrote rung 4 (RESULTS.md, backward "Rung 4")."""
 import sys
 try:
     import numpy as np
