@@ -307,6 +307,31 @@ __device__ __forceinline__ void ld8f(const float* s, float (&f)[8]) {
   const float4 a = *reinterpret_cast<const float4*>(s), b = *reinterpret_cast<const float4*>(s + 4);
   f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
 }
+/// Channels c0..c0+3 and c1..c1+3 of one shared row: 8-byte (bf16) and 16-byte (float) reads, so
+/// consecutive lanes with consecutive c0 read one contiguous span (no bank conflict); f[0..3] from
+/// c0, f[4..7] from c1. st4x2_bf16 stores them the same way (rung 4's operand build).
+__device__ __forceinline__ void ld4x2_bf16(const bf16* row, int c0, int c1, float (&f)[8]) {
+  const uint2 a = *reinterpret_cast<const uint2*>(row + c0), b = *reinterpret_cast<const uint2*>(row + c1);
+  const __nv_bfloat162* ha = reinterpret_cast<const __nv_bfloat162*>(&a);
+  const __nv_bfloat162* hb = reinterpret_cast<const __nv_bfloat162*>(&b);
+  f[0] = __low2float(ha[0]), f[1] = __high2float(ha[0]), f[2] = __low2float(ha[1]), f[3] = __high2float(ha[1]);
+  f[4] = __low2float(hb[0]), f[5] = __high2float(hb[0]), f[6] = __low2float(hb[1]), f[7] = __high2float(hb[1]);
+}
+__device__ __forceinline__ void ld4x2_f32(const float* row, int c0, int c1, float (&f)[8]) {
+  const float4 a = *reinterpret_cast<const float4*>(row + c0), b = *reinterpret_cast<const float4*>(row + c1);
+  f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+}
+__device__ __forceinline__ void st4x2_bf16(bf16* row, int c0, int c1, const float (&f)[8]) {
+  *reinterpret_cast<uint2*>(row + c0) = make_uint2(pack_bf16(f[0], f[1]), pack_bf16(f[2], f[3]));
+  *reinterpret_cast<uint2*>(row + c1) = make_uint2(pack_bf16(f[4], f[5]), pack_bf16(f[6], f[7]));
+}
+/// 2^x by one MUFU.EX2 (ex2.approx.ftz: results below 2^-126 flush to 0), for x <= 0 where exp2f
+/// spends three more instructions on the subnormal-result path.
+__device__ __forceinline__ float ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 
 /// Registers holding one 64 x 64 value tile (and GDN2's write gates) for this thread: groups
 /// gi = tid + 256 s (s = 0, 1) of 8 consecutive columns, row gi / 8, columns (gi % 8) * 8.

@@ -35,9 +35,18 @@
 // per-channel intra kernel takes 1.64 ms against 0.59 ms for GDN's; a trial with a 110 KB layout
 // (two blocks per SM for KDA) gave the same 1.67 ms (RESULTS.md).
 // Version::best for bf16 inputs with 16 <= K <= 128 since run F1 (all tests passed, 900 assertions
-// in 17 test cases; memcheck and racecheck clean; mutants 31-37 caught). Not yet run on a GPU: the
-// later test "... K in 16 to 128 with V up to 256" and the forward properties at 30 RapidCheck cases
-// with the few-rows bound (RESULTS.md, "Status").
+// in 17 test cases; memcheck and racecheck clean; mutants 31-37 caught); session 5 call 1 ran every
+// later test too (1601 assertions in 21 test cases), call 2 the 30-case properties.
+//
+// Revision 2 (session 5, after the static SASS analysis in RESULTS.md): the operand build gives each
+// thread one row and channels c0..c0+3, c0+KP/2..+3 for BOTH levels of a round (k, q, b and G_r read
+// once per round instead of once per level), reads gates as contiguous float4 spans (no 2-way bank
+// conflict), picks tiles by `set ? a : b` (the pointer arrays had put them in local memory and made
+// the stores generic), uses one MUFU.EX2 per factor (ex2.approx.ftz; exp2f issued four instructions)
+// and leaves right rows of the q tile unwritten (never read into a kept entry). Static count for
+// KDA at KP = 128: 182 SASS instructions per (row, 8 channels, 2 levels) against 177 per (row, 8
+// channels, 1 level) before; stack 48 -> 0 bytes, registers 64 -> 99 (still one block per SM, by
+// shared memory). Its measured effect: RESULTS.md, "Rung 4 revision 2".
 #include <string>
 
 #include "optimized/cuda/tc_common.cuh"
@@ -55,40 +64,53 @@ struct V4Levels {
     (void)p;  // the mutants (bench/make_mutants.py) read p.mutant
     constexpr int LDK = ldk(KP), G8 = KP / 8;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
-    bf16* const Fk[2] = {t.sE, t.sKt};  // left rows: e . exp(G_r - G_m); right rows: k . exp(G_m - G_r)
-    bf16* const Fq[2] = {t.sX, t.sAh};  // left rows: q . exp(G_r - G_m); right rows: 0
+    // Operand tiles of the two levels of a round: set 0 in sE (k side) and sX (q side), set 1 in
+    // sKt and sAh. Chosen by `set ? ... : ...` (not an array indexed by set: that put the pointers
+    // in local memory and turned the tile stores into generic ones; RESULTS.md, static analysis).
     // The second q tile runs from sAh on through sAl: they are adjacent and together hold it.
     using S = Smem<KP, true, GDN2, kt_rows>;
     static_assert(S::sAl == S::sAh + 64 * 72 * 2 && 2 * 64 * 72 * 2 >= 64 * LDK * 2,
                   "sAh and sAl must be adjacent and hold a 64 x LDK bf16 tile");
 #pragma unroll 1
     for (int round = 0; round < 3; ++round) {
-      // Build the operand tiles of levels s0 = 32 >> 2 round (set 0) and s0 / 2 (set 1).
-      for (int idx = tid; idx < 2 * 64 * G8; idx += kThreads) {
-        const int set = idx / (64 * G8), rem = idx % (64 * G8), r = rem / G8, d8 = (rem % G8) * 8;
-        const int s = (32 >> (2 * round)) >> set;
-        const bool left = (r & s) != 0;
-        const int m = left ? (r & ~(s - 1)) : ((r & ~(2 * s - 1)) + s);
-        float kv[8], gr[8], gm[8], x[8];
-        unpack8(*reinterpret_cast<const uint4*>(t.sK + r * LDK + d8), kv);
-        ld8f(t.sG + r * KP + d8, gr);
-        ld8f(t.sG + m * KP + d8, gm);
-        if (left) {
-          float qv[8], bv[8];
-          unpack8(*reinterpret_cast<const uint4*>(t.sQ + r * LDK + d8), qv);
-          if (GDN2) ld8f(t.sB + r * KP + d8, bv);
+      // Build the operand tiles of levels s0 = 32 >> 2 round (set 0) and s0 / 2 (set 1). A thread
+      // owns one row r and channels c0..c0+3 and c1 = c0 + KP/2..c1+3 for both levels, so k, q, b
+      // and G_r are read once per round; consecutive lanes take consecutive 4-channel groups, so a
+      // warp's gate reads are contiguous (4 wavefronts per 512 bytes, no bank conflict).
+      const int s0 = 32 >> (2 * round);
+      for (int idx = tid; idx < 64 * G8; idx += kThreads) {
+        const int r = idx / G8, c0 = (idx % G8) * 4, c1 = c0 + KP / 2;
+        float kv[8], gr[8], qv[8] = {}, ek[8] = {};
+        ld4x2_bf16(t.sK + r * LDK, c0, c1, kv);
+        ld4x2_f32(t.sG + r * KP, c0, c1, gr);
+        const bool any_left = (r & (s0 | (s0 >> 1))) != 0;
+        if (any_left) {
+          ld4x2_bf16(t.sQ + r * LDK, c0, c1, qv);
+          if (GDN2) {
+            ld4x2_f32(t.sB + r * KP, c0, c1, ek);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) ek[e] *= kv[e];
+          }
+        }
+#pragma unroll
+        for (int set = 0; set < 2; ++set) {
+          const int s = s0 >> set;
+          const bool left = (r & s) != 0;
+          const int m = left ? (r & ~(s - 1)) : ((r & ~(2 * s - 1)) + s);
+          float gm[8], fk[8], fq[8];
+          ld4x2_f32(t.sG + m * KP, c0, c1, gm);
 #pragma unroll
           for (int e = 0; e < 8; ++e) {
-            const float f = exp2f(gr[e] - gm[e]);
-            x[e] = qv[e] * f;
-            kv[e] = (GDN2 ? bv[e] * kv[e] : kv[e]) * f;
+            // left rows: e_r exp(G_r - G_m), q_r exp(G_r - G_m); right rows: k_r exp(G_m - G_r)
+            const float f = ex2_ftz(left ? gr[e] - gm[e] : gm[e] - gr[e]);
+            fk[e] = (left && GDN2 ? ek[e] : kv[e]) * f;
+            fq[e] = qv[e] * f;
           }
-        } else {
-#pragma unroll
-          for (int e = 0; e < 8; ++e) kv[e] *= exp2f(gm[e] - gr[e]), x[e] = 0.f;
+          st4x2_bf16(set ? t.sKt + r * LDK : t.sE + r * LDK, c0, c1, fk);
+          // Right rows of the q tile stay unwritten: row i of a product depends on row i of its
+          // left operand only, and the products keep only left rows' entries (i & s).
+          if (left) st4x2_bf16(set ? t.sAh + r * LDK : t.sX + r * LDK, c0, c1, fq);
         }
-        *reinterpret_cast<uint4*>(Fk[set] + r * LDK + d8) = pack8(kv);
-        *reinterpret_cast<uint4*>(Fq[set] + r * LDK + d8) = pack8(x);
       }
       __syncthreads();
       // Products: tasks (level, 16-row block mi, 16 columns from n0). Round 0: level 32 (rows 32-63
@@ -106,9 +128,9 @@ struct V4Levels {
         }
         const bool diag = set == 2;
         const int s = diag ? 0 : (32 >> (2 * round)) >> set;
-        const bf16* Ak = diag ? t.sK : Fk[set];
-        const bf16* Aq = diag ? t.sQ : Fq[set];
-        const bf16* Bk = diag ? t.sK : Fk[set];
+        const bf16* Ak = diag ? t.sK : (set ? t.sKt : t.sE);
+        const bf16* Aq = diag ? t.sQ : (set ? t.sAh : t.sX);
+        const bf16* Bk = Ak;
         float accL[2][4] = {}, accP[2][4] = {};
 #pragma unroll
         for (int k0 = 0; k0 < KP; k0 += 16) {
