@@ -289,7 +289,7 @@ struct Smem {
   static constexpr int sG = sTot + (CH ? 4 * KP * 4 : 0);
   static constexpr int sB = sG + (CH ? 64 * KP * 4 : 64 * 4);
   static constexpr int bytes = sB + (GDN2 ? 64 * KP * 4 : 0);
-  static_assert(3 * 16 * 17 * 4 <= tile, "sT must fit in sE");
+  static_assert(3 * 16 * 17 * 4 <= tile && 8 * 16 * 9 * 4 <= tile, "sT must fit in sE");
 };
 
 __device__ __forceinline__ float to_f(bf16 x) { return __bfloat162float(x); }
@@ -324,6 +324,37 @@ __device__ __forceinline__ void ld4x2_f32(const float* row, int c0, int c1, floa
 __device__ __forceinline__ void st4x2_bf16(bf16* row, int c0, int c1, const float (&f)[8]) {
   *reinterpret_cast<uint2*>(row + c0) = make_uint2(pack_bf16(f[0], f[1]), pack_bf16(f[2], f[3]));
   *reinterpret_cast<uint2*>(row + c1) = make_uint2(pack_bf16(f[4], f[5]), pack_bf16(f[6], f[7]));
+}
+/// mma fragments (layouts in mma.cuh) of a float32 shared tile with leading dimension ld, each value
+/// x split into bf16 hi = bf16(x) and lo = bf16(x - hi): hi + lo keeps about 16 bits of x, so three
+/// products hi.hi + hi.lo + lo.hi carry a relative error near 2^-16 (float32 accumulation).
+__device__ __forceinline__ void split2(float x0, float x1, unsigned& hi, unsigned& lo) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
+  hi = *reinterpret_cast<const unsigned*>(&h);
+  lo = pack_bf16(x0 - __low2float(h), x1 - __high2float(h));
+}
+/// A operand: rows r0..r0+15, columns c0..c0+15.
+__device__ __forceinline__ void frag_a_f32(unsigned (&hi)[4], unsigned (&lo)[4], const float* s, int ld, int r0,
+                                           int c0, int g8, int t4) {
+  const float* p = s + (r0 + g8) * ld + c0 + 2 * t4;
+  split2(p[0], p[1], hi[0], lo[0]);
+  split2(p[8 * ld], p[8 * ld + 1], hi[1], lo[1]);
+  split2(p[8], p[9], hi[2], lo[2]);
+  split2(p[8 * ld + 8], p[8 * ld + 9], hi[3], lo[3]);
+}
+/// B operand (k x n): rows (k) k0..k0+15, columns (n) n0..n0+7 of a row-major tile.
+__device__ __forceinline__ void frag_b_f32(unsigned (&hi)[2], unsigned (&lo)[2], const float* s, int ld, int k0,
+                                           int n0, int g8, int t4) {
+  const float* p = s + (k0 + 2 * t4) * ld + n0 + g8;
+  split2(p[0], p[ld], hi[0], lo[0]);
+  split2(p[8 * ld], p[9 * ld], hi[1], lo[1]);
+}
+/// D += A B with A, B given as hi + lo (the lo . lo term dropped).
+__device__ __forceinline__ void mma_hilo3(float (&d)[4], const unsigned (&ah)[4], const unsigned (&al)[4],
+                                          const unsigned (&bh)[2], const unsigned (&bl)[2]) {
+  mma_bf16(d, ah, bh[0], bh[1]);
+  mma_bf16(d, ah, bl[0], bl[1]);
+  mma_bf16(d, al, bh[0], bh[1]);
 }
 /// 2^x by one MUFU.EX2 (ex2.approx.ftz: results below 2^-126 flush to 0), for x <= 0 where exp2f
 /// spends three more instructions on the subnormal-result path.
@@ -527,6 +558,38 @@ __global__ void __launch_bounds__(kThreads) intra(KParams p, float* a_out) {
     for (int i = 0; i < 16; ++i) sA[(16 * I + i) * 65 + 16 * I + j] = a[i];
   }
   __syncthreads();
+  if (Diag::tc_inverse) {
+    // Off-diagonal blocks on tensor cores (rung 4 revision 3): level lev = I - J, one warp per
+    // (block, 8-column half): T = sum_{M=J}^{I-1} L_IM A_MJ, then A_IJ = -A_II T, both as hi + lo
+    // bf16 products (mma_hilo3; about 2^-16 relative, the precision split_a_hilo keeps of A anyway).
+    // T goes through a warp-private 16 x 8 scratch in sT (sE) to become the second product's B.
+    float* sTw = sT + warp * (16 * 9);
+    for (int lev = 1; lev < 4; ++lev) {
+      const int nb = 4 - lev, blk = warp >> 1;
+      if (blk < nb) {
+        const int I = lev + blk, J = I - lev, n0 = 16 * J + 8 * (warp & 1);
+        float t[4] = {};
+        for (int M = J; M < I; ++M) {
+          unsigned ah[4], al[4], bh[2], bl[2];
+          frag_a_f32(ah, al, sL, 65, 16 * I, 16 * M, g8, t4);
+          frag_b_f32(bh, bl, sA, 65, 16 * M, n0, g8, t4);
+          mma_hilo3(t, ah, al, bh, bl);
+        }
+        sTw[g8 * 9 + 2 * t4] = t[0], sTw[g8 * 9 + 2 * t4 + 1] = t[1];
+        sTw[(g8 + 8) * 9 + 2 * t4] = t[2], sTw[(g8 + 8) * 9 + 2 * t4 + 1] = t[3];
+        __syncwarp();
+        float a2[4] = {};
+        unsigned ah[4], al[4], bh[2], bl[2];
+        frag_a_f32(ah, al, sA, 65, 16 * I, 16 * I, g8, t4);
+        frag_b_f32(bh, bl, sTw, 9, 0, 0, g8, t4);
+        mma_hilo3(a2, ah, al, bh, bl);
+        sA[(16 * I + g8) * 65 + n0 + 2 * t4] = -a2[0], sA[(16 * I + g8) * 65 + n0 + 2 * t4 + 1] = -a2[1];
+        sA[(16 * I + g8 + 8) * 65 + n0 + 2 * t4] = -a2[2], sA[(16 * I + g8 + 8) * 65 + n0 + 2 * t4 + 1] = -a2[3];
+        __syncwarp();  // sTw is rewritten at the next level
+      }
+      __syncthreads();
+    }
+  } else {  // v3: off-diagonal blocks on CUDA cores, float32
   for (int lev = 1; lev < 4; ++lev) {
     const int nb = 4 - lev;
     for (int e = tid; e < nb * 256; e += kThreads) {
@@ -546,6 +609,7 @@ __global__ void __launch_bounds__(kThreads) intra(KParams p, float* a_out) {
       sA[(16 * I + a) * 65 + 16 * J + b] = -s;
     }
     __syncthreads();
+  }
   }
   if (a_out)  // the backward's rung 3 (bwd_v3_async.cu) keeps A; null for the forward
     for (int idx = tid; idx < Lc * 64; idx += kThreads) a_out[row(idx >> 6) * 64 + (idx & 63)] = sA[(idx >> 6) * 65 + (idx & 63)];

@@ -40,6 +40,7 @@ namespace {
 
 struct V3Diag {
   static constexpr int kt_rows = 96;  // sKt: the columns' operands of blocks I = 1, 2, 3
+  static constexpr bool tc_inverse = false;  // phase 4's off-diagonal blocks of A on CUDA cores
 
   /// L and P for per-channel gates: blocks I > J factored at reference row 16 I on tensor cores,
   /// the four 16 x 16 diagonal blocks entry by entry (see the header of v2_tensorcore.cu).

@@ -46,7 +46,18 @@
 // and leaves right rows of the q tile unwritten (never read into a kept entry). Static count for
 // KDA at KP = 128: 182 SASS instructions per (row, 8 channels, 2 levels) against 177 per (row, 8
 // channels, 1 level) before; stack 48 -> 0 bytes, registers 64 -> 99 (still one block per SM, by
-// shared memory). Its measured effect: RESULTS.md, "Rung 4 revision 2".
+// shared memory). Measured side by side with the code before (session 5 call 6, B=8 T=4096): KDA
+// intra kernel 1.665 -> 1.447 ms, forward 2.131 -> 1.912 (fla 1.811); GDN2 2.168 -> 1.936 (fla 2.015).
+//
+// Revision 3 (session 5): phase 4's off-diagonal 16 x 16 blocks of A = (I + L)^-1 on tensor cores
+// (tc_common.cuh, `tc_inverse`, for every operator of this rung; v3 keeps its float32 CUDA-core loop,
+// PTX unchanged): per level, one warp per (block, 8 columns) does T = sum_M L_IM A_MJ and A_IJ =
+// -A_II T as three bf16 products of hi + lo splits (about 2^-16 relative; A is split hi + lo for
+// its uses anyway). Side by side with revision 2 (call 7; fla in the same run), B=8 T=4096 ms:
+// DeltaNet 1.020 -> 0.919 (fla 1.009), GDN 1.053 -> 0.953 (0.898), KDA 1.900 -> 1.734 (1.815),
+// GDN2 1.923 -> 1.745 (2.015); B=1 T=32768: 1.680 -> 1.577 (1.667), 1.710 -> 1.611 (1.466),
+// 2.535 -> 2.367 (2.521), 2.554 -> 2.378 (2.726). Accuracy against fla unchanged. RESULTS.md,
+// "Rung 4 revisions 2 and 3".
 #include <string>
 
 #include "optimized/cuda/tc_common.cuh"
@@ -56,6 +67,7 @@ namespace {
 
 struct V4Levels {
   static constexpr int kt_rows = 64;  // sKt holds the second level's operand tile
+  static constexpr bool tc_inverse = true;  // phase 4's off-diagonal blocks of A on tensor cores
 
   /// L and P of one chunk for per-channel gates (KDA, GDN2), Eq. above; sL, sP zero on entry.
   template <int KP, bool GDN2>

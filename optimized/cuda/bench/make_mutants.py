@@ -79,6 +79,10 @@ MUTANTS = [
      "        for (int k0 = 0; k0 < KP; k0 += 16) {\n          unsigned ak[4], aq[4], b[4];",
      "        for (int k0 = 0; k0 < KP - (p.mutant == 37 ? 16 : 0); k0 += 16) {\n          unsigned ak[4], aq[4], b[4];",
      "v4: the products stop 16 channels short (only K > KP - 16, e.g. K = 128, shows it)"),
+    (38, "optimized/cuda/tc_common.cuh",
+     "        for (int M = J; M < I; ++M) {\n          unsigned ah[4], al[4], bh[2], bl[2];",
+     "        for (int M = J; M < I - (p.mutant == 38 && lev > 1 ? 1 : 0); ++M) {\n          unsigned ah[4], al[4], bh[2], bl[2];",
+     "v4 (revision 3): phase 4's tensor-core T = sum_M L_IM A_MJ stops one block short at levels 2 and 3"),
     # The backward (bwd_v1_simple.cu); test_cuda_backward must catch each.
     (11, "optimized/cuda/bwd_v1_simple.cu",
      "      float acc = sgl[d] * sdS[idx];",
