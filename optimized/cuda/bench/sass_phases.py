@@ -7,6 +7,11 @@ from the source (TRIPS below). A static estimate, not a measurement: check with 
 Usage: sass_phases.py CUBIN_OR_SASS [KERNEL_SUBSTRING ...]
   CUBIN: run through `nvdisasm -c -gi` (PATH must hold nvdisasm; pip nvidia-cuda-nvdisasm has one).
   Default kernels: KP = 128, float32 gates: GDN (scalar), KDA and GDN2 (per-channel).
+
+Its line tables (PHASES, LP_PHASES, TRIPS, BRANCHES) are those of tc_common.cuh and v4_levels.cu at
+commit 4f8cbc7 (rung 4 as first written). Revisions 2 and 3 of rung 4 (c3af334, 6ec75e0) moved
+those lines and replaced the build loop and phase 4's level loop, so on later sources the phase
+attribution is wrong: run it on a cubin built from 4f8cbc7 (git worktree), or update the tables.
 """
 import collections, re, subprocess, sys
 
