@@ -133,8 +133,12 @@ void bwd_v2_grads(const BwdCall& c, Profile& prof);
 /// Rung 3's first three stages (bwd_v3_async.cu; bf16 inputs, 16 <= K <= 128, p.N > 0): prepare,
 /// states, dstates on the forward's tensor-core kernels, each followed by prof.mark() (prepare and
 /// states only when there are chunks). Afterwards the workspace holds what bwd_v2_grads reads and
-/// c.dh0 is written; rung 4 reuses it as it is.
-void bwd_v3_front(const BwdCall& c, Profile& prof);
+/// c.dh0 is written; rung 4 reuses it as it is. levels_intra: prepare runs the forward's rung 4
+/// intra kernel (v4_intra_launch_with_A) instead of rung 3's (the backward's rung 5).
+void bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra = false);
+/// Rung 4's chunk-gradient kernel (bwd_v4_tc_tail.cu: bwd_grads_tc with B7 and B9 on tensor cores),
+/// then prof.mark(); reads the workspace bwd_v3_front leaves.
+void bwd_v4_grads(const BwdCall& c, Profile& prof);
 
 // ------------------------------------------------------------------------------------------------
 // Rung 2's chunk-gradient kernel bwd_grads_tc (B2, B4-B11 per (chunk, head); bwd_v2_tensorcore.cu's

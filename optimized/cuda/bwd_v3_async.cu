@@ -281,7 +281,7 @@ std::size_t bwd_v3_workspace_bytes(const KParams& p) {
   return std::max(tc_offset(p) + tc_workspace_bytes(p), bwd_v2_workspace_bytes(p));
 }
 
-void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof) {
+void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra) {
   const KParams& p = c.p;
   const BWs bw = bwd_ws(p);
   void* tcws = static_cast<char*>(p.ws) + tc_offset(p);
@@ -293,7 +293,8 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof) {
   fc.dtype = c.dtype, fc.gate_dtype = c.gate_dtype, fc.stream = c.stream;
   const int KP = tc_pick_kp(p.K);
   if (p.num_chunks > 0) {
-    v3_intra_launch_with_A(fc, bw.A);
+    if (levels_intra) v4_intra_launch_with_A(fc, bw.A);
+    else v3_intra_launch_with_A(fc, bw.A);
     if (c.gate_dtype == 0) launch_extras<float>(c);
     else launch_extras<bf16>(c);
     prof.mark();

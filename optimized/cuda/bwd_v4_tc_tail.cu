@@ -1,5 +1,5 @@
-// optimized/cuda/bwd_v4_tc_tail.cu -- rung 4 of the CUDA backward ladder (COMPILED, NOT YET RUN ON A
-// GPU): rung 3 (bwd_v3_async.cu: prepare, states, dstates on tensor cores) with the float32 FFMA
+// optimized/cuda/bwd_v4_tc_tail.cu -- rung 4 of the CUDA backward ladder (`best` since session 5;
+// RESULTS.md "Rung 4"): rung 3 (bwd_v3_async.cu: prepare, states, dstates on tensor cores) with the float32 FFMA
 // parts of its chunk-gradient kernel moved onto tensor cores (docs/derivation-backward.md,
 // "Chunked backward", B7 and B9):
 //
@@ -181,7 +181,10 @@ void bwd_v4_launch(const BwdCall& c) {
   if (c.dtype != 1 || p.K < 16 || p.K > 128) return bwd_v3_launch(c);  // outside the range: rung 2 (via rung 3)
   Profile prof(c.stream, "bwd_v4");
   bwdc::bwd_v3_front(c, prof);
-  if (p.num_chunks == 0) return;
+  if (p.num_chunks > 0) bwdc::bwd_v4_grads(c, prof);
+}
+
+void bwdc::bwd_v4_grads(const BwdCall& c, Profile& prof) {
   if (c.gate_dtype == 0) launch_grads<float>(c, prof);
   else launch_grads<bf16>(c, prof);
 }

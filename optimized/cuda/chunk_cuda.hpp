@@ -164,10 +164,13 @@ enum class BwdVersion : int {
                      ///< for DeltaNet (21.5 ms against 46.5 at B=8 T=4096 H=16 K=V=128);
                      ///< bf16-level error in every gradient (choose v2 for float32-accurate gate
                      ///< gradients and dh0) (RESULTS.md, "Rung 3")
-  v4_tc_tail = 4     ///< v3 with B7 and, for DeltaNet and GDN, B9 of the chunk gradients on bf16
+  v4_tc_tail = 4,    ///< v3 with B7 and, for DeltaNet and GDN, B9 of the chunk gradients on bf16
                      ///< tensor cores (hi + lo operands); same range and bounds as v3; 1.31-1.32x
                      ///< faster than v3 for DeltaNet and GDN, 1.03-1.04x for KDA and GDN2;
                      ///< `best` (RESULTS.md, "Rung 4")
+  v5_levels_front = 5  ///< v4 with prepare on the forward's rung 4 intra kernel (v4_levels.cu:
+                       ///< per-channel L and P by levels, A's off-diagonal blocks on tensor cores);
+                       ///< same range and bounds; written, not yet run on a GPU, so not `best`
 };
 
 const char* bwd_version_name(BwdVersion v);

@@ -72,15 +72,23 @@ void bwd_v2_launch(const BwdCall& c);
 std::size_t bwd_v3_workspace_bytes(const KParams& p);
 void bwd_v3_launch(const BwdCall& c);
 
-// bwd_v4_tc_tail.cu (compiled, not yet run on a GPU; calls outside rung 3's range run bwd_v3_launch)
+// bwd_v4_tc_tail.cu (calls outside rung 3's range run bwd_v3_launch)
 std::size_t bwd_v4_workspace_bytes(const KParams& p);
 void bwd_v4_launch(const BwdCall& c);
+
+// bwd_v5_levels_front.cu (rung 4 with the forward's rung 4 intra kernel in prepare; written, not
+// yet run on a GPU; calls outside rung 3's range run bwd_v3_launch)
+std::size_t bwd_v5_workspace_bytes(const KParams& p);
+void bwd_v5_launch(const BwdCall& c);
 
 // Reused by the backward's rung 3 from the forward's tensor-core rungs (bf16 inputs, 16 <= K <= 128;
 // c.p.ws is the tensor-core workspace of tc_common.cuh, V2Ws):
 /// v3_async.cu: v3's intra-chunk kernel, which also writes A = (I + L)^-1 of every chunk to a_out
 /// ([B * T * H, 64] float32, row (token * H + head), rows past a ragged chunk's end not written).
 void v3_intra_launch_with_A(const Call& c, float* a_out);
+/// v4_levels.cu: the same with rung 4's intra kernel (per-channel L and P by levels, A's
+/// off-diagonal blocks on tensor cores); used by the backward's rung 5.
+void v4_intra_launch_with_A(const Call& c, float* a_out);
 /// v2_tensorcore.cu: v2's state kernel in its backward mode: instead of o, it writes the state
 /// entering every chunk to s_out ([num_chunks, H, K, V] float32) and v_new to vn_out ([B * T * H, V]
 /// float32); ht is not written.

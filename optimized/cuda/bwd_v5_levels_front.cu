@@ -1,0 +1,39 @@
+// optimized/cuda/bwd_v5_levels_front.cu -- rung 5 of the CUDA backward ladder (WRITTEN, NOT YET RUN
+// ON A GPU; not `best`): rung 4 (bwd_v4_tc_tail.cu) with its prepare stage on the forward's rung 4
+// intra-chunk kernel instead of rung 3's.
+//
+// What it changes: prepare (docs/derivation-backward.md, "Chunked backward": the forward's
+// per-chunk quantities w, u, exp-scaled q and k, P, and A = (I + L)^-1 kept for B7) ran v3's intra
+// kernel (v3_intra_launch_with_A); here it runs v4_levels.cu's (v4_intra_launch_with_A): the same
+// kernel body (tc_common.cuh's tci::intra, same workspace layout) with rung 4's per-channel L and P
+// by binary levels of reference rows (revision 2's operand build) and A's off-diagonal 16 x 16
+// blocks on tensor cores (revision 3, `tc_inverse`). States, dstates and the chunk gradients are
+// rung 4's, unchanged.
+//
+// Why: on the H200 (session 5, B=8 T=4096 H=16 K=V=128 bf16) rung 4's prepare took 1.06 ms for
+// DeltaNet and 3.35 ms for KDA (call 4, "bwd_v4 kernels"), while the forward's rung 4 intra kernel
+// alone took 0.465 / 1.276 ms (call 7, "intra kernel only") against v3's 0.56 / 2.03. Expected: a
+// prepare near the forward intra time plus rung 3's extras kernel, about 0.5 ms less for DeltaNet and
+// GDN and about 2 ms less for KDA and GDN2 -- an estimate from those kernel times, not measured.
+//
+// Numerics: A now carries the ~2^-16 relative error of the tensor-core products (as the forward's
+// rung 4; it is split hi + lo for B7 anyway) and per-channel L, P are the forward rung 4's (bf16
+// operands, like rung 3's off-diagonal blocks); rung 3's bounds (1e-2; 2e-2 for the gate gradients,
+// proofs_tests/test_cuda_backward.cu) are expected to hold and the tests check them. Range and
+// fallbacks: rung 3's (bf16 inputs, 16 <= K <= 128; other calls run rung 2 through bwd_v3_launch).
+#include "optimized/cuda/bwd_common.cuh"
+
+namespace linattn::cuda::detail {
+
+std::size_t bwd_v5_workspace_bytes(const KParams& p) { return bwd_v3_workspace_bytes(p); }
+
+void bwd_v5_launch(const BwdCall& c) {
+  const KParams& p = c.p;
+  if (p.N == 0) return;
+  if (c.dtype != 1 || p.K < 16 || p.K > 128) return bwd_v3_launch(c);  // outside the range: rung 2 (via rung 3)
+  bwdc::Profile prof(c.stream, "bwd_v5");
+  bwdc::bwd_v3_front(c, prof, /*levels_intra=*/true);
+  if (p.num_chunks > 0) bwdc::bwd_v4_grads(c, prof);
+}
+
+}  // namespace linattn::cuda::detail
