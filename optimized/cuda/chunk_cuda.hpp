@@ -36,14 +36,17 @@ using ref::Op;
 enum class DType : int { f32 = 0, bf16 = 1 };
 
 /// The rungs of the ladder. `best` picks the fastest version that supports the call: v4_levels for
-/// bf16 inputs and 16 <= K <= 128 (faster than v3 for KDA and GDN2, the same code and speed for
-/// DeltaNet and GDN; RESULTS.md "Rung 4"), otherwise v1_simple.
+/// bf16 inputs and 16 <= K <= 128 (faster than v3 for every operator since v4's revision 3, and than
+/// fla for all but GDN; RESULTS.md "Rung 4" and "Rung 4 revisions 2 and 3"), otherwise v1_simple.
 enum class Version : int {
   best = 0,
   v1_simple = 1,      ///< two plain kernels (per-chunk UT transform; sequential state pass), FFMA
   v2_tensorcore = 2,  ///< bf16 tensor cores (mma.sync); bf16 inputs, K <= 128
   v3_async = 3,       ///< v2 with batched asynchronous loads in the intra-chunk kernel
   v4_levels = 4,      ///< v3 with per-channel-gate L and P on tensor cores (binary levels of reference rows)
+                      ///< and A's off-diagonal blocks on tensor cores (revision 3). B=8 T=4096 H=16
+                      ///< K=V=128, session 5 call 7: 0.919 / 0.953 / 1.734 / 1.745 ms for DeltaNet /
+                      ///< GDN / KDA / GDN2 (fla, same run: 1.009 / 0.898 / 1.815 / 2.026)
   v5_split = 5        ///< v4 with the state pass split from a parallel output kernel where v4's state
                       ///< kernel cannot fill the GPU (else v4); compiled, not yet run on a GPU, so
                       ///< not `best` (RESULTS.md, "Rung 5")
