@@ -5,14 +5,18 @@ per stage (B2 ... B11), from the SASS of the cubin (nvdisasm -c -gi line info), 
 dynamic counts for DeltaNet and KDA at K = V = 128, full chunks (Lc = 64), 256 threads, with the loop
 trip counts and branch factors below (read from the source; see analysis_bwd_grads.md). Also counts
 "global round trips": LDGs that open a new wave of loads (no earlier load of the same loop body is
-still unconsumed), i.e. how many times a warp waits on a full global-memory latency, serially.
-An estimate, not a measurement: check with clock64 / ncu.
+still unconsumed), i.e. how many times a warp waits on a full global-memory latency, serially, and
+walks one warp through the code in order with approximate latencies (LAT below) to bound its
+latency-bound time. An estimate, not a measurement: check with clock64 / ncu.
 
 One kernel serves all operators (the operator is a runtime field of KParams), so DeltaNet and KDA
 are two paths through the same SASS, picked by BRANCHES.
 
-Usage: sass_bwd_phases.py CUBIN_OR_SASS      (nvdisasm on PATH for a cubin)
-Tables are for the sources at commit 6ec75e0 (line numbers of bwd_common.cuh / bwd_v4_tc_tail.cu).
+Usage: sass_bwd_phases.py CUBIN_OR_SASS [--lat-g=CLOCKS] [--loops]   (nvdisasm on PATH for a cubin)
+  --lat-g: global-load latency of the walk (default 600); --loops: list the loops and their trips.
+Tables are for the sources at commit de00030 (line numbers of bwd_common.cuh / bwd_v4_tc_tail.cu; the
+kernel's SASS is identical to 6ec75e0's, where bwd_common.cuh's lines from 136 on were 4 lower) and the
+instruction indices of nvdisasm 13.5 (pip nvidia cu13) on nvcc 13.0's cubin (TRIPS keys; print them with --loops).
 """
 import collections, re, subprocess, sys
 
@@ -20,28 +24,28 @@ KERNEL = "bwd_grads_tcIfN"  # float32 gates (bench_backward.py: gate_dtype 0)
 BC, TT = "bwd_common.cuh", "bwd_v4_tc_tail.cu"
 
 # Stage of an instruction: the outermost frame in the kernel body (bwd_common.cuh); V4Mid (inlined
-# at bwd_common.cuh:365) by its own lines.
+# at bwd_common.cuh:369) by its own lines.
 STAGES = [  # (name, file, first, last) matched against the outermost frame / the V4Mid frame
-    ("B2 setup, A hi/lo", BC, 240, 291),
-    ("B4-B8 slab staging", BC, 292, 318),
-    ("B4 products", BC, 319, 322),
-    ("B5 B6 B8 products (kk=0)", BC, 323, 333),
-    ("B4 out, dw split, E stage", BC, 334, 350),
-    ("B6 B8 dw-E products, dE out", BC, 351, 361),
+    ("B2 setup, A hi/lo", BC, 244, 295),
+    ("B4-B8 slab staging", BC, 296, 322),
+    ("B4 products", BC, 323, 326),
+    ("B5 B6 B8 products (kk=0)", BC, 327, 337),
+    ("B4 out, dw split, E stage", BC, 338, 354),
+    ("B6 B8 dw-E products, dE out", BC, 355, 365),
     ("V4 B7 (+ M2)", TT, 86, 105),
     ("V4 overlay out (KDA)", TT, 106, 114),
     ("V4 B9 tc (DN)", TT, 115, 175),
-    ("B9 f32 staging (KDA)", BC, 402, 420),
-    ("B9 f32 compute (KDA)", BC, 421, 439),
-    ("B10 (a) per element", BC, 440, 465),
-    ("B10 dv", BC, 466, 478),
-    ("B10 (b) per channel", BC, 479, 489),
-    ("B11 (c) per token", BC, 490, 507),
+    ("B9 f32 staging (KDA)", BC, 406, 424),
+    ("B9 f32 compute (KDA)", BC, 425, 443),
+    ("B10 (a) per element", BC, 444, 469),
+    ("B10 dv", BC, 470, 482),
+    ("B10 (b) per channel", BC, 483, 493),
+    ("B11 (c) per token", BC, 494, 511),
 ]
 ORDER = [s[0] for s in STAGES] + ["other"]
 
 # Per-thread trips per entry of each SASS loop, keyed by (first, last) instruction index of the loop
-# for the nvdisasm output of commit 6ec75e0 (printed with --loops; check them when the source changes).
+# for the nvdisasm output of commit de00030 (printed with --loops; check them when the source changes).
 # K = V = 128, Lc = 64, 256 threads (8 warps); per-warp averages where only some warps loop.
 TRIPS = {
     (131, 151): 0.25, (160, 232): 0,     # sbeta: 64 items -> warps 0, 1 one trip (remainder loop)
@@ -72,26 +76,37 @@ REMAINDERS = [(4754, 4839, 0.5),  # f32 B9 j-loop tail: (r + 1) mod 4 in 0..3, m
 
 # Branch factors per operator, matched against any frame of an instruction's inline chain.
 COMMON = [
-    (BC, 303, 306, 0.5),      # u0 staging at kk == 0 only
-    (BC, 323, 333, 0.5),      # B5, B6, B8 at kk == 0 only
-    (BC, 463, 463, 0.0), (BC, 471, 474, 0.0),  # GDN2 branches
-    (BC, 499, 505, 0.0),      # scalar-gate dg per token
+    (BC, 307, 310, 0.5),      # u0 staging at kk == 0 only
+    (BC, 327, 337, 0.5),      # B5, B6, B8 at kk == 0 only
+    (BC, 467, 467, 0.0), (BC, 475, 478, 0.0),  # GDN2 branches
+    (BC, 503, 509, 0.0),      # scalar-gate dg per token
 ]
 BRANCHES = {
-    "DeltaNet": COMMON + [(BC, 83, 83, 0.0), (TT, 106, 114, 0.0), (BC, 402, 439, 0.0), (BC, 485, 485, 0.0)],
-    "KDA": COMMON + [(TT, 92, 95, 0.0), (TT, 115, 175, 0.0), (BC, 486, 486, 0.0)],
+    "DeltaNet": COMMON + [(BC, 83, 83, 0.0), (TT, 106, 114, 0.0), (BC, 406, 443, 0.0), (BC, 489, 489, 0.0)],
+    "KDA": COMMON + [(TT, 92, 95, 0.0), (TT, 115, 175, 0.0), (BC, 490, 490, 0.0)],
 }
+# Whole stages an operator skips (also catches hoisted helper instructions attributed to them).
+STAGES_OFF = {"DeltaNet": {"V4 overlay out (KDA)", "B9 f32 staging (KDA)", "B9 f32 compute (KDA)"},
+              "KDA": {"V4 B9 tc (DN)"}}
 
 CLASSES = [("HMMA", r"^HMMA"), ("LDSM", r"^LDSM"), ("LDS", r"^LDS(\.|\s|$)"), ("STS", r"^STS(\.|\s|$)"),
            ("LDL/STL", r"^(LDL|STL)"), ("LD/ST generic", r"^(LD|ST)(\.|\s)"), ("BAR", r"^BAR\."),
            ("LDGSTS", r"^LDGSTS"), ("LDG", r"^LDG"), ("STG", r"^STG"), ("ATOM/RED", r"^(ATOM|RED)"),
            ("SHFL", r"^SHFL"), ("MUFU", r"^MUFU"), ("FFMA", r"^FFMA"), ("FP64", r"^(DADD|DMUL|DFMA|F2F\.F\d+\.F64|F2F\.F64)"),
            ("F2F/F2FP", r"^F2F")]
-COLS = ["all"] + [c for c, _ in CLASSES] + ["round trips", "LDG bytes", "STG bytes", "smem wf"]
+COLS = ["all"] + [c for c, _ in CLASSES] + ["round trips", "LDG bytes", "STG bytes", "smem wf", "latency clk"]
 
 # H200: 132 SMs, 1.98 GHz, 4 SMSPs x 1 warp instruction / clock; 8 warps = 2 per SMSP;
 # MUFU and FP64 conversions 16 lanes / clock / SM -> 8 clocks per warp instruction per SMSP.
 SMS, CLOCK, BLOCKS, WARPS = 132, 1.98e9, 8 * 16 * 64, 8
+# In-order latency model of ONE warp (no other warp to switch to): an instruction issues one clock
+# after the previous one or when its source registers are ready; destinations become ready after
+# LAT clocks (approximate Hopper figures; global loads LAT_G, an assumption: 600 clocks for HBM under
+# load, L2 hits are ~250-300). Loop-carried dependencies are ignored (registers are taken as ready at
+# a loop head), so this is a lower bound on a warp's latency-bound time.
+LAT_G = 600
+LAT = [(r"^LDG", None), (r"^(LDS|LDSM)", 30), (r"^HMMA", 32), (r"^MUFU", 18), (r"^(DADD|DMUL|DFMA)", 8),
+       (r"^F2F\.F32\.F64", 12), (r"^SHFL", 24), (r"^(S2R|S2UR|LDC|ULDC)", 20), (r"^BAR", 20), (r".*", 5)]
 WAVES = [(r"^LDSM", 4), (r"^(LDS|STS)\.128", 4), (r"^(LDS|STS)\.64", 2), (r"^(LDS|STS)(\.|\s|$)", 1)]
 
 
@@ -133,13 +148,21 @@ def parse(f):
     return ins, labels
 
 
+# Lines whose code the compiler hoists or rematerialises anywhere (the workspace carve-up bwd_ws at 272,
+# chunk_of at 277, the row / G / k_at / e_at lambdas at 278, 379-381): such an instruction, when its
+# outermost frame is one of these, belongs to the stage of the instruction before it.
+HELPERS = {(BC, 276), (BC, 281), (BC, 282), (BC, 383), (BC, 384), (BC, 385)}
+
+
 def stage_of(loc):
     outer = loc[-1]
+    if outer in HELPERS:
+        return None
     for name, f, a, b in STAGES:
         if f == TT:
-            if outer == (BC, 365) and any(fr == TT and a <= ln <= b for fr, ln in loc):
+            if outer == (BC, 369) and any(fr == TT and a <= ln <= b for fr, ln in loc):
                 return name
-        elif outer[0] == BC and a <= outer[1] <= b and outer != (BC, 365):
+        elif outer[0] == BC and a <= outer[1] <= b and outer != (BC, 369):
             return name
     return "other"
 
@@ -178,9 +201,13 @@ def analyse(ins, labels, op_name):
         if m and labels[m.group(1)] < i <= end:
             loops.append((labels[m.group(1)], i))
     heads = {a for a, b in loops}
+    stages, st = [], STAGES[0][0]
+    for text, loc in ins[:end + 1]:
+        st = stage_of(loc) or st
+        stages.append(st)
     weight = []
     for i, (text, loc) in enumerate(ins[:end + 1]):
-        w = 1.0
+        w = 0.0 if stages[i] in STAGES_OFF[op_name] else 1.0
         for a, b in loops:
             if a <= i <= b:
                 w *= TRIPS.get((a, b), 1)
@@ -210,13 +237,30 @@ def analyse(ins, labels, op_name):
             pending |= set(dst)
         else:
             pending -= set(dst)
+    # one warp's in-order latency walk (see LAT)
+    stall, ready, t = [0.0] * (end + 1), collections.defaultdict(float), 0.0
+    for i, (text, loc) in enumerate(ins[:end + 1]):
+        if i in heads:
+            ready = collections.defaultdict(float)
+            t = 0.0
+        if weight[i] == 0:
+            continue
+        dst, src = operands(text)
+        op = text.split()[0]
+        at = max([t + 1] + [ready[r] for r in src])
+        stall[i] = at - (t + 1)
+        t = at
+        lat = next(l for rx, l in LAT if re.match(rx, op))
+        for r in dst:
+            ready[r] = t + (LAT_G if lat is None else lat)
     dyn = collections.defaultdict(collections.Counter)
     for i, (text, loc) in enumerate(ins[:end + 1]):
         w = weight[i]
-        st = stage_of(loc)
+        st = stages[i]
         op = text.split()[0]
         d = dyn[st]
         d["all"] += w
+        d["latency clk"] += w * (1 + stall[i])
         for name, rx in CLASSES:
             if re.match(rx, op):
                 d[name] += w
@@ -240,6 +284,10 @@ def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     ins, labels = parse(function(disasm(sys.argv[1])))
+    global LAT_G
+    for a in sys.argv[2:]:
+        if a.startswith("--lat-g="):
+            LAT_G = float(a.split("=")[1])
     if "--loops" in sys.argv:
         dyn, loops, end = analyse(ins, labels, "DeltaNet")
         for a, b in loops:
@@ -263,18 +311,21 @@ def main():
         print("| total | " + " | ".join(f"{tot[c]:.0f}" for c in COLS) + " |")
         print(f"\nLDS/STS by width (per warp): " + ", ".join(f"{k} {tot[k]:.0f}" for k in sorted(tot) if k[:4] in ("LDS.", "STS.")))
         print(f"\n{op_name}: ms for 8192 blocks ({bps:.2f} blocks per SM, one at a time), bounds not latencies")
-        print("| stage | issue (2 warps/SMSP) | MUFU+FP64 conv (8 clk) | smem (8 warps x wf) | HMMA (2 clk) | round trips x 600 clk |")
-        print("| --- | --- | --- | --- | --- | --- |")
+        print("| stage | issue (2 warps/SMSP) | MUFU+FP64 conv (8 clk) | smem (8 warps x wf) | HMMA (2 clk) |"
+              f" round trips x {LAT_G} clk | one warp's latency walk | max of the columns |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
         t = collections.Counter()
         for st in ORDER:
             d = dyn.get(st)
             if not d or d["all"] < 0.5:
                 continue
             conv = d["MUFU"] + sum(v for k, v in d.items() if k == "FP64") / 2  # DADD + F2F: count the F2F half
-            row = (ms(2 * d["all"]), ms(2 * 8 * conv), ms(WARPS * d["smem wf"]), ms(2 * 2 * d["HMMA"]), ms(600 * d["round trips"]))
-            t.update(dict(zip("abcde", row)))
+            row = (ms(2 * d["all"]), ms(2 * 8 * conv), ms(WARPS * d["smem wf"]), ms(2 * 2 * d["HMMA"]),
+                   ms(LAT_G * d["round trips"]), ms(d["latency clk"]))
+            row = row + (max(row),)
+            t.update(dict(zip("abcdefg", row)))
             print(f"| {st} | " + " | ".join(f"{x:.3f}" for x in row) + " |")
-        print("| total | " + " | ".join(f"{t[k]:.3f}" for k in "abcde") + " |")
+        print("| total | " + " | ".join(f"{t[k]:.3f}" for k in "abcdefg") + " |")
         print(f"global bytes per block (LDG {tot['LDG bytes'] * WARPS / 1024:.0f} KiB, STG {tot['STG bytes'] * WARPS / 1024:.0f} KiB"
               f" as issued; all 8192 blocks: {(tot['LDG bytes'] + tot['STG bytes']) * WARPS * BLOCKS / 1e9:.2f} GB,"
               f" {(tot['LDG bytes'] + tot['STG bytes']) * WARPS * BLOCKS / 4.0e12 * 1e3:.2f} ms at 4.0 TB/s)")
