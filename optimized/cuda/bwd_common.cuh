@@ -137,8 +137,9 @@ void bwd_v2_grads(const BwdCall& c, Profile& prof);
 /// intra kernel (v4_intra_launch_with_A) instead of rung 3's (the backward's rung 5).
 void bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra = false);
 /// Rung 4's chunk-gradient kernel (bwd_v4_tc_tail.cu: bwd_grads_tc with B7 and B9 on tensor cores),
-/// then prof.mark(); reads the workspace bwd_v3_front leaves.
-void bwd_v4_grads(const BwdCall& c, Profile& prof);
+/// then prof.mark(); reads the workspace bwd_v3_front leaves. batch_loads: rung 5's variant, whose
+/// stagings load in batches (Mid::kBatchLoads; same results bit for bit).
+void bwd_v4_grads(const BwdCall& c, Profile& prof, bool batch_loads = false);
 
 // ------------------------------------------------------------------------------------------------
 // Rung 2's chunk-gradient kernel bwd_grads_tc (B2, B4-B11 per (chunk, head); bwd_v2_tensorcore.cu's
@@ -231,6 +232,7 @@ __device__ __forceinline__ void each_acc(const float (&acc)[4][4], int m0, int n
 /// Rung 2's choice of B7 and B9: both in float32 in bwd_grads_tc itself (run is never called).
 struct NoMid {
   static constexpr bool kOwn = false;
+  static constexpr bool kBatchLoads = false;  // stagings load and store item by item (see below)
   template <class Tg>
   static __device__ bool run(const KParams&, const BWs&, unsigned char*, int, int, const float*, const float (&)[4][4],
                              const float (&)[4][4]) {
@@ -286,9 +288,31 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
 
   for (int i = tid; i < C; i += nt) sbeta[i] = (!p.gdn2 && i < Lc) ? ld(beta + row(i)) : 0.f;
   for (int d = tid; d < 2 * 256; d += nt) sdgam[d] = 0.f;
-  for (int idx = tid; idx < C * C; idx += nt) {
-    const int i = idx >> 6, j = idx & 63;
-    put_split(sAh, sAl, i, j, i < Lc ? ws.A[row(i) * C + j] : 0.f);
+  // Mid::kBatchLoads (the backward's rung 5): the stagings below issue the global loads of several
+  // items before storing any, so a thread waits one memory latency per batch instead of one per item
+  // (optimized/cuda/bench/analysis_bwd_grads.md: the item-by-item loops were not unrolled and each
+  // iteration waited a full global round trip, 358 per warp for DeltaNet). Same values, same order
+  // of every floating-point operation as the item-by-item loops (so the same gradients, bit for bit,
+  // by construction). Requires blockDim.x == kThreads, as every launch of this kernel has.
+  constexpr int kItems = C * C / kThreads;  // 16 items of a 64 x 64 staging per thread
+  static_assert(C * C % kThreads == 0, "whole items per thread");
+  if (Mid::kBatchLoads) {
+    float a[kItems];
+#pragma unroll
+    for (int t = 0; t < kItems; ++t) {
+      const int idx = tid + t * kThreads, i = idx >> 6, j = idx & 63;
+      a[t] = i < Lc ? ws.A[row(i) * C + j] : 0.f;
+    }
+#pragma unroll
+    for (int t = 0; t < kItems; ++t) {
+      const int idx = tid + t * kThreads;
+      put_split(sAh, sAl, idx >> 6, idx & 63, a[t]);
+    }
+  } else {
+    for (int idx = tid; idx < C * C; idx += nt) {
+      const int i = idx >> 6, j = idx & 63;
+      put_split(sAh, sAl, i, j, i < Lc ? ws.A[row(i) * C + j] : 0.f);
+    }
   }
 
   float accP[4][4], accA[4][4];
@@ -298,6 +322,43 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
     zero(accQ), zero(accK), zero(accW);
     for (int vv = 0; vv < V; vv += 64) {
       __syncthreads();  // the previous slab's tiles are read
+      if (Mid::kBatchLoads) {
+        constexpr int kB = 4;  // items per batch: 4 x 6 loads in flight per thread
+#pragma unroll 1
+        for (int t0 = 0; t0 < kItems; t0 += kB) {
+          bf16 rdo[kB];
+          float rvn[kB], rdvn[kB], ru[kB], rv[kB], rs[kB], rds[kB];
+#pragma unroll
+          for (int b = 0; b < kB; ++b) {
+            const int idx = tid + (t0 + b) * kThreads, i = idx >> 6, cc = vv + (idx & 63), d = kk + i;
+            const bool in = i < Lc && cc < V, ins = d < K && cc < V;
+            rdo[b] = in ? dO[row(i) * V + cc] : __float2bfloat16_rn(0.f);
+            rvn[b] = in ? ws.vn[row(i) * V + cc] : 0.f;
+            rdvn[b] = in ? ws.dvn[row(i) * V + cc] : 0.f;
+            if (kk == 0) {
+              ru[b] = in && p.gdn2 ? ld(wg + row(i) * V + cc) : 0.f;
+              rv[b] = in ? ld(v + row(i) * V + cc) : 0.f;
+            }
+            rs[b] = ins ? S[std::int64_t(d) * V + cc] : 0.f;
+            rds[b] = ins ? dS[std::int64_t(d) * V + cc] : 0.f;
+          }
+#pragma unroll
+          for (int b = 0; b < kB; ++b) {
+            const int idx = tid + (t0 + b) * kThreads, i = idx >> 6, c = idx & 63, cc = vv + c, d = kk + i;
+            const bool in = i < Lc && cc < V;
+            sdo[i * LT + c] = rdo[b];
+            put_split(svnh, svnl, i, c, rvn[b]);
+            put_split(sdvnh, sdvnl, i, c, rdvn[b]);
+            if (kk == 0) put_split(su0h, su0l, i, c, in ? (p.gdn2 ? ru[b] : sbeta[i]) * rv[b] : 0.f);
+            put_split(sSh, sSl, i, c, rs[b]);
+            put_split(sdSh, sdSl, i, c, rds[b]);
+            float prod = rs[b] * rds[b];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) prod += __shfl_xor_sync(0xffffffffu, prod, o);
+            if (lane == 0 && d < K) sdgam[(c >> 5) * 256 + d] += prod;  // as below
+          }
+        }
+      } else
       for (int idx = tid; idx < 64 * 64; idx += nt) {
         const int i = idx >> 6, c = idx & 63, cc = vv + c;
         const bool in = i < Lc && cc < V;
@@ -348,9 +409,23 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
       if (i < Lc && kk + d < K) ws.dwa[row(i) * K + kk + d] = x;
       put_split(sdwh, sdwl, i, d, x);  // zero outside (the staged operands were)
     });
-    for (int idx = tid; idx < 64 * 64; idx += nt) {
-      const int i = idx >> 6, d = idx & 63;
-      put_split(sEh, sEl, i, d, (i < Lc && kk + d < K) ? ws.E[row(i) * K + kk + d] : 0.f);
+    if (Mid::kBatchLoads) {
+      float e[kItems];
+#pragma unroll
+      for (int t = 0; t < kItems; ++t) {
+        const int idx = tid + t * kThreads, i = idx >> 6, d = idx & 63;
+        e[t] = (i < Lc && kk + d < K) ? ws.E[row(i) * K + kk + d] : 0.f;
+      }
+#pragma unroll
+      for (int t = 0; t < kItems; ++t) {
+        const int idx = tid + t * kThreads;
+        put_split(sEh, sEl, idx >> 6, idx & 63, e[t]);
+      }
+    } else {
+      for (int idx = tid; idx < 64 * 64; idx += nt) {
+        const int i = idx >> 6, d = idx & 63;
+        put_split(sEh, sEl, i, d, (i < Lc && kk + d < K) ? ws.E[row(i) * K + kk + d] : 0.f);
+      }
     }
     __syncthreads();
     // B6: dA += dw_aux E^T;  B8: dE = A^T dw_aux

@@ -61,6 +61,7 @@ using bf16 = __nv_bfloat16;
 /// scalar gates and DeltaNet (returns true), else dL and dP left in the float32 overlay (false).
 struct V4Mid {
   static constexpr bool kOwn = true;
+  static constexpr bool kBatchLoads = false;  // rung 5's V5Mid sets it (bwd_common.cuh)
 
   template <class Tg>
   static __device__ __forceinline__ bool run(const KParams& p, const BWs& ws, unsigned char* smem_raw, int tok0,
@@ -158,10 +159,15 @@ struct V4Mid {
   }
 };
 
-template <class Tg>
+/// Rung 5 (bwd_v5_levels_front.cu): V4Mid with bwd_grads_tc's stagings loading in batches.
+struct V5Mid : V4Mid {
+  static constexpr bool kBatchLoads = true;
+};
+
+template <class Tg, class Mid>
 void launch_grads(const BwdCall& c, Profile& prof) {
   const KParams& p = c.p;
-  auto kern = bwdc::bwd_grads_tc<Tg, V4Mid>;
+  auto kern = bwdc::bwd_grads_tc<Tg, Mid>;
   const std::size_t smem = bwdc::kSmemMain + sizeof(float) * (2 * 256 + C);
   static_assert(11 * std::size_t(kTile) * sizeof(bf16) + C * sizeof(double) <= bwdc::kSmemMain, "V4Mid's tiles fit");
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -184,9 +190,14 @@ void bwd_v4_launch(const BwdCall& c) {
   if (p.num_chunks > 0) bwdc::bwd_v4_grads(c, prof);
 }
 
-void bwdc::bwd_v4_grads(const BwdCall& c, Profile& prof) {
-  if (c.gate_dtype == 0) launch_grads<float>(c, prof);
-  else launch_grads<bf16>(c, prof);
+void bwdc::bwd_v4_grads(const BwdCall& c, Profile& prof, bool batch_loads) {
+  if (batch_loads) {
+    if (c.gate_dtype == 0) launch_grads<float, V5Mid>(c, prof);
+    else launch_grads<bf16, V5Mid>(c, prof);
+  } else {
+    if (c.gate_dtype == 0) launch_grads<float, V4Mid>(c, prof);
+    else launch_grads<bf16, V4Mid>(c, prof);
+  }
 }
 
 }  // namespace linattn::cuda::detail

@@ -1,8 +1,10 @@
 // optimized/cuda/bwd_v5_levels_front.cu -- rung 5 of the CUDA backward ladder (WRITTEN, NOT YET RUN
-// ON A GPU; not `best`): rung 4 (bwd_v4_tc_tail.cu) with its prepare stage on the forward's rung 4
-// intra-chunk kernel instead of rung 3's.
+// ON A GPU; not `best`): rung 4 (bwd_v4_tc_tail.cu) with (1) its prepare stage on the forward's rung 4
+// intra-chunk kernel instead of rung 3's and (2) its chunk-gradient kernel's stagings loading in
+// batches. The two touch different kernels, so the per-kernel times (LINATTN_CUDA_BACKWARD_REPORT=1:
+// "bwd_v5 kernels (ms): prepare ... grads ...") show each effect separately.
 //
-// What it changes: prepare (docs/derivation-backward.md, "Chunked backward": the forward's
+// (1) Prepare (docs/derivation-backward.md, "Chunked backward": the forward's
 // per-chunk quantities w, u, exp-scaled q and k, P, and A = (I + L)^-1 kept for B7) ran v3's intra
 // kernel (v3_intra_launch_with_A); here it runs v4_levels.cu's (v4_intra_launch_with_A): the same
 // kernel body (tc_common.cuh's tci::intra, same workspace layout) with rung 4's per-channel L and P
@@ -16,7 +18,18 @@
 // prepare near the forward intra time plus rung 3's extras kernel, about 0.5 ms less for DeltaNet and
 // GDN and about 2 ms less for KDA and GDN2 -- an estimate from those kernel times, not measured.
 //
-// Numerics: A now carries the ~2^-16 relative error of the tensor-core products (as the forward's
+// (2) bwd_grads_tc<Tg, V5Mid> (bwd_common.cuh, Mid::kBatchLoads; V5Mid is V4Mid with that flag): the
+// A, slab (do, v_new, dv_new, u0, S, dS') and E stagings issue the global loads of 4 (slab) or 16
+// (A, E) items per thread before storing any. The static analysis of rung 4's grads kernel
+// (bench/analysis_bwd_grads.md) found it latency-bound: its staging loops were not unrolled and
+// each item waited one global round trip (358 serial round trips per warp for DeltaNet, 160 of them
+// in the slab staging); it estimated -2.5 to -4.5 ms for every operator from batching them (not
+// measured). Same values and the same order of every floating-point operation, so this part should
+// change no bit of the gradients (by construction; not checked on a GPU yet); ptxas: 249 registers
+// (V4Mid 176), no spill, still one block per SM. Rungs 2 and 4 keep their PTX (checked with
+// bench/ptx_identity.py: 3 and 2 kernels identical).
+//
+// Numerics of (1): A now carries the ~2^-16 relative error of the tensor-core products (as the forward's
 // rung 4; it is split hi + lo for B7 anyway) and per-channel L, P are the forward rung 4's (bf16
 // operands, like rung 3's off-diagonal blocks); rung 3's bounds (1e-2; 2e-2 for the gate gradients,
 // proofs_tests/test_cuda_backward.cu) are expected to hold and the tests check them. Range and
@@ -33,7 +46,7 @@ void bwd_v5_launch(const BwdCall& c) {
   if (c.dtype != 1 || p.K < 16 || p.K > 128) return bwd_v3_launch(c);  // outside the range: rung 2 (via rung 3)
   bwdc::Profile prof(c.stream, "bwd_v5");
   bwdc::bwd_v3_front(c, prof, /*levels_intra=*/true);
-  if (p.num_chunks > 0) bwdc::bwd_v4_grads(c, prof);
+  if (p.num_chunks > 0) bwdc::bwd_v4_grads(c, prof, /*batch_loads=*/true);
 }
 
 }  // namespace linattn::cuda::detail

@@ -84,7 +84,7 @@ for s in $stages; do
       } 2>&1 | tee "$OUT/mutants.log" ;;
     btests)
       echo "=== backward tests: $BTEST"
-      ( time LINATTN_CUDA_BACKWARD_REPORT=1 timeout 300 "$BTEST" --durations yes ) 2>&1 | tee "$OUT/btests.log" | grep -v "^  [0-9.]* s: " | tail -60 ;;
+      ( time LINATTN_CUDA_BACKWARD_REPORT=1 timeout 420 "$BTEST" --durations yes ) 2>&1 | tee "$OUT/btests.log" | grep -v "^  [0-9.]* s: " | tail -60 ;;
     bsanitize)
       # The packed batch (many short sequences, K, V <= 64) and T = 1 at head sizes up to 128 x 128
       # (rung 2's multi-slab paths: two 64-column slabs of K and of V).
@@ -102,7 +102,7 @@ for s in $stages; do
       echo "determinism test: $fails failures in ${DET_REPEATS:-50} runs" | tee "$OUT/bdeterminism.log" ;;
     bmutants)
       # Each planted bug of the backward (make_mutants.py, 11-16 rung 1, 21-24 rung 2, 41-49 rung 3, 51-55
-      # rung 4; 5 is shared with the forward)
+      # rung 4, 56-57 rung 5; 5 is shared with the forward)
       # must make the tests aimed at it fail.
       M=${MBIN:-build/mutants}/test_cuda_backward
       P32='CUDA v1 chunked backward equals the float64 reference backward for every operator in float32'
@@ -115,7 +115,7 @@ for s in $stages; do
       SZ='CUDA chunked backward is exact at the tuned and the largest head sizes up to K = V = 256'
       V3='CUDA v3 chunked backward on the forward tensor-core kernels equals the float64 reference backward for every operator in bfloat16'
       V4='CUDA v4 tensor-core B7 and B9 chunked backward equals the float64 reference backward for every operator in bfloat16'
-      # BMUT_ONLY=v3 or v4: that rung's mutants alone (BMUT_V3_ONLY=1 is BMUT_ONLY=v3)
+      # BMUT_ONLY=v3, v4 or v5: that rung's mutants alone (BMUT_V3_ONLY=1 is BMUT_ONLY=v3)
       only=${BMUT_ONLY:-}; [ -n "${BMUT_V3_ONLY:-}" ] && only=v3
       grp() { [ -z "$only" ] || [ "$only" = "$1" ]; }
       run_m() { local n=$1; shift; for t in "$@"; do
@@ -166,6 +166,12 @@ for s in $stages; do
         run_m 55 "$V4" "$RG"
         echo "mutant 53 under compute-sanitizer racecheck, $T1:"
         LINATTN_MUTANT=53 timeout 120 compute-sanitizer --tool racecheck $M "$T1" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
+        fi
+        if grp v5; then
+        V5='CUDA v5 chunked backward with the levels intra kernel in prepare equals the float64 reference backward for every operator in bfloat16'
+        run_m 0 "$V5"
+        run_m 56 "$V5" "$RG"
+        run_m 57 "$V5" "$SZ"
         fi
       } 2>&1 | tee "$OUT/bmutants.log" ;;
     bbench)

@@ -114,8 +114,8 @@ MUTANTS = [
      "        if (p.mutant != 21) gemm64<false, false>(accA, sdvnh, sdvnl, su0h, su0l, m0, n0);",
      "bwd v2 (and v4: the products are shared in bwd_common.cuh): dA loses its term dv_new u0^T (B6, a dropped product)"),
     (22, "optimized/cuda/bwd_common.cuh",
-     "        const bool in = i < Lc && cc < V;",
-     "        const bool in = i < Lc && cc < V - (p.mutant == 22 ? 1 : 0);",
+     "        const bool in = i < Lc && cc < V;\n        sdo[i * LT + c] = in ?",
+     "        const bool in = i < Lc && cc < V - (p.mutant == 22 ? 1 : 0);\n        sdo[i * LT + c] = in ?",
      "bwd v2 (and v4): the staged do, v_new, dv_new, u0 tiles stop one value column short (off by one at the tile edge)"),
     (23, "optimized/cuda/bwd_common.cuh",
      "      __syncthreads();\n      // B4:",
@@ -125,6 +125,16 @@ MUTANTS = [
      "      gemm64<false, false>(accQ, sdo, nullptr, sSh, sSl, m0, n0);",
      "      gemm64<false, false>(accQ, sdo, nullptr, sSh, p.mutant == 24 ? nullptr : sSl, m0, n0);",
      "bwd v2 (and v4): dQg = do S^T with S rounded to bf16 (its lo part dropped): a precision bug"),
+    # Rung 5 of the backward (bwd_v5_levels_front.cu: rung 4 with the levels prepare; its grads
+    # kernel's stagings load in batches, bwd_common.cuh Mid::kBatchLoads).
+    (56, "optimized/cuda/bwd_common.cuh",
+     "            const int idx = tid + (t0 + b) * kThreads, i = idx >> 6, cc = vv + (idx & 63), d = kk + i;",
+     "            const int idx = tid + (t0 + (p.mutant == 56 && b == 3 ? 2 : b)) * kThreads, i = idx >> 6, cc = vv + (idx & 63), d = kk + i;",
+     "bwd v5: the batched slab staging loads item 2's values for item 3 of each batch"),
+    (57, "optimized/cuda/bwd_common.cuh",
+     "        e[t] = (i < Lc && kk + d < K) ? ws.E[row(i) * K + kk + d] : 0.f;",
+     "        e[t] = (i < Lc && kk + d < K - (p.mutant == 57 ? 1 : 0)) ? ws.E[row(i) * K + kk + d] : 0.f;",
+     "bwd v5: the batched E staging drops the last channel (off by one at the tile edge)"),
     # Rung 5 of the forward (v5_split.cu: the state pass alone, then the parallel output kernel).
     (61, "optimized/cuda/v5_split.cu",
      "  const float* Sc = sw.S + cw * K * V;",
