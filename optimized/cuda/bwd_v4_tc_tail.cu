@@ -62,6 +62,7 @@ using bf16 = __nv_bfloat16;
 struct V4Mid {
   static constexpr bool kOwn = true;
   static constexpr bool kBatchLoads = false;  // rung 5's V5Mid sets it (bwd_common.cuh)
+  static constexpr bool kUnrolledB9 = false;  // likewise
 
   template <class Tg>
   static __device__ __forceinline__ bool run(const KParams& p, const BWs& ws, unsigned char* smem_raw, int tok0,
@@ -159,9 +160,11 @@ struct V4Mid {
   }
 };
 
-/// Rung 5 (bwd_v5_levels_front.cu): V4Mid with bwd_grads_tc's stagings loading in batches.
+/// Rung 5 (bwd_v5_levels_front.cu): V4Mid with bwd_grads_tc's stagings loading in batches and the
+/// per-channel float32 B9 unrolled (bwd_common.cuh, kBatchLoads, kUnrolledB9).
 struct V5Mid : V4Mid {
   static constexpr bool kBatchLoads = true;
+  static constexpr bool kUnrolledB9 = true;
 };
 
 template <class Tg, class Mid>

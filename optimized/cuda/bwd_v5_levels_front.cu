@@ -1,8 +1,9 @@
 // optimized/cuda/bwd_v5_levels_front.cu -- rung 5 of the CUDA backward ladder (WRITTEN, NOT YET RUN
 // ON A GPU; not `best`): rung 4 (bwd_v4_tc_tail.cu) with (1) its prepare stage on the forward's rung 4
-// intra-chunk kernel instead of rung 3's and (2) its chunk-gradient kernel's stagings loading in
-// batches. The two touch different kernels, so the per-kernel times (LINATTN_CUDA_BACKWARD_REPORT=1:
-// "bwd_v5 kernels (ms): prepare ... grads ...") show each effect separately.
+// intra-chunk kernel instead of rung 3's, (2) its chunk-gradient kernel's stagings loading in
+// batches and (3) that kernel's per-channel float32 B9 unrolled. (1) and (2, 3) touch different
+// kernels, so the per-kernel times (LINATTN_CUDA_BACKWARD_REPORT=1: "bwd_v5 kernels (ms): prepare
+// ... grads ...") show their effects separately; (2) helps every operator, (3) only KDA and GDN2.
 //
 // (1) Prepare (docs/derivation-backward.md, "Chunked backward": the forward's
 // per-chunk quantities w, u, exp-scaled q and k, P, and A = (I + L)^-1 kept for B7) ran v3's intra
@@ -28,6 +29,15 @@
 // change no bit of the gradients (by construction; not checked on a GPU yet); ptxas: 249 registers
 // (V4Mid 176), no spill, still one block per SM. Rungs 2 and 4 keep their PTX (checked with
 // bench/ptx_identity.py: 3 and 2 kernels identical).
+//
+// (3) Per-channel gates (KDA, GDN2) keep rung 2's float32 B9 (bwd_common.cuh), which the analysis
+// found a 156-clock dependency chain per term (~9 ms of KDA's 25.8 ms grads kernel): with
+// Mid::kUnrolledB9 the row loop exists in two copies with the gate kind a compile-time constant, so
+// its j and i loops unroll by 4 and the exp chains of consecutive terms overlap; G_r is read once per
+// row and the slab staging loads 4 items at a time. The analysis estimated -5 to -7 ms for this
+// "cheap version" (not measured); the tensor-core version (the forward's binary levels) is not
+// written. Same sums in the same order as rung 2's loop (so bit-identical by construction).
+// ptxas after (2) and (3): 250 registers, no spill.
 //
 // Numerics of (1): A now carries the ~2^-16 relative error of the tensor-core products (as the forward's
 // rung 4; it is split hi + lo for B7 anyway) and per-channel L, P are the forward rung 4's (bf16

@@ -135,6 +135,10 @@ MUTANTS = [
      "        e[t] = (i < Lc && kk + d < K) ? ws.E[row(i) * K + kk + d] : 0.f;",
      "        e[t] = (i < Lc && kk + d < K - (p.mutant == 57 ? 1 : 0)) ? ws.E[row(i) * K + kk + d] : 0.f;",
      "bwd v5: the batched E staging drops the last channel (off by one at the tile edge)"),
+    (58, "optimized/cuda/bwd_common.cuh",
+     "            dkk += src * (CH ? expf(float(sGd[i * 64 + dd] - Gr)) : sGam[i * LD + r]);",
+     "            dkk += src * (CH ? expf(float(sGd[i * 64 + dd] - Gr)) * (p.mutant == 58 && i == r + 1 ? 0.f : 1.f) : sGam[i * LD + r]);",
+     "bwd v5, per-channel gates: the unrolled B9 drops the pair (r + 1, r) from dk^{L,P}"),
     # Rung 5 of the forward (v5_split.cu: the state pass alone, then the parallel output kernel).
     (61, "optimized/cuda/v5_split.cu",
      "  const float* Sc = sw.S + cw * K * V;",
