@@ -68,6 +68,13 @@ struct V4Mid {
   static __device__ __forceinline__ bool run(const KParams& p, const BWs& ws, unsigned char* smem_raw, int tok0,
                                              int Lc, const float* sbeta, const float (&accP)[4][4],
                                              const float (&accA)[4][4]) {
+    return run_impl<Tg, false>(p, ws, smem_raw, tok0, Lc, sbeta, accP, accA);
+  }
+  /// kBatch (rung 5's V5Mid): B9's k, q slab staging loads 8 items per thread before storing them.
+  template <class Tg, bool kBatch>
+  static __device__ __forceinline__ bool run_impl(const KParams& p, const BWs& ws, unsigned char* smem_raw,
+                                                  int tok0, int Lc, const float* sbeta, const float (&accP)[4][4],
+                                                  const float (&accA)[4][4]) {
     using bwdc::each_acc;
     using bwdc::gemm64;
     using bwdc::put_split;
@@ -125,6 +132,25 @@ struct V4Mid {
     const bf16* q = static_cast<const bf16*>(p.q);
     for (int kk = 0; kk < K; kk += 64) {
       __syncthreads();  // the M tiles complete; the previous slab read
+      if (kBatch) {
+        constexpr int kItems = 64 * 64 / kThreads, kB = 8;
+#pragma unroll 1
+        for (int t0 = 0; t0 < kItems; t0 += kB) {
+          bf16 rk[kB], rq[kB];
+#pragma unroll
+          for (int b = 0; b < kB; ++b) {
+            const int idx = tid + (t0 + b) * kThreads, j = idx >> 6, d = idx & 63;
+            const bool in = j < Lc && kk + d < K;
+            rk[b] = in ? k[row(j) * K + kk + d] : __float2bfloat16_rn(0.f);
+            rq[b] = in ? q[row(j) * K + kk + d] : __float2bfloat16_rn(0.f);
+          }
+#pragma unroll
+          for (int b = 0; b < kB; ++b) {
+            const int idx = tid + (t0 + b) * kThreads, j = idx >> 6, d = idx & 63;
+            sKs[j * LT + d] = rk[b], sQs[j * LT + d] = rq[b];
+          }
+        }
+      } else
       for (int idx = tid; idx < 64 * 64; idx += nt) {
         const int j = idx >> 6, d = idx & 63;
         const bool in = j < Lc && kk + d < K;
@@ -161,10 +187,17 @@ struct V4Mid {
 };
 
 /// Rung 5 (bwd_v5_levels_front.cu): V4Mid with bwd_grads_tc's stagings loading in batches and the
-/// per-channel float32 B9 unrolled (bwd_common.cuh, kBatchLoads, kUnrolledB9).
+/// per-channel float32 B9 unrolled (bwd_common.cuh, kBatchLoads, kUnrolledB9), and its own B9 k, q
+/// slab staging batched (run_impl<Tg, true>).
 struct V5Mid : V4Mid {
   static constexpr bool kBatchLoads = true;
   static constexpr bool kUnrolledB9 = true;
+  template <class Tg>
+  static __device__ __forceinline__ bool run(const KParams& p, const BWs& ws, unsigned char* smem_raw, int tok0,
+                                             int Lc, const float* sbeta, const float (&accP)[4][4],
+                                             const float (&accA)[4][4]) {
+    return run_impl<Tg, true>(p, ws, smem_raw, tok0, Lc, sbeta, accP, accA);
+  }
 };
 
 template <class Tg, class Mid>

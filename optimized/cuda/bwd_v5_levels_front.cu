@@ -21,14 +21,15 @@
 //
 // (2) bwd_grads_tc<Tg, V5Mid> (bwd_common.cuh, Mid::kBatchLoads; V5Mid is V4Mid with that flag): the
 // A, slab (do, v_new, dv_new, u0, S, dS') and E stagings issue the global loads of 4 (slab) or 16
-// (A, E) items per thread before storing any. The static analysis of rung 4's grads kernel
+// (A, E) items per thread before storing any; so does V4Mid's B9 k, q slab staging (8 items;
+// DeltaNet and GDN; V4Mid::run_impl<Tg, true>). The static analysis of rung 4's grads kernel
 // (bench/analysis_bwd_grads.md) found it latency-bound: its staging loops were not unrolled and
 // each item waited one global round trip (358 serial round trips per warp for DeltaNet, 160 of them
 // in the slab staging); it estimated -2.5 to -4.5 ms for every operator from batching them (not
 // measured). Same values and the same order of every floating-point operation, so this part should
 // change no bit of the gradients (by construction; not checked on a GPU yet); ptxas: 249 registers
 // (V4Mid 176), no spill, still one block per SM. Rungs 2 and 4 keep their PTX (checked with
-// bench/ptx_identity.py: 3 and 2 kernels identical).
+// bench/ptx_identity.py after each part: rung 2's 3 kernels and V4Mid's 2 identical).
 //
 // (3) Per-channel gates (KDA, GDN2) keep rung 2's float32 B9 (bwd_common.cuh), which the analysis
 // found a 156-clock dependency chain per term (~9 ms of KDA's 25.8 ms grads kernel): with

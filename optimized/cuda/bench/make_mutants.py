@@ -139,6 +139,10 @@ MUTANTS = [
      "            dkk += src * (CH ? expf(float(sGd[i * 64 + dd] - Gr)) : sGam[i * LD + r]);",
      "            dkk += src * (CH ? expf(float(sGd[i * 64 + dd] - Gr)) * (p.mutant == 58 && i == r + 1 ? 0.f : 1.f) : sGam[i * LD + r]);",
      "bwd v5, per-channel gates: the unrolled B9 drops the pair (r + 1, r) from dk^{L,P}"),
+    (59, "optimized/cuda/bwd_v4_tc_tail.cu",
+     "            rq[b] = in ? q[row(j) * K + kk + d] : __float2bfloat16_rn(0.f);",
+     "            rq[b] = in ? (p.mutant == 59 ? k : q)[row(j) * K + kk + d] : __float2bfloat16_rn(0.f);",
+     "bwd v5, DeltaNet and GDN: the batched B9 slab staging puts k where q belongs"),
     # Rung 5 of the forward (v5_split.cu: the state pass alone, then the parallel output kernel).
     (61, "optimized/cuda/v5_split.cu",
      "  const float* Sc = sw.S + cw * K * V;",
