@@ -583,6 +583,74 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
   float* sdG = sk;  // [Lc][K], over the B9 slab
   Tin* dq = static_cast<Tin*>(out.dq);
   Tin* dk = static_cast<Tin*>(out.dk);
+  if (Mid::kBatchLoads) {
+    // Rung 5: (a) and the dv pass below with the loads of 4 (a) or 8 (dv) items per thread issued
+    // before any item's arithmetic and stores; per item the same expressions as the loops after.
+    constexpr int kB = 4;
+    const int n = Lc * K;
+#pragma unroll 1
+    for (int i0 = tid; i0 < n; i0 += kB * kThreads) {
+      double rGi[kB], rGl[kB];
+      float rk[kB], re[kB], rq[kB], rdE[kB], rdQg[kB], rdKd[kB], rdeL[kB], rdqP[kB], rdkLP[kB], rE[kB], rQg[kB], rKd[kB],
+          rgate[kB];
+#pragma unroll
+      for (int b = 0; b < kB; ++b) {
+        const int idx = i0 + b * kThreads;
+        if (idx >= n) break;
+        const int i = idx / K, d = idx % K;
+        const std::int64_t x = row(i) * K + d;
+        rGi[b] = G(i, d), rGl[b] = G(Lc - 1, d);
+        rk[b] = k_at(i, d), re[b] = e_at(i, d), rq[b] = p.scale * ld(q + x);
+        rdE[b] = ws.dE[x], rdQg[b] = ws.dQg[x], rdKd[b] = ws.dKd[x], rdeL[b] = ws.deL[x], rdqP[b] = ws.dqP[x],
+        rdkLP[b] = ws.dkLP[x];
+        rE[b] = ws.E[x], rQg[b] = ws.Qg[x], rKd[b] = ws.Kd[x];
+        rgate[b] = p.gdn2 ? ld(bg + x) : sbeta[i];
+      }
+#pragma unroll
+      for (int b = 0; b < kB; ++b) {
+        const int idx = i0 + b * kThreads;
+        if (idx >= n) break;
+        const int i = idx / K, d = idx % K;
+        const std::int64_t x = row(i) * K + d;
+        const float kk = rk[b], ee = re[b], qs = rq[b];
+        const float dE = rdE[b], dQg = rdQg[b], dKd = rdKd[b], deL = rdeL[b], dqP = rdqP[b], dkLP = rdkLP[b];
+        sdG[idx] = dE * rE[b] + dQg * rQg[b] - dKd * rKd[b] + ee * deL + qs * dqP - kk * dkLP;
+        const float eg = expf(float(rGi[b]));
+        const float de = dE * eg + deL;
+        st(dq + x, p.scale * (dQg * eg + dqP));
+        st(dk + x, dKd * expf(float(rGl[b] - rGi[b])) + dkLP + rgate[b] * de);
+        if (p.gdn2) st(static_cast<Tg*>(out.db) + x, de * kk);
+        else ws.deL[x] = de;
+      }
+    }
+    constexpr int kBv = 8;
+    const int nv = Lc * V;
+#pragma unroll 1
+    for (int i0 = tid; i0 < nv; i0 += kBv * kThreads) {
+      float rdu[kBv], rw[kBv], rv[kBv];
+#pragma unroll
+      for (int b = 0; b < kBv; ++b) {
+        const int idx = i0 + b * kThreads;
+        if (idx >= nv) break;
+        const std::int64_t x = row(idx / V) * V + idx % V;
+        rdu[b] = ws.du0[x];
+        if (p.gdn2) rw[b] = ld(wg + x), rv[b] = ld(v + x);
+      }
+#pragma unroll
+      for (int b = 0; b < kBv; ++b) {
+        const int idx = i0 + b * kThreads;
+        if (idx >= nv) break;
+        const int i = idx / V;
+        const std::int64_t x = row(i) * V + idx % V;
+        if (p.gdn2) {
+          st(static_cast<Tin*>(out.dv) + x, rw[b] * rdu[b]);
+          st(static_cast<Tg*>(out.dw) + x, rdu[b] * rv[b]);
+        } else {
+          st(static_cast<Tin*>(out.dv) + x, sbeta[i] * rdu[b]);
+        }
+      }
+    }
+  } else {
   for (int idx = tid; idx < Lc * K; idx += nt) {
     const int i = idx / K, d = idx % K;
     const std::int64_t x = row(i) * K + d;
@@ -609,6 +677,7 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
     } else {
       st(static_cast<Tin*>(out.dv) + x, sbeta[i] * du0);
     }
+  }
   }
   __syncthreads();
   for (int d = tid; d < K; d += nt) {

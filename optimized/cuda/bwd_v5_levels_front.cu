@@ -21,14 +21,15 @@
 //
 // (2) bwd_grads_tc<Tg, V5Mid> (bwd_common.cuh, Mid::kBatchLoads; V5Mid is V4Mid with that flag): the
 // A, slab (do, v_new, dv_new, u0, S, dS') and E stagings issue the global loads of 4 (slab) or 16
-// (A, E) items per thread before storing any; so does V4Mid's B9 k, q slab staging (8 items;
-// DeltaNet and GDN; V4Mid::run_impl<Tg, true>). The static analysis of rung 4's grads kernel
+// (A, E) items per thread before storing any; so do V4Mid's B9 k, q slab staging (8 items;
+// DeltaNet and GDN; V4Mid::run_impl<Tg, true>) and the tail's per-element pass B10 (a) (4 items,
+// ~14 loads each) and its dv pass (8 items): the analysis' items 1 and (part of) 3. The static analysis of rung 4's grads kernel
 // (bench/analysis_bwd_grads.md) found it latency-bound: its staging loops were not unrolled and
 // each item waited one global round trip (358 serial round trips per warp for DeltaNet, 160 of them
 // in the slab staging); it estimated -2.5 to -4.5 ms for every operator from batching them (not
 // measured). Same values and the same order of every floating-point operation, so this part should
-// change no bit of the gradients (by construction; not checked on a GPU yet); ptxas: 249 registers
-// (V4Mid 176), no spill, still one block per SM. Rungs 2 and 4 keep their PTX (checked with
+// change no bit of the gradients (by construction; not checked on a GPU yet); ptxas: V4Mid 176
+// registers, V5Mid 254 (no spill; one block per SM either way). Rungs 2 and 4 keep their PTX (checked with
 // bench/ptx_identity.py after each part: rung 2's 3 kernels and V4Mid's 2 identical).
 //
 // (3) Per-channel gates (KDA, GDN2) keep rung 2's float32 B9 (bwd_common.cuh), which the analysis
@@ -38,7 +39,7 @@
 // row and the slab staging loads 4 items at a time. The analysis estimated -5 to -7 ms for this
 // "cheap version" (not measured); the tensor-core version (the forward's binary levels) is not
 // written. Same sums in the same order as rung 2's loop (so bit-identical by construction).
-// ptxas after (2) and (3): 250 registers, no spill.
+// ptxas after (2) and (3): 254 registers (of 255), no spill.
 //
 // Numerics of (1): A now carries the ~2^-16 relative error of the tensor-core products (as the forward's
 // rung 4; it is split hi + lo for B7 anyway) and per-channel L, P are the forward rung 4's (bf16

@@ -102,7 +102,7 @@ for s in $stages; do
       echo "determinism test: $fails failures in ${DET_REPEATS:-50} runs" | tee "$OUT/bdeterminism.log" ;;
     bmutants)
       # Each planted bug of the backward (make_mutants.py, 11-16 rung 1, 21-24 rung 2, 41-49 rung 3, 51-55
-      # rung 4, 56-59 rung 5; 5 is shared with the forward)
+      # rung 4, 50 and 56-59 rung 5; 5 is shared with the forward)
       # must make the tests aimed at it fail.
       M=${MBIN:-build/mutants}/test_cuda_backward
       P32='CUDA v1 chunked backward equals the float64 reference backward for every operator in float32'
@@ -174,6 +174,7 @@ for s in $stages; do
         run_m 57 "$V5" "$SZ"
         run_m 58 "$V5" "$RG"
         run_m 59 "$V5" "$T1"
+        run_m 50 "$V5" "$PK"
         fi
       } 2>&1 | tee "$OUT/bmutants.log" ;;
     bbench)

@@ -143,6 +143,10 @@ MUTANTS = [
      "            rq[b] = in ? q[row(j) * K + kk + d] : __float2bfloat16_rn(0.f);",
      "            rq[b] = in ? (p.mutant == 59 ? k : q)[row(j) * K + kk + d] : __float2bfloat16_rn(0.f);",
      "bwd v5, DeltaNet and GDN: the batched B9 slab staging puts k where q belongs"),
+    (50, "optimized/cuda/bwd_common.cuh",
+     "        st(dk + x, dKd * expf(float(rGl[b] - rGi[b])) + dkLP + rgate[b] * de);",
+     "        st(dk + x, dKd * expf(float(rGl[b] - rGi[b])) + dkLP + (p.mutant == 50 && b == 1 ? 0.f : rgate[b]) * de);",
+     "bwd v5: the batched tail (B10 (a)) drops (beta | b) de from dk for the second item of each batch"),
     # Rung 5 of the forward (v5_split.cu: the state pass alone, then the parallel output kernel).
     (61, "optimized/cuda/v5_split.cu",
      "  const float* Sc = sw.S + cw * K * V;",
