@@ -48,8 +48,8 @@ enum class Version : int {
                       ///< K=V=128, session 5 call 7: 0.919 / 0.953 / 1.734 / 1.745 ms for DeltaNet /
                       ///< GDN / KDA / GDN2 (fla, same run: 1.009 / 0.898 / 1.815 / 2.026)
   v5_split = 5        ///< v4 with the state pass split from a parallel output kernel where v4's state
-                      ///< kernel cannot fill the GPU (else v4); compiled, not yet run on a GPU, so
-                      ///< not `best` (RESULTS.md, "Rung 5")
+                      ///< kernel cannot fill the GPU (else v4); correct on the H200 but 12-20% slower
+                      ///< where it splits (session 5 call 3), so not `best` (RESULTS.md, "Rung 5")
 };
 
 const char* version_name(Version v);

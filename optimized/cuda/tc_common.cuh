@@ -540,7 +540,9 @@ __global__ void __launch_bounds__(kThreads) intra(KParams p, float* a_out) {
   }
   __syncthreads();
 
-  // ---- Phase 4: A = (I + L)^-1 in float32 (as v2); sT lives in sE, free here.
+  // ---- Phase 4: A = (I + L)^-1: the diagonal 16 x 16 blocks by float32 forward substitution, the
+  // off-diagonal ones in float32 (v3, as v2) or on tensor cores (Diag::tc_inverse: v4 revision 3);
+  // sT lives in sE, free here.
   if (warp < 2) {
     const int I = 2 * warp + (lane >> 4), j = lane & 15;
     const float* Lb = sL + (16 * I) * 65 + 16 * I;

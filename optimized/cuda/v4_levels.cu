@@ -55,7 +55,7 @@
 // -A_II T as three bf16 products of hi + lo splits (about 2^-16 relative; A is split hi + lo for
 // its uses anyway). Side by side with revision 2 (call 7; fla in the same run), B=8 T=4096 ms:
 // DeltaNet 1.020 -> 0.919 (fla 1.009), GDN 1.053 -> 0.953 (0.898), KDA 1.900 -> 1.734 (1.815),
-// GDN2 1.923 -> 1.745 (2.015); B=1 T=32768: 1.680 -> 1.577 (1.667), 1.710 -> 1.611 (1.466),
+// GDN2 1.923 -> 1.745 (2.026); B=1 T=32768: 1.680 -> 1.577 (1.667), 1.710 -> 1.611 (1.466),
 // 2.535 -> 2.367 (2.521), 2.554 -> 2.378 (2.726). Accuracy against fla unchanged. RESULTS.md,
 // "Rung 4 revisions 2 and 3".
 #include <string>

@@ -17,6 +17,9 @@ Usage: sass_bwd_phases.py CUBIN_OR_SASS [--lat-g=CLOCKS] [--loops]   (nvdisasm o
 Tables are for the sources at commit de00030 (line numbers of bwd_common.cuh / bwd_v4_tc_tail.cu; the
 kernel's SASS is identical to 6ec75e0's, where bwd_common.cuh's lines from 136 on were 4 lower) and the
 instruction indices of nvdisasm 13.5 (pip nvidia cu13) on nvcc 13.0's cubin (TRIPS keys; print them with --loops).
+Backward rung 5 (commits 6c8e532 .. b77b8a8) added code paths to bwd_common.cuh and bwd_v4_tc_tail.cu
+that move these lines (V4Mid's PTX stayed identical): on later sources run it on a cubin built from
+de00030 (git worktree), or update the tables.
 """
 import collections, re, subprocess, sys
 
