@@ -283,7 +283,7 @@ void prop_matches_reference(DType dt, DType gdt, cuda::BwdVersion ver = cuda::Bw
       if (v2 && *rc::gen::weightedElement<bool>({{3, false}, {1, true}})) lim.max_K = lim.max_V = 150;
       lim.max_T = *rc::gen::weightedElement<index_t>({{4, 70}, {1, 200}});
       b.c = *gen_case(lim);
-      // Rungs 3 and 4 run their own kernels for 16 <= K <= 128 (else rung 2's): K from there, up to
+      // Rungs 3 to 5 run their own kernels for 16 <= K <= 128 (else rung 2's): K from there, up to
       // 128 in one case of four.
       if (v3) b.c.K = *rc::gen::inRange<index_t>(16, *rc::gen::weightedElement<index_t>({{3, 41}, {1, 129}}));
       b.with_dht = *rc::gen::weightedElement<bool>({{3, true}, {1, false}});
@@ -376,7 +376,7 @@ TEST_CASE("CUDA v3 chunked backward on the forward tensor-core kernels with bflo
 }
 
 namespace {
-/// Rung `ver` (3 or 4) outside rung 3's range gives rung 2's gradients bit for bit: float32 inputs
+/// Rung `ver` (3, 4 or 5) outside rung 3's range gives rung 2's gradients bit for bit: float32 inputs
 /// (rung 2 runs rung 1), and bf16 inputs with K = 8 and K = 200.
 void check_outside_range_is_rung2(cuda::BwdVersion ver) {
   const std::tuple<DType, index_t> calls[] = {{DType::f32, 64}, {DType::bf16, 8}, {DType::bf16, 200}};

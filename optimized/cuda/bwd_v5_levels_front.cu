@@ -2,7 +2,7 @@
 // ON A GPU; not `best`): rung 4 (bwd_v4_tc_tail.cu) with (1) its prepare stage on the forward's rung 4
 // intra-chunk kernel instead of rung 3's, (2) its chunk-gradient kernel's stagings loading in
 // batches and (3) that kernel's per-channel float32 B9 unrolled. (1) and (2, 3) touch different
-// kernels, so the per-kernel times (LINATTN_CUDA_BACKWARD_REPORT=1: "bwd_v5 kernels (ms): prepare
+// kernels, so the per-kernel times (LINATTN_BWD_PROFILE=1: "bwd_v5 kernels (ms): prepare
 // ... grads ...") show their effects separately; (2) helps every operator, (3) only KDA and GDN2.
 //
 // (1) Prepare (docs/derivation-backward.md, "Chunked backward": the forward's
