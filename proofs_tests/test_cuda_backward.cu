@@ -427,6 +427,36 @@ TEST_CASE("CUDA v5 chunked backward with the levels intra kernel in prepare and 
   prop_matches_reference(DType::bf16, DType::bf16, cuda::BwdVersion::v5_levels_front);
 }
 
+TEST_CASE("CUDA v5 grads kernel after rung 3 prepare gives rung 4 gradients bit for bit") {
+  SKIP_WITHOUT_GPU();
+  // Rung 5's grads-kernel changes (batched stagings and tail, unrolled per-channel B9) claim the
+  // same floating-point operations in the same order as rung 4's kernel; on rung 4's prepare
+  // (LINATTN_BWD5_V3_FRONT, bwd_v5_levels_front.cu) every gradient must then be identical.
+  ::setenv("LINATTN_BWD5_V3_FRONT", "1", 1);
+  struct Unset {
+    ~Unset() { ::unsetenv("LINATTN_BWD5_V3_FRONT"); }
+  } unset;
+  // two K and V slabs; K, V not multiples of 64 with a ragged last chunk; a small odd K with T = 1
+  const Case cases[] = {fixed_case(2, 300, 4, 128, 128, GateMode::random, true, 31),
+                        fixed_case(1, 130, 2, 100, 200, GateMode::random, true, 26),
+                        fixed_case(3, 1, 2, 17, 40, GateMode::mixed, false, 5)};
+  for (const Case& cs : cases)
+    for (DType gdt : {DType::f32, DType::bf16})
+      for (Op op : kOps) {
+        BwdCase b;
+        b.c = cs;
+        const DevProblem d = as_device_sees(make_bwd_problem(op, b), DType::bf16, gdt);
+        const auto x = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v4_tc_tail);
+        const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v5_levels_front);
+        INFO(ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
+        for (const auto& [a, c] : {std::pair{&x.dq, &y.dq}, {&x.dk, &y.dk}, {&x.dv, &y.dv}, {&x.dg, &y.dg},
+                                   {&x.dbeta, &y.dbeta}, {&x.db, &y.db}, {&x.dw, &y.dw}, {&x.dh0, &y.dh0}}) {
+          REQUIRE(a->defined() == c->defined());
+          if (a->defined()) CHECK(std::memcmp(a->data(), c->data(), sizeof(float) * a->numel()) == 0);
+        }
+      }
+}
+
 TEST_CASE("CUDA v5 chunked backward outside rung 3 range runs rung 2 bit for bit") {
   SKIP_WITHOUT_GPU();
   check_outside_range_is_rung2(cuda::BwdVersion::v5_levels_front);

@@ -138,8 +138,9 @@ void bwd_v2_grads(const BwdCall& c, Profile& prof);
 /// intra kernel (v4_intra_launch_with_A) instead of rung 3's (the backward's rung 5).
 void bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra = false);
 /// Rung 4's chunk-gradient kernel (bwd_v4_tc_tail.cu: bwd_grads_tc with B7 and B9 on tensor cores),
-/// then prof.mark(); reads the workspace bwd_v3_front leaves. batch_loads: rung 5's variant, whose
-/// stagings load in batches (Mid::kBatchLoads; same results bit for bit).
+/// then prof.mark(); reads the workspace bwd_v3_front leaves. batch_loads: rung 5's variant (V5Mid:
+/// stagings, tail and V4Mid's B9 slabs load in batches, the per-channel float32 B9 unrolled;
+/// Mid::kBatchLoads, Mid::kUnrolledB9; the same operations in the same order).
 void bwd_v4_grads(const BwdCall& c, Profile& prof, bool batch_loads = false);
 
 // ------------------------------------------------------------------------------------------------

@@ -46,6 +46,8 @@
 // operands, like rung 3's off-diagonal blocks); rung 3's bounds (1e-2; 2e-2 for the gate gradients,
 // proofs_tests/test_cuda_backward.cu) are expected to hold and the tests check them. Range and
 // fallbacks: rung 3's (bf16 inputs, 16 <= K <= 128; other calls run rung 2 through bwd_v3_launch).
+#include <cstdlib>
+
 #include "optimized/cuda/bwd_common.cuh"
 
 namespace linattn::cuda::detail {
@@ -57,7 +59,11 @@ void bwd_v5_launch(const BwdCall& c) {
   if (p.N == 0) return;
   if (c.dtype != 1 || p.K < 16 || p.K > 128) return bwd_v3_launch(c);  // outside the range: rung 2 (via rung 3)
   bwdc::Profile prof(c.stream, "bwd_v5");
-  bwdc::bwd_v3_front(c, prof, /*levels_intra=*/true);
+  // Test hook: with LINATTN_BWD5_V3_FRONT set, prepare runs rung 3's intra kernel (rung 4's front),
+  // so the gradients must equal rung 4's bit for bit: the grads-kernel changes claim the same
+  // floating-point operations in the same order (proofs_tests/test_cuda_backward.cu checks it).
+  const bool v3_front = std::getenv("LINATTN_BWD5_V3_FRONT") != nullptr;
+  bwdc::bwd_v3_front(c, prof, /*levels_intra=*/!v3_front);
   if (p.num_chunks > 0) bwdc::bwd_v4_grads(c, prof, /*batch_loads=*/true);
 }
 

@@ -613,7 +613,7 @@ __global__ void __launch_bounds__(kThreads) intra(KParams p, float* a_out) {
     __syncthreads();
   }
   }
-  if (a_out)  // the backward's rung 3 (bwd_v3_async.cu) keeps A; null for the forward
+  if (a_out)  // the backward (rungs 3-5, bwd_v3_async.cu bwd_v3_front) keeps A; null for the forward
     for (int idx = tid; idx < Lc * 64; idx += kThreads) a_out[row(idx >> 6) * 64 + (idx & 63)] = sA[(idx >> 6) * 65 + (idx & 63)];
   split_a_hilo(sA, sAh, sAl, tid);
 

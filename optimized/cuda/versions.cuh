@@ -76,8 +76,9 @@ void bwd_v3_launch(const BwdCall& c);
 std::size_t bwd_v4_workspace_bytes(const KParams& p);
 void bwd_v4_launch(const BwdCall& c);
 
-// bwd_v5_levels_front.cu (rung 4 with the forward's rung 4 intra kernel in prepare; written, not
-// yet run on a GPU; calls outside rung 3's range run bwd_v3_launch)
+// bwd_v5_levels_front.cu (rung 4 with the forward's rung 4 intra kernel in prepare and a grads kernel
+// with batched loads and an unrolled per-channel B9; written, not yet run on a GPU; calls outside
+// rung 3's range run bwd_v3_launch)
 std::size_t bwd_v5_workspace_bytes(const KParams& p);
 void bwd_v5_launch(const BwdCall& c);
 

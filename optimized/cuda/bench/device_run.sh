@@ -175,6 +175,11 @@ for s in $stages; do
         run_m 58 "$V5" "$RG"
         run_m 59 "$V5" "$T1"
         run_m 50 "$V5" "$PK"
+        # rung 5 must run v4's intra kernel in prepare: v4's forward mutants 38 (tensor-core A) and 32
+        # (a level of L, P dropped) must fail its property; 38 must not touch rung 4 (v3's intra kernel)
+        run_m 38 "$V5"
+        run_m 32 "$V5"
+        run_m 38 "$V4"
         fi
       } 2>&1 | tee "$OUT/bmutants.log" ;;
     bbench)
