@@ -134,3 +134,21 @@ def test_cuda_bad_input_raises_linattn_error():
         lc.chunk_gated_delta_rule(*f32, version="v9")
     with pytest.raises(linattn.Error, match="'g'"):
         lc.chunk_gated_delta_rule(f32[0], f32[1], f32[2], f32[3][:, :10], f32[4])
+
+@gpu
+def test_cuda_backward_rungs_on_float32_inputs_run_rung_1_bit_for_bit():
+    # Rungs 2-5 take bf16 inputs; on float32 inputs every one runs rung 1's kernels (chunk_cuda.hpp),
+    # so version= must reach the C++ call and every name must give rung 1's gradients exactly.
+    op = "kda"
+    inp = lt.random_inputs(op, B=1, T=70, H=2, K=32, V=16, dtype=np.float32, seed=21)
+    cot = lt.random_cotangents(op, inp, seed=22)
+    run = lambda ver: lc.chunk_backward(op, inp["q"], inp["k"], inp["v"], **gates_of(op, inp),
+                                        do=cot["do"], version=ver)
+    want = run("bwd_v1_simple")
+    for ver in ("best", "bwd_v2_tensorcore", "bwd_v3_async", "bwd_v4_tc_tail", "bwd_v5_levels_front"):
+        got = run(ver)
+        assert sorted(got) == sorted(want)
+        for name in want:
+            assert np.array_equal(got[name], want[name]), (ver, name)
+    with pytest.raises(linattn.Error, match="version"):
+        run("v4_tc_tail")  # the forward's naming, not the backward's

@@ -91,10 +91,12 @@ def chunk_gdn2(q, k, v, g, b, w, **kwargs):
 
 def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=None, scale=None,
                    initial_state=None, cu_seqlens=None, use_qk_l2norm_in_kernel=False, copy=False,
-                   dtype="float32", gate_dtype="float32", **ignored):
+                   dtype="float32", gate_dtype="float32", version="best", **ignored):
     """The CUDA chunked backward of chunk_<op>: the same dict of gradients as
     linattn.reference_backward ('dq', 'dk', 'dv', 'dh0' and the gates'), float32.
-    output_final_state is accepted and ignored."""
+    version picks a rung of the backward ladder: 'best', 'bwd_v1_simple', 'bwd_v2_tensorcore'
+    (float32-accurate gate gradients and dh0 with bf16 inputs), 'bwd_v3_async', 'bwd_v4_tc_tail',
+    'bwd_v5_levels_front' (optimized/cuda/RESULTS.md). output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"
     _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})
     unknown = sorted(set(ignored) - {"output_final_state"})
@@ -102,4 +104,5 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
         raise TypeError(f"chunk_backward() got unexpected keyword arguments {unknown}")
     _require(who)
     return _core._cuda_chunk_backward(op, q, k, v, g, beta, b, w, do, dht, scale, initial_state,
-                                      cu_seqlens, use_qk_l2norm_in_kernel, copy, dtype, gate_dtype)
+                                      cu_seqlens, use_qk_l2norm_in_kernel, copy, dtype, gate_dtype,
+                                      version)

@@ -33,6 +33,17 @@ cuda::Version parse_version(const std::string& fn, const std::string& name) {
   fail(fn, "version", "one of 'best', 'v1_simple', 'v2_tensorcore', 'v3_async', 'v4_levels', 'v5_split'", "'" + name + "'");
 }
 
+cuda::BwdVersion parse_bwd_version(const std::string& fn, const std::string& name) {
+  for (cuda::BwdVersion v : {cuda::BwdVersion::best, cuda::BwdVersion::v1_simple, cuda::BwdVersion::v2_tensorcore,
+                             cuda::BwdVersion::v3_async, cuda::BwdVersion::v4_tc_tail,
+                             cuda::BwdVersion::v5_levels_front})
+    if (name == cuda::bwd_version_name(v)) return v;
+  fail(fn, "version",
+       "one of 'best', 'bwd_v1_simple', 'bwd_v2_tensorcore', 'bwd_v3_async', 'bwd_v4_tc_tail', "
+       "'bwd_v5_levels_front'",
+       "'" + name + "'");
+}
+
 /// The kernels take float32 host arrays: check that every given array is a float32 ndarray, or
 /// with copy=True convert every one to a C-contiguous float32 array.
 void require_float32(const std::string& fn, std::vector<Arg>& a, bool copy) {
@@ -104,7 +115,8 @@ void bind_cuda(py::module_& m) {
       [](const std::string& op_name, py::object q, py::object k, py::object v, py::object g,
          py::object beta, py::object b, py::object w, py::object do_, py::object dht,
          std::optional<double> scale, py::object initial_state, py::object cu_seqlens, bool l2,
-         bool copy, const std::string& dtype, const std::string& gate_dtype) -> py::dict {
+         bool copy, const std::string& dtype, const std::string& gate_dtype,
+         const std::string& version) -> py::dict {
         const std::string fn = "linattn.cuda.chunk_backward";
         const Op op = parse_op(fn, op_name);
         RecurrentCall c{fn, op, q, k, v, g, beta, b, w, initial_state, scale, false, cu_seqlens,
@@ -117,16 +129,17 @@ void bind_cuda(py::module_& m) {
         if (!t.do_.defined()) fail(fn, "do", "an array of shape [B, T, H, V] (dL/do)", "None");
         const cuda::DType dt = parse_dtype(fn, "dtype", dtype);
         const cuda::DType gdt = parse_dtype(fn, "gate_dtype", gate_dtype);
+        const cuda::BwdVersion ver = parse_bwd_version(fn, version);
         ref::RecurrentGrads<float> gr;
         {
           py::gil_scoped_release nogil;
-          gr = cuda::chunk_backward(op, t.q, t.k, t.v, t.gates, t.do_, t.dht, t.opt, dt, gdt);
+          gr = cuda::chunk_backward(op, t.q, t.k, t.v, t.gates, t.do_, t.dht, t.opt, dt, gdt, ver);
         }
         return grads_dict(gr);
       },
       "op"_a, "q"_a, "k"_a, "v"_a, "g"_a, "beta"_a, "b"_a, "w"_a, "do"_a, "dht"_a, "scale"_a,
       "initial_state"_a, "cu_seqlens"_a, "use_qk_l2norm_in_kernel"_a, "copy"_a, "dtype"_a,
-      "gate_dtype"_a, "The CUDA chunked backward (use linattn.cuda.chunk_backward).");
+      "gate_dtype"_a, "version"_a, "The CUDA chunked backward (use linattn.cuda.chunk_backward).");
 }
 
 }  // namespace linattn::pyb
