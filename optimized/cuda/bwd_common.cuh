@@ -295,8 +295,9 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
   // items before storing any, so a thread waits one memory latency per batch instead of one per item
   // (optimized/cuda/bench/analysis_bwd_grads.md: the item-by-item loops were not unrolled and each
   // iteration waited a full global round trip, 358 per warp for DeltaNet). Same values, same order
-  // of every floating-point operation as the item-by-item loops (so the same gradients, bit for bit,
-  // by construction). Requires blockDim.x == kThreads, as every launch of this kernel has.
+  // of every floating-point operation as the item-by-item loops (so the same gradients, bit for bit:
+  // test_cuda_backward's "CUDA v5 grads kernel after rung 3 prepare gives rung 4 gradients bit for
+  // bit"). Requires blockDim.x == kThreads, as every launch of this kernel has.
   constexpr int kItems = C * C / kThreads;  // 16 items of a 64 x 64 staging per thread
   static_assert(C * C % kThreads == 0, "whole items per thread");
   if (Mid::kBatchLoads) {
