@@ -178,8 +178,8 @@ def f32(x):
 
 class Dev:
     """How the products, factors and epilogue are evaluated: exact float64, or emulated device."""
-    def __init__(self, emulate, b_lo=True, f_bf16=False):
-        self.emulate, self.b_lo, self.f_bf16 = emulate, b_lo, f_bf16
+    def __init__(self, emulate, b_lo=True, f_bf16=False, clamp=True):
+        self.emulate, self.b_lo, self.f_bf16, self.clamp = emulate, b_lo, f_bf16, clamp
 
     def r(self, x):  # a float32 value on the device
         return f32(x) if self.emulate else x
@@ -239,7 +239,8 @@ def levels(dL, dP, Gst, k, e, qs, KP, dev):
             # Build: F (float32), X = [left: e F | right: k F], Y = [left: q~ F | right: 0]
             left, m = ref_row(rows, s)
             diff = np.where(left[:, None], G - G[m], G[m] - G)
-            diff = np.minimum(diff, 0.0)  # rows >= Lc (G staged 0): keeps F <= 1, no inf * 0
+            if dev.clamp:
+                diff = np.minimum(diff, 0.0)  # rows >= Lc (G staged 0): keeps F <= 1, no inf * 0
             with np.errstate(over="ignore"):
                 F = dev.r(np.exp(dev.r(diff)))
             X = dev.r(np.where(left[:, None], e[:, sl], k[:, sl]) * F)
@@ -359,6 +360,13 @@ def main():
                             if rel_max(y, x) > 1e-14:
                                 fail(f"einsum direct vs loops {op} {gate} Lc={Lc} K={K} {n}: {rel_max(y, x):.1e}")
                     t = levels(dL, dP, G, k, e, qs, KP, Dev(False))
+                    if Lc < C:  # the alternative to the clamp: G continued as G_{Lc-1} past Lc
+                        Gx = G.copy()
+                        Gx[Lc:] = G[Lc - 1]
+                        tx = levels(dL, dP, Gx, k, e, qs, KP, Dev(False, clamp=False))
+                        ex = max(rel_max(x[:Lc, :K], y[:Lc, :K]) for x, y in zip(d, tx))
+                        if ex > F64_BOUND:
+                            fail(f"G continued past Lc without clamp {op} {gate} Lc={Lc} K={K}: {ex:.1e}")
                     te = levels(dL, dP, G, k, e, qs, KP, Dev(True))
                     for a, (x, y, z) in enumerate(zip(d, t, te)):
                         x, y, z = x[:Lc, :K], y[:Lc, :K], z[:Lc, :K]
