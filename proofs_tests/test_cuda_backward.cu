@@ -1,6 +1,6 @@
 // proofs_tests/test_cuda_backward.cu -- the CUDA chunked backward (optimized/cuda: rung 1
 // bwd_v1_simple.cu, rung 2 bwd_v2_tensorcore.cu, rung 3 bwd_v3_async.cu, rung 4 bwd_v4_tc_tail.cu,
-// rung 5 bwd_v5_levels_front.cu; host API cuda::chunk_backward) equals the
+// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu; host API cuda::chunk_backward) equals the
 // float64 reference backward
 // (reference/recurrent_backward.hpp, itself proven by finite differences in
 // test_gradcheck_reference.cpp) for DeltaNet, GDN, KDA and GDN2, in float32 and bfloat16.
@@ -37,6 +37,9 @@
 //   Rung 5 (rung 4 with prepare on the forward's rung 4 intra kernel; not yet run on a GPU) is held
 //   to rung 3's bounds: its A carries ~2^-16 relative error from tensor-core products and its
 //   per-channel L, P bf16 operands as rung 3's off-diagonal blocks (bwd_v5_levels_front.cu).
+//   Rung 6 (rung 5 with the per-channel B9 on tensor cores by levels; not yet run on a GPU) likewise:
+//   its B9 adds about 5.6e-6 relative RMS (bf16 hi + lo operands, float32 factors and accumulation,
+//   emulated in bench/models/bwd_b9_levels_model.py), far below rung 3's bf16-level error.
 // Every gradient buffer is filled with NaN before the launch (the host API does it), so an element
 // a kernel does not write fails (a non-finite value counts as an infinite error).
 // Without a usable GPU every test that needs one says why (Catch2 WARN) and returns, so CTest
@@ -85,19 +88,19 @@ bool gpu_ok(std::string& why) {
 const Op kOps[] = {Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2};
 const cuda::BwdVersion kRungs[] = {cuda::BwdVersion::v1_simple, cuda::BwdVersion::v2_tensorcore,
                                    cuda::BwdVersion::v3_async, cuda::BwdVersion::v4_tc_tail,
-                                   cuda::BwdVersion::v5_levels_front};
+                                   cuda::BwdVersion::v5_levels_front, cuda::BwdVersion::v6_tc_b9};
 
-/// Rungs 3, 4 and 5 share rung 3's range (bf16 inputs, 16 <= K <= 128) and bounds.
+/// Rungs 3 to 6 share rung 3's range (bf16 inputs, 16 <= K <= 128) and bounds.
 bool rung3_family(cuda::BwdVersion ver) {
   return ver == cuda::BwdVersion::v3_async || ver == cuda::BwdVersion::v4_tc_tail ||
-         ver == cuda::BwdVersion::v5_levels_front;
+         ver == cuda::BwdVersion::v5_levels_front || ver == cuda::BwdVersion::v6_tc_b9;
 }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
 
-/// Rung 3's bounds with bf16 inputs (file comment), also rungs 4 and 5: dq, dk, dv, dh0; the gate gradients.
+/// Rung 3's bounds with bf16 inputs (file comment), also rungs 4 to 6: dq, dk, dv, dh0; the gate gradients.
 constexpr double kV3Tol = 1e-2, kV3TolGates = 2e-2;
 
-/// The bound of the file comment for gradient `name` of a call with head size K. Rungs 3 to 5 get
+/// The bound of the file comment for gradient `name` of a call with head size K. Rungs 3 to 6 get
 /// their looser bounds only where they run their own kernels (bf16, 16 <= K <= 128); elsewhere they
 /// run rung 2 and are held to rung 2's bounds.
 double tol(const std::string& name, DType dt, DType gdt, cuda::BwdVersion ver, index_t K) {
@@ -283,7 +286,7 @@ void prop_matches_reference(DType dt, DType gdt, cuda::BwdVersion ver = cuda::Bw
       if (v2 && *rc::gen::weightedElement<bool>({{3, false}, {1, true}})) lim.max_K = lim.max_V = 150;
       lim.max_T = *rc::gen::weightedElement<index_t>({{4, 70}, {1, 200}});
       b.c = *gen_case(lim);
-      // Rungs 3 to 5 run their own kernels for 16 <= K <= 128 (else rung 2's): K from there, up to
+      // Rungs 3 to 6 run their own kernels for 16 <= K <= 128 (else rung 2's): K from there, up to
       // 128 in one case of four.
       if (v3) b.c.K = *rc::gen::inRange<index_t>(16, *rc::gen::weightedElement<index_t>({{3, 41}, {1, 129}}));
       b.with_dht = *rc::gen::weightedElement<bool>({{3, true}, {1, false}});
@@ -376,7 +379,7 @@ TEST_CASE("CUDA v3 chunked backward on the forward tensor-core kernels with bflo
 }
 
 namespace {
-/// Rung `ver` (3, 4 or 5) outside rung 3's range gives rung 2's gradients bit for bit: float32 inputs
+/// Rung `ver` (3 to 6) outside rung 3's range gives rung 2's gradients bit for bit: float32 inputs
 /// (rung 2 runs rung 1), and bf16 inputs with K = 8 and K = 200.
 void check_outside_range_is_rung2(cuda::BwdVersion ver) {
   const std::tuple<DType, index_t> calls[] = {{DType::f32, 64}, {DType::bf16, 8}, {DType::bf16, 200}};
@@ -460,6 +463,45 @@ TEST_CASE("CUDA v5 grads kernel after rung 3 prepare gives rung 4 gradients bit 
 TEST_CASE("CUDA v5 chunked backward outside rung 3 range runs rung 2 bit for bit") {
   SKIP_WITHOUT_GPU();
   check_outside_range_is_rung2(cuda::BwdVersion::v5_levels_front);
+}
+
+TEST_CASE("CUDA v6 chunked backward with the per-channel B9 by levels on tensor cores equals the float64 reference backward for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::f32, cuda::BwdVersion::v6_tc_b9);
+}
+
+TEST_CASE("CUDA v6 chunked backward with the per-channel B9 by levels on tensor cores and bfloat16 gates equals the reference backward on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::bf16, cuda::BwdVersion::v6_tc_b9);
+}
+
+TEST_CASE("CUDA v6 chunked backward gives rung 5 gradients bit for bit for DeltaNet and GDN") {
+  SKIP_WITHOUT_GPU();
+  // Rung 6 changes B9 only for per-channel gates: for DeltaNet and GDN its grads kernel runs V5Mid's
+  // code (V4Mid::run_impl with kBatch) after rung 5's prepare, so every gradient must be identical.
+  const Case cases[] = {fixed_case(2, 300, 4, 128, 128, GateMode::random, true, 31),
+                        fixed_case(1, 130, 2, 100, 200, GateMode::random, true, 26),
+                        fixed_case(3, 1, 2, 17, 40, GateMode::mixed, false, 5)};
+  for (const Case& cs : cases)
+    for (DType gdt : {DType::f32, DType::bf16})
+      for (Op op : {Op::delta_rule, Op::gated_delta_rule}) {
+        BwdCase b;
+        b.c = cs;
+        const DevProblem d = as_device_sees(make_bwd_problem(op, b), DType::bf16, gdt);
+        const auto x = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v5_levels_front);
+        const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v6_tc_b9);
+        INFO(ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
+        for (const auto& [a, c] : {std::pair{&x.dq, &y.dq}, {&x.dk, &y.dk}, {&x.dv, &y.dv}, {&x.dg, &y.dg},
+                                   {&x.dbeta, &y.dbeta}, {&x.db, &y.db}, {&x.dw, &y.dw}, {&x.dh0, &y.dh0}}) {
+          REQUIRE(a->defined() == c->defined());
+          if (a->defined()) CHECK(std::memcmp(a->data(), c->data(), sizeof(float) * a->numel()) == 0);
+        }
+      }
+}
+
+TEST_CASE("CUDA v6 chunked backward outside rung 3 range runs rung 2 bit for bit") {
+  SKIP_WITHOUT_GPU();
+  check_outside_range_is_rung2(cuda::BwdVersion::v6_tc_b9);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -142,6 +142,9 @@ void bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra = false);
 /// stagings, tail and V4Mid's B9 slabs load in batches, the per-channel float32 B9 unrolled;
 /// Mid::kBatchLoads, Mid::kUnrolledB9; the same operations in the same order).
 void bwd_v4_grads(const BwdCall& c, Profile& prof, bool batch_loads = false);
+/// Rung 6's chunk-gradient kernel (bwd_v4_tc_tail.cu's V6Mid: rung 5's, with B9 for per-channel
+/// gates on tensor cores by levels, bwd_v6_tc_b9.cuh), then prof.mark(); reads what bwd_v3_front leaves.
+void bwd_v6_grads(const BwdCall& c, Profile& prof);
 
 // ------------------------------------------------------------------------------------------------
 // Rung 2's chunk-gradient kernel bwd_grads_tc (B2, B4-B11 per (chunk, head); bwd_v2_tensorcore.cu's

@@ -44,6 +44,7 @@
 #include <cstdlib>
 
 #include "optimized/cuda/bwd_common.cuh"
+#include "optimized/cuda/bwd_v6_tc_b9.cuh"
 
 namespace linattn::cuda::detail {
 namespace {
@@ -71,7 +72,8 @@ struct V4Mid {
     return run_impl<Tg, false>(p, ws, smem_raw, tok0, Lc, sbeta, accP, accA);
   }
   /// kBatch (rung 5's V5Mid): B9's k, q slab staging loads 8 items per thread before storing them.
-  template <class Tg, bool kBatch>
+  /// kLevels (rung 6's V6Mid): per-channel gates run B9 by levels on tensor cores (bwd_v6_tc_b9.cuh).
+  template <class Tg, bool kBatch, bool kLevels = false>
   static __device__ __forceinline__ bool run_impl(const KParams& p, const BWs& ws, unsigned char* smem_raw,
                                                   int tok0, int Lc, const float* sbeta, const float (&accP)[4][4],
                                                   const float (&accA)[4][4]) {
@@ -112,6 +114,12 @@ struct V4Mid {
     zero(acc);
     gemm64<true, true>(acc, sAh, sAl, sYh, sYl, m0, n0);
     __syncthreads();  // every read of the dA and T1 tiles (and of A) done
+    if constexpr (kLevels) {
+      if (!tc9) {
+        bwdc::b9_levels<Tg>(p, ws, smem_raw, tok0, Lc, sbeta, acc, accP);
+        return true;
+      }
+    }
     if (!tc9) {
       // Per-channel gates: dL and dP into rung 2's float32 overlay (sdA, sdP) for its B9.
       float* sdA = reinterpret_cast<float*>(smem_raw) + C * LD;
@@ -200,6 +208,19 @@ struct V5Mid : V4Mid {
   }
 };
 
+/// Rung 6 (bwd_v6_tc_b9.cu): V5Mid with B9 for per-channel gates (KDA, GDN2) on tensor cores by
+/// binary levels (bwd_v6_tc_b9.cuh's b9_levels) instead of the float32 B9: run always returns true.
+struct V6Mid : V4Mid {
+  static constexpr bool kBatchLoads = true;
+  static constexpr bool kUnrolledB9 = true;  // as V5Mid (the float32 B9 is never reached)
+  template <class Tg>
+  static __device__ __forceinline__ bool run(const KParams& p, const BWs& ws, unsigned char* smem_raw, int tok0,
+                                             int Lc, const float* sbeta, const float (&accP)[4][4],
+                                             const float (&accA)[4][4]) {
+    return run_impl<Tg, true, true>(p, ws, smem_raw, tok0, Lc, sbeta, accP, accA);
+  }
+};
+
 template <class Tg, class Mid>
 void launch_grads(const BwdCall& c, Profile& prof) {
   const KParams& p = c.p;
@@ -234,6 +255,11 @@ void bwdc::bwd_v4_grads(const BwdCall& c, Profile& prof, bool batch_loads) {
     if (c.gate_dtype == 0) launch_grads<float, V4Mid>(c, prof);
     else launch_grads<bf16, V4Mid>(c, prof);
   }
+}
+
+void bwdc::bwd_v6_grads(const BwdCall& c, Profile& prof) {
+  if (c.gate_dtype == 0) launch_grads<float, V6Mid>(c, prof);
+  else launch_grads<bf16, V6Mid>(c, prof);
 }
 
 }  // namespace linattn::cuda::detail

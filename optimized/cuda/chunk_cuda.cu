@@ -377,6 +377,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v3_async: return "bwd_v3_async";
     case BwdVersion::v4_tc_tail: return "bwd_v4_tc_tail";
     case BwdVersion::v5_levels_front: return "bwd_v5_levels_front";
+    case BwdVersion::v6_tc_b9: return "bwd_v6_tc_b9";
   }
   return "?";
 }
@@ -399,6 +400,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v3_async, detail::bwd_v3_workspace_bytes, detail::bwd_v3_launch},
     {BwdVersion::v4_tc_tail, detail::bwd_v4_workspace_bytes, detail::bwd_v4_launch},
     {BwdVersion::v5_levels_front, detail::bwd_v5_workspace_bytes, detail::bwd_v5_launch},
+    {BwdVersion::v6_tc_b9, detail::bwd_v6_workspace_bytes, detail::bwd_v6_launch},
 };
 }  // namespace
 
@@ -425,7 +427,7 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version) {
   for (const BwdRung& r : kBwdLadder)
     if (r.version == version) rung = &r;
   if (!rung)
-    fail(fn, "version", "a version of the backward ladder (1, 2, 3, 4 or 5)", std::to_string(static_cast<int>(version)));
+    fail(fn, "version", "a version of the backward ladder (1, 2, 3, 4, 5 or 6)", std::to_string(static_cast<int>(version)));
 
   detail::BwdCall call;
   call.dtype = static_cast<int>(f.dtype);

@@ -171,11 +171,15 @@ enum class BwdVersion : int {
                      ///< tensor cores (hi + lo operands); same range and bounds as v3; 1.31-1.32x
                      ///< faster than v3 for DeltaNet and GDN, 1.03-1.04x for KDA and GDN2;
                      ///< `best` (RESULTS.md, "Rung 4")
-  v5_levels_front = 5  ///< v4 with prepare on the forward's rung 4 intra kernel (v4_levels.cu:
+  v5_levels_front = 5, ///< v4 with prepare on the forward's rung 4 intra kernel (v4_levels.cu:
                        ///< per-channel L and P by levels, A's off-diagonal blocks on tensor cores)
                        ///< and the chunk-gradient kernel's global loads batched (stagings, tail,
                        ///< V4Mid's B9 slabs) and its per-channel float32 B9 unrolled; same range and
                        ///< bounds; written, not yet run on a GPU, so not `best`
+  v6_tc_b9 = 6         ///< v5 with B9 of the chunk gradients for per-channel gates (KDA, GDN2) on
+                       ///< bf16 tensor cores by binary levels of reference rows (hi + lo operands,
+                       ///< float32 factors and epilogue); same range and bounds; written, not yet
+                       ///< run on a GPU, so not `best`
 };
 
 const char* bwd_version_name(BwdVersion v);

@@ -82,6 +82,11 @@ void bwd_v4_launch(const BwdCall& c);
 std::size_t bwd_v5_workspace_bytes(const KParams& p);
 void bwd_v5_launch(const BwdCall& c);
 
+// bwd_v6_tc_b9.cu (rung 5 with B9 for per-channel gates on tensor cores by levels; written, not yet
+// run on a GPU; calls outside rung 3's range run bwd_v3_launch)
+std::size_t bwd_v6_workspace_bytes(const KParams& p);
+void bwd_v6_launch(const BwdCall& c);
+
 // Reused by the backward's rung 3 from the forward's tensor-core rungs (bf16 inputs, 16 <= K <= 128;
 // c.p.ws is the tensor-core workspace of tc_common.cuh, V2Ws):
 /// v3_async.cu: v3's intra-chunk kernel, which also writes A = (I + L)^-1 of every chunk to a_out

@@ -102,7 +102,7 @@ for s in $stages; do
       echo "determinism test: $fails failures in ${DET_REPEATS:-50} runs" | tee "$OUT/bdeterminism.log" ;;
     bmutants)
       # Each planted bug of the backward (make_mutants.py, 11-16 rung 1, 21-24 rung 2, 41-49 rung 3, 51-55
-      # rung 4, 50 and 56-59 rung 5; 5 is shared with the forward)
+      # rung 4, 50 and 56-59 rung 5, 66-68 rung 6; 5 is shared with the forward)
       # must make the tests aimed at it fail.
       M=${MBIN:-build/mutants}/test_cuda_backward
       P32='CUDA v1 chunked backward equals the float64 reference backward for every operator in float32'
@@ -115,7 +115,7 @@ for s in $stages; do
       SZ='CUDA chunked backward is exact at the tuned and the largest head sizes up to K = V = 256'
       V3='CUDA v3 chunked backward on the forward tensor-core kernels equals the float64 reference backward for every operator in bfloat16'
       V4='CUDA v4 tensor-core B7 and B9 chunked backward equals the float64 reference backward for every operator in bfloat16'
-      # BMUT_ONLY=v3, v4 or v5: that rung's mutants alone (BMUT_V3_ONLY=1 is BMUT_ONLY=v3)
+      # BMUT_ONLY=v3, v4, v5 or v6: that rung's mutants alone (BMUT_V3_ONLY=1 is BMUT_ONLY=v3)
       only=${BMUT_ONLY:-}; [ -n "${BMUT_V3_ONLY:-}" ] && only=v3
       grp() { [ -z "$only" ] || [ "$only" = "$1" ]; }
       run_m() { local n=$1; shift; for t in "$@"; do
@@ -180,6 +180,16 @@ for s in $stages; do
         run_m 38 "$V5"
         run_m 32 "$V5"
         run_m 38 "$V4"
+        fi
+        if grp v6; then
+        V6='CUDA v6 chunked backward with the per-channel B9 by levels on tensor cores equals the float64 reference backward for every operator in bfloat16'
+        EX='CUDA chunked backward stays finite and exact with log-decays of 0 and -1000 and gates of 0 and 1'
+        run_m 0 "$V6" "$EX"
+        run_m 66 "$V6" "$RG"
+        run_m 67 "$V6" "$RG"
+        run_m 68 "$EX" "$V6"
+        # rung 6 must not run the float32 B9: rung 5's mutant 58 (a pair dropped there) must pass it
+        run_m 58 "$V6"
         fi
       } 2>&1 | tee "$OUT/bmutants.log" ;;
     bbench)
