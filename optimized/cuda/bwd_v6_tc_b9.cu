@@ -27,6 +27,8 @@
 // Shared memory: b9_levels uses 158,976 bytes of bwd_grads_tc's 165,120-byte overlay (one level per
 // round: 10 bf16 tiles of 64 x 72 = dL, dP, X, Y hi + lo and the k, q slabs; F 64 x 68 and e 64 x 64
 // float32; dP's diagonal; G 64 x 64 float64); the kernel keeps its 167,424 bytes, one block per SM.
+// (The model's design note counted 122,880 bytes; the k, q, e slabs staged once per slab, not
+// reloaded from global memory at each of the six levels, take the rest.)
 // Barriers: 1 + 2 per level per slab (13 per slab).
 //
 // Numerics: dL, dP (float32 from B7 / B5) and X, Y (float32 products) split into bf16 hi + lo, three

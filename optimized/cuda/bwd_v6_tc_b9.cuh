@@ -57,9 +57,10 @@ __device__ __forceinline__ void level_kstep(float (&acc)[4][4], const bf16* Ah, 
   }
 }
 
-/// B9 for any gate width by levels (docs/derivation-backward.md "Chunked backward"; the model's
-/// derivation): per 64-channel slab d and level s = 32 .. 1 (pairs i > j with highest bit of i ^ j = s;
-/// i a left row, j a right row, reference row m = i & ~(s - 1) = (j & ~(2s - 1)) + s),
+/// B9 of the chunked backward (docs/derivation-backward.md, "Chunked backward") by levels, for any
+/// gate width (the model's derivation): per 64-channel slab and level s = 32 .. 1 (the pairs i > j
+/// whose highest bit of i ^ j is s; i a left row, j a right row, reference row
+/// m = i & ~(s - 1) = (j & ~(2s - 1)) + s),
 ///   F_s[r] = exp(min(G_r - G_m, 0)) (left r),  exp(min(G_m - G_r, 0)) (right r)   (float32),
 ///   X_s[r] = e_r F_s[r] (left), k_r F_s[r] (right);  Y_s[r] = q~_r F_s[r] (left), 0 (right),
 ///   de^L_r  += F_s[r] sum_j dL_rj X_s[j],  dq^P_r += F_s[r] sum_j dP_rj X_s[j]      (r left),
