@@ -18,7 +18,8 @@
 //         KDA, GDN2 (per-channel gates): rung 2's staged float32 B9 (bwd_common.cuh), fed with dL
 //         and dP from the tensor-core B7. The binary-level factoring of v4_levels.cu would carry over
 //         (the pair sums are the forward's L and P shapes, with k / e / q slabs as the other
-//         operand), but it needs a level loop per product and per 64-channel slab; not written here.
+//         operand), but it needs a level loop per product and per 64-channel slab; not written here
+//         (rung 6 does it: bwd_v6_tc_b9.cuh, V6Mid below).
 //
 // Shared memory: rung 2's, 167,424 bytes (the float32 overlay of its B7 / B9, 165,120, is larger
 // than the 17 bf16 product tiles, 156,672; plus 2,304 for dgamma and beta): one block of 8 warps
