@@ -29,7 +29,10 @@
 // float32; dP's diagonal; G 64 x 64 float64); the kernel keeps its 167,424 bytes, one block per SM.
 // (The model's design note counted 122,880 bytes; the k, q, e slabs staged once per slab, not
 // reloaded from global memory at each of the six levels, take the rest.)
-// Barriers: 1 + 2 per level per slab (13 per slab).
+// Barriers: 1 + 2 per level per slab (13 per slab). ptxas (sm_90a): bwd_grads_tc<Tg, V6Mid> 254
+// registers, no spill, no stack (as V5Mid); rungs 2-5 keep their PTX (bench/ptx_identity.py: V4Mid's
+// and V5Mid's kernels, rung 2's, rung 3's and v4_levels.cu's identical). Index logic checked without a
+// GPU by bench/models/bwd_v6_b9_emulation.py (float64, against the model's direct sums: 7.8e-16).
 //
 // Numerics: dL, dP (float32 from B7 / B5) and X, Y (float32 products) split into bf16 hi + lo, three
 // products per k-step, float32 accumulation; F, the G differences (float64 G, difference then
