@@ -209,7 +209,7 @@ struct V5Mid : V4Mid {
   }
 };
 
-/// Rung 6 (bwd_v6_tc_b9.cu): V5Mid with B9 for per-channel gates (KDA, GDN2) on tensor cores by
+/// Rung 6 (bwd_v6_tc_b9.cu): V4Mid with V5Mid's flags and B9 for per-channel gates (KDA, GDN2) on tensor cores by
 /// binary levels (bwd_v6_tc_b9.cuh's b9_levels) instead of the float32 B9: run always returns true.
 struct V6Mid : V4Mid {
   static constexpr bool kBatchLoads = true;

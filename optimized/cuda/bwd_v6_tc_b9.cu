@@ -40,7 +40,8 @@
 // gives 5.6e-6 relative RMS against the direct sums, far below rung 3's bf16-level bounds, which the
 // tests keep (1e-2; 2e-2 for the gate gradients: proofs_tests/test_cuda_backward.cu). The clamp
 // min(diff, 0) is a no-op for log-decays <= 0 (SPEC section 4) and keeps rows >= Lc (G staged 0)
-// finite. Not bit-identical to rung 5 for KDA / GDN2 (other sums); DeltaNet and GDN are the same
+// finite. It REQUIRES log-decays <= 0: the host API rejects g > 0 (ref::validate_recurrent), the
+// device API (backward_device) does not check, and there rung 6 would clamp where rungs 1-5 compute. Not bit-identical to rung 5 for KDA / GDN2 (other sums); DeltaNet and GDN are the same
 // operations as rung 5 (V4Mid's code with kBatch).
 //
 // Range and fallbacks: rung 3's (bf16 inputs, 16 <= K <= 128; other calls run rung 2 through

@@ -188,8 +188,12 @@ for s in $stages; do
         run_m 66 "$V6" "$RG"
         run_m 67 "$V6" "$RG"
         run_m 68 "$EX" "$V6"
-        # rung 6 must not run the float32 B9: rung 5's mutant 58 (a pair dropped there) must pass it
+        # rung 6 must not run the float32 B9: rung 5's mutant 58 (a pair dropped there) must pass it;
+        # it shares rung 5's batched B9 staging for DeltaNet / GDN: mutant 59 must fail it
         run_m 58 "$V6"
+        run_m 59 "$V6"
+        echo "no mutant, compute-sanitizer racecheck (every rung, b9_levels' 13 barriers per slab included), $T1:"
+        LINATTN_MUTANT=0 timeout 120 compute-sanitizer --tool racecheck $M "$T1" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
         fi
       } 2>&1 | tee "$OUT/bmutants.log" ;;
     bbench)
