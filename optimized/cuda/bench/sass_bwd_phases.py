@@ -113,42 +113,21 @@ LAT = [(r"^LDG", None), (r"^(LDS|LDSM)", 30), (r"^HMMA", 32), (r"^MUFU", 18), (r
 WAVES = [(r"^LDSM", 4), (r"^(LDS|STS)\.128", 4), (r"^(LDS|STS)\.64", 2), (r"^(LDS|STS)(\.|\s|$)", 1)]
 
 
+import sass_phases as _sp  # the shared SASS reader of the forward's script (disasm, function, parse)
+
+
 def disasm(path):
-    if path.endswith((".sass", ".txt")):
-        return open(path).read().split("\n")
-    return subprocess.run(["nvdisasm", "-c", "-gi", path], check=True, capture_output=True, text=True).stdout.split("\n")
+    return _sp.disasm(path)
 
 
 def function(lines):
-    start = None
-    for i, l in enumerate(lines):
-        if start is None and re.match(r"^_Z\S*" + re.escape(KERNEL) + r"\S*:$", l):
-            start = i
-        elif start is not None and (l.startswith("//-----") or l.startswith(".section")):
-            return lines[start:i]
-    if start is None:
-        sys.exit(f"kernel {KERNEL} not found")
-    return lines[start:]
+    return _sp.function(lines, KERNEL)
 
 
 def parse(f):
     """Instructions as (opcode text without predicate, [(file, line) innermost .. outermost]), labels."""
-    loc, pending, labels, ins = None, [], {}, []
-    for l in f:
-        m = re.match(r'\s*//## File "(.*?)", line (\d+)', l)
-        if m:
-            pending.append((m.group(1).split("/")[-1], int(m.group(2))))
-            continue
-        m = re.match(r"(\.L_x_\d+):", l)
-        if m:
-            labels[m.group(1)] = len(ins)
-            continue
-        m = re.match(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", l)
-        if m:
-            if pending:
-                loc, pending = pending, []
-            ins.append((re.sub(r"^@!?U?P\w+\s+", "", m.group(2)), loc))
-    return ins, labels
+    ins, labels = _sp.parse(f)
+    return [(text, loc) for _, text, loc in ins], labels
 
 
 # Lines whose code the compiler hoists or rematerialises anywhere (the workspace carve-up bwd_ws at 272,

@@ -158,18 +158,7 @@ def check_table():
 
 
 # ---- device rounding
-def bf16(x):
-    """Round float32 values to bf16 (nearest even), returned as float64."""
-    f = np.asarray(x, dtype=np.float32)
-    u = f.view(np.uint32).astype(np.uint64)
-    u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
-    return u.astype(np.uint32).view(np.float32).astype(np.float64)
-
-
-def split(x):
-    x32 = np.asarray(x, dtype=np.float32)
-    hi = bf16(x32)
-    return hi, bf16(x32.astype(np.float64) - hi)
+from devround import bf16, split  # the device rounding (devround.py)
 
 
 def f32(x):
