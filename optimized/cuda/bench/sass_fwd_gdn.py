@@ -16,14 +16,7 @@ CLASSES = [("MUFU", r"^MUFU"), ("HMMA", r"^HMMA"), ("LDSM", r"^LDSM"), ("LDS", r
            ("BAR", r"^BAR"), ("DEPBAR", r"^(DEPBAR|LDGDEPBAR)"), ("SHFL", r"^SHFL")]
 
 
-def func(lines, sub):
-    s = None
-    for i, l in enumerate(lines):
-        if s is None and re.match(r"^_Z\S*" + re.escape(sub) + r"\S*:$", l):
-            s = i
-        elif s is not None and (l.startswith("//-----") or l.startswith("\t.section")):
-            return lines[s:i]
-    return lines[s:] if s is not None else sys.exit("not found: " + sub)
+from sass_phases import function as func  # the kernel's lines in nvdisasm output (shared reader)
 
 
 def parse(f):
