@@ -9,7 +9,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <type_traits>
 
 #include "optimized/cuda/mma.cuh"
 #include "optimized/cuda/versions.cuh"
@@ -492,11 +491,12 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
   float* sq = sk + 64 * 64;   // [64][64] scale q
   float* se = sq + 64 * 64;   // [64][64] e
   double* sGd = reinterpret_cast<double*>(se + 64 * 64);  // [64][64] G, per-channel gates only
-  if (!b9_done && Mid::kUnrolledB9) {
-    // The backward's rung 5: the same sums in the same order, with the gate kind a compile-time
-    // constant in each of two copies of the row loop (so its j and i loops unroll by 4 and their
-    // exp chains overlap), G_r read once per row, and the slab staged with 4 items' loads in flight
-    // (bench/analysis_bwd_grads.md: rung 2's loop was a 156-clock dependency chain per term for KDA).
+  if (!b9_done && Mid::kUnrolledB9 && chan) {
+    // The backward's rung 5, per-channel gates (the only B9 a rung 4 / 5 Mid leaves here: V4Mid's run
+    // does DeltaNet's and GDN's on tensor cores): the same sums in the same order as the loop below,
+    // with the gate kind fixed (so the j and i loops unroll by 4 and their exp chains overlap), G_r
+    // read once per row, and the slab staged with 4 items' loads in flight (bench/analysis_bwd_grads.md:
+    // rung 2's loop was a 156-clock dependency chain per term for KDA).
     for (int kk = 0; kk < K; kk += 64) {
       __syncthreads();  // the previous slab is read
       constexpr int kB = 4;
@@ -511,40 +511,34 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
           rk[b] = in ? k_at(j, d) : 0.f;
           rq[b] = in ? p.scale * ld(q + row(j) * K + d) : 0.f;
           re[b] = in ? e_at(j, d) : 0.f;
-          rg[b] = (chan && in) ? G(j, d) : 0.0;
+          rg[b] = in ? G(j, d) : 0.0;
         }
 #pragma unroll
         for (int b = 0; b < kB; ++b) {
           const int idx = tid + (t0 + b) * kThreads;
-          sk[idx] = rk[b], sq[idx] = rq[b], se[idx] = re[b];
-          if (chan) sGd[idx] = rg[b];
+          sk[idx] = rk[b], sq[idx] = rq[b], se[idx] = re[b], sGd[idx] = rg[b];
         }
       }
       __syncthreads();
-      auto rows = [&](auto chan_c) {
-        constexpr bool CH = decltype(chan_c)::value;
-        for (int idx = tid; idx < Lc * 64; idx += kThreads) {
-          const int r = idx >> 6, dd = idx & 63, d = kk + dd;
-          if (d >= K) continue;
-          const double Gr = CH ? sGd[r * 64 + dd] : 0.0;
-          float del = 0.f, dqp = 0.f, dkk = 0.f;
+      for (int idx = tid; idx < Lc * 64; idx += kThreads) {
+        const int r = idx >> 6, dd = idx & 63, d = kk + dd;
+        if (d >= K) continue;
+        const double Gr = sGd[r * 64 + dd];
+        float del = 0.f, dqp = 0.f, dkk = 0.f;
 #pragma unroll 4
-          for (int j = 0; j <= r; ++j) {
-            const float kg = sk[j * 64 + dd] * (CH ? expf(float(Gr - sGd[j * 64 + dd])) : sGam[r * LD + j]);
-            dqp += sdP[r * LD + j] * kg;
-            if (j < r) del += sdA[r * LD + j] * kg;
-          }
-#pragma unroll 4
-          for (int i = r; i < Lc; ++i) {
-            float src = sdP[i * LD + r] * sq[i * 64 + dd];
-            if (i > r) src += sdA[i * LD + r] * se[i * 64 + dd];
-            dkk += src * (CH ? expf(float(sGd[i * 64 + dd] - Gr)) : sGam[i * LD + r]);
-          }
-          ws.deL[row(r) * K + d] = del, ws.dqP[row(r) * K + d] = dqp, ws.dkLP[row(r) * K + d] = dkk;
+        for (int j = 0; j <= r; ++j) {
+          const float kg = sk[j * 64 + dd] * expf(float(Gr - sGd[j * 64 + dd]));
+          dqp += sdP[r * LD + j] * kg;
+          if (j < r) del += sdA[r * LD + j] * kg;
         }
-      };
-      if (chan) rows(std::true_type{});
-      else rows(std::false_type{});
+#pragma unroll 4
+        for (int i = r; i < Lc; ++i) {
+          float src = sdP[i * LD + r] * sq[i * 64 + dd];
+          if (i > r) src += sdA[i * LD + r] * se[i * 64 + dd];
+          dkk += src * expf(float(sGd[i * 64 + dd] - Gr));
+        }
+        ws.deL[row(r) * K + d] = del, ws.dqP[row(r) * K + d] = dqp, ws.dkLP[row(r) * K + d] = dkk;
+      }
     }
   } else if (!b9_done) {
     for (int kk = 0; kk < K; kk += 64) {

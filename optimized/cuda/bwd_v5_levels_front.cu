@@ -34,8 +34,8 @@
 //
 // (3) Per-channel gates (KDA, GDN2) keep rung 2's float32 B9 (bwd_common.cuh), which the analysis
 // found a 156-clock dependency chain per term (~9 ms of KDA's 25.8 ms grads kernel): with
-// Mid::kUnrolledB9 the row loop exists in two copies with the gate kind a compile-time constant, so
-// its j and i loops unroll by 4 and the exp chains of consecutive terms overlap; G_r is read once per
+// Mid::kUnrolledB9 the row loop has a copy for per-channel gates alone (the only B9 V4Mid leaves to
+// it), so its j and i loops unroll by 4 and the exp chains of consecutive terms overlap; G_r is read once per
 // row and the slab staging loads 4 items at a time. The analysis estimated -5 to -7 ms for this
 // "cheap version" (not measured); the tensor-core version (the forward's binary levels) is not
 // written. Same sums in the same order as rung 2's loop (so bit-identical by construction).
