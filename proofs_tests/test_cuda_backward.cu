@@ -34,12 +34,13 @@
 //   tiles with bf16 hi + lo rounding) is far below rung 3's bf16-level error, and on the H200 (session 5
 //   call 1) every gradient's worst error ratio over the property runs equals rung 3's to the third
 //   digit (largest: DeltaNet dbeta 9.1e-3, KDA dk 5.2e-3; RESULTS.md, "Rung 4").
-//   Rung 5 (rung 4 with prepare on the forward's rung 4 intra kernel; not yet run on a GPU) is held
-//   to rung 3's bounds: its A carries ~2^-16 relative error from tensor-core products and its
-//   per-channel L, P bf16 operands as rung 3's off-diagonal blocks (bwd_v5_levels_front.cu).
-//   Rung 6 (rung 5 with the per-channel B9 on tensor cores by levels; not yet run on a GPU) likewise:
-//   its B9 adds about 5.6e-6 relative RMS (bf16 hi + lo operands, float32 factors and accumulation,
-//   emulated in bench/models/bwd_b9_levels_model.py), far below rung 3's bf16-level error.
+//   Rung 5 (rung 4 with prepare on the forward's rung 4 intra kernel) is held to rung 3's bounds:
+//   its A carries ~2^-16 relative error from tensor-core products and its per-channel L, P bf16
+//   operands as rung 3's off-diagonal blocks (bwd_v5_levels_front.cu). Rung 6 (rung 5 with the
+//   per-channel B9 on tensor cores by levels) likewise: its B9 adds about 5.6e-6 relative RMS (bf16
+//   hi + lo operands, float32 factors and accumulation, emulated in bench/models/bwd_b9_levels_model.py).
+//   On the H200 (session 6 call 1) both rungs' worst error ratios equal rung 4's to the second digit
+//   except GDN2's dw (4.9e-3 against 3.7e-3), all under the bounds.
 // Every gradient buffer is filled with NaN before the launch (the host API does it), so an element
 // a kernel does not write fails (a non-finite value counts as an infinite error).
 // Without a usable GPU every test that needs one says why (Catch2 WARN) and returns, so CTest
@@ -433,8 +434,14 @@ TEST_CASE("CUDA v5 chunked backward with the levels intra kernel in prepare and 
 TEST_CASE("CUDA v5 grads kernel after rung 3 prepare gives rung 4 gradients bit for bit") {
   SKIP_WITHOUT_GPU();
   // Rung 5's grads-kernel changes (batched stagings and tail, unrolled per-channel B9) claim the
-  // same floating-point operations in the same order as rung 4's kernel; on rung 4's prepare
-  // (LINATTN_BWD5_V3_FRONT, bwd_v5_levels_front.cu) every gradient must then be identical.
+  // same sums in the same order as rung 4's kernel; on rung 4's prepare (LINATTN_BWD5_V3_FRONT,
+  // bwd_v5_levels_front.cu) DeltaNet's and GDN's gradients must then be identical. KDA's and GDN2's
+  // go through the unrolled float32 B9, whose dk sum src = dP q~ + dL e was found (session 6 call 1,
+  // H200) to differ from rung 4's in the last bits of dk and dg: a * b + c * d may be contracted to
+  // fma(a, b, c * d) or fma(c, d, a * b), and nvcc chose differently in the unrolled loop. Those two
+  // operators are held to 5e-5 relative RMS instead: measured (session 6 call 2) up to 1.2e-6 for dk
+  // and 8.2e-6 for dg with bf16 gates (dg's reverse sum cancels); one wrong element of a gradient
+  // this size alone is ~2e-3, an indexing error O(1).
   ::setenv("LINATTN_BWD5_V3_FRONT", "1", 1);
   struct Unset {
     ~Unset() { ::unsetenv("LINATTN_BWD5_V3_FRONT"); }
@@ -452,10 +459,24 @@ TEST_CASE("CUDA v5 grads kernel after rung 3 prepare gives rung 4 gradients bit 
         const auto x = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v4_tc_tail);
         const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v5_levels_front);
         INFO(ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
+        const bool chan = op == Op::kda || op == Op::gdn2;
+        const char* names[] = {"dq", "dk", "dv", "dg", "dbeta", "db", "dw", "dh0"};
+        int gi = 0;
         for (const auto& [a, c] : {std::pair{&x.dq, &y.dq}, {&x.dk, &y.dk}, {&x.dv, &y.dv}, {&x.dg, &y.dg},
                                    {&x.dbeta, &y.dbeta}, {&x.db, &y.db}, {&x.dw, &y.dw}, {&x.dh0, &y.dh0}}) {
+          INFO(names[gi++]);
           REQUIRE(a->defined() == c->defined());
-          if (a->defined()) CHECK(std::memcmp(a->data(), c->data(), sizeof(float) * a->numel()) == 0);
+          if (!a->defined()) continue;
+          if (!chan) {
+            CHECK(std::memcmp(a->data(), c->data(), sizeof(float) * a->numel()) == 0);
+          } else {
+            const Comparison cmp = compare(*c, *a);
+            INFO("rung 5 against rung 4: " << cmp.str());
+            CHECK(cmp.within(5e-5));
+            if (std::getenv("LINATTN_CUDA_BACKWARD_REPORT") && cmp.rel_rms > 0)
+              std::cout << "rung 5 vs rung 4, " << ref::op_name(op) << " gates " << dname(gdt) << " " << names[gi - 1]
+                        << ": " << cmp.str() << "\n";
+          }
         }
       }
 }
@@ -491,10 +512,24 @@ TEST_CASE("CUDA v6 chunked backward gives rung 5 gradients bit for bit for Delta
         const auto x = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v5_levels_front);
         const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v6_tc_b9);
         INFO(ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
+        const bool chan = op == Op::kda || op == Op::gdn2;
+        const char* names[] = {"dq", "dk", "dv", "dg", "dbeta", "db", "dw", "dh0"};
+        int gi = 0;
         for (const auto& [a, c] : {std::pair{&x.dq, &y.dq}, {&x.dk, &y.dk}, {&x.dv, &y.dv}, {&x.dg, &y.dg},
                                    {&x.dbeta, &y.dbeta}, {&x.db, &y.db}, {&x.dw, &y.dw}, {&x.dh0, &y.dh0}}) {
+          INFO(names[gi++]);
           REQUIRE(a->defined() == c->defined());
-          if (a->defined()) CHECK(std::memcmp(a->data(), c->data(), sizeof(float) * a->numel()) == 0);
+          if (!a->defined()) continue;
+          if (!chan) {
+            CHECK(std::memcmp(a->data(), c->data(), sizeof(float) * a->numel()) == 0);
+          } else {
+            const Comparison cmp = compare(*c, *a);
+            INFO("rung 5 against rung 4: " << cmp.str());
+            CHECK(cmp.within(5e-5));
+            if (std::getenv("LINATTN_CUDA_BACKWARD_REPORT") && cmp.rel_rms > 0)
+              std::cout << "rung 5 vs rung 4, " << ref::op_name(op) << " gates " << dname(gdt) << " " << names[gi - 1]
+                        << ": " << cmp.str() << "\n";
+          }
         }
       }
 }

@@ -1,5 +1,6 @@
-// optimized/cuda/bwd_v5_levels_front.cu -- rung 5 of the CUDA backward ladder (WRITTEN, NOT YET RUN
-// ON A GPU; not `best`): rung 4 (bwd_v4_tc_tail.cu) with (1) its prepare stage on the forward's rung 4
+// optimized/cuda/bwd_v5_levels_front.cu -- rung 5 of the CUDA backward ladder (first run on the H200
+// in session 6, calls 1-3: every test, sanitizers and mutants pass; 1.44-1.82x faster than rung 4;
+// rung 6 is faster still and `best`): rung 4 (bwd_v4_tc_tail.cu) with (1) its prepare stage on the forward's rung 4
 // intra-chunk kernel instead of rung 3's, (2) its chunk-gradient kernel's stagings loading in
 // batches and (3) that kernel's per-channel float32 B9 unrolled. (1) and (2, 3) touch different
 // kernels, so the per-kernel times (LINATTN_BWD_PROFILE=1: "bwd_v5 kernels (ms): prepare
@@ -40,6 +41,16 @@
 // "cheap version" (not measured); the tensor-core version (the forward's binary levels) is not
 // written. Same sums in the same order as rung 2's loop (so bit-identical by construction).
 // ptxas after (2) and (3): 254 registers (of 255), no spill.
+//
+// Measured (session 6 call 1, H200, B=8 T=4096 H=16 K=V=128 bf16, `bench_backward.py --bwd-versions
+// 4,5,6`, LINATTN_BWD_PROFILE kernel times; rung 4 -> rung 5, ms): prepare DN 1.040 -> 0.958, KDA
+// 3.363 -> 2.618 (estimate: -0.5 / -2: the extras kernel stays); grads DN 13.78 -> 8.88, GDN 14.01
+// -> 9.14 (estimate for (2): -2.5 to -4.5), KDA 25.78 -> 12.97, GDN2 27.00 -> 13.44 ((2) + (3));
+// backward DN 16.38 -> 11.38, GDN 16.66 -> 11.69, KDA 30.65 -> 17.12, GDN2 32.10 -> 17.66.
+// The "same operations, bit for bit" claim held for DeltaNet and GDN; for KDA and GDN2 dk and dg
+// differ from rung 4's in the last bits (call 1; up to 1.2e-6 / 8.2e-6 relative RMS, call 2): the
+// unrolled loop's a * b + c * d is contracted to a different fma than rung 2's loop. The test now
+// holds those two operators to 5e-5 (proofs_tests/test_cuda_backward.cu).
 //
 // Numerics of (1): A now carries the ~2^-16 relative error of the tensor-core products (as the forward's
 // rung 4; it is split hi + lo for B7 anyway) and per-channel L, P are the forward rung 4's (bf16

@@ -1,5 +1,6 @@
-// optimized/cuda/bwd_v6_tc_b9.cu -- rung 6 of the CUDA backward ladder (WRITTEN, NOT YET RUN ON A GPU;
-// not `best`): rung 5 (bwd_v5_levels_front.cu: the levels prepare, batched loads) with B9 of the chunk
+// optimized/cuda/bwd_v6_tc_b9.cu -- rung 6 of the CUDA backward ladder (`best` since session 6: first
+// run on the H200 in calls 1-3, every test, sanitizers and mutants 66-68 pass; the fastest rung for
+// all four operators): rung 5 (bwd_v5_levels_front.cu: the levels prepare, batched loads) with B9 of the chunk
 // gradients for per-channel gates (KDA, GDN2) on bf16 tensor cores by binary levels of reference rows
 // (issue 6), instead of rung 2's float32 B9 loop (bwd_common.cuh, unrolled in rung 5).
 //
@@ -23,6 +24,12 @@
 // (the model's design note). Estimate (NOT measured): the 9.2 ms chain becomes ~0.5 ms of independent
 // work, KDA's and GDN2's grads kernel ~14-16 ms against rung 4's 25.8 (rung 5's unrolled float32 B9,
 // itself not run yet, was estimated at -5 to -7 ms).
+//
+// Measured (session 6 call 1, H200, B=8 T=4096 H=16 K=V=128 bf16, `bench_backward.py --bwd-versions
+// 4,5,6`): grads kernel KDA 25.78 (rung 4) / 12.97 (rung 5) / 11.49 ms (rung 6), GDN2 27.00 / 13.44 /
+// 11.71 -- below the estimate's 14-16 ms, but mostly from rung 5's changes, which the estimate did not
+// count; backward KDA 15.63 ms, GDN2 15.92 (rung 5: 17.12, 17.66); DeltaNet 11.15, GDN 11.49 (the same
+// code as rung 5 there; 11.38, 11.69 in the same run).
 //
 // Shared memory: b9_levels uses 158,976 bytes of bwd_grads_tc's 165,120-byte overlay (one level per
 // round: 10 bf16 tiles of 64 x 72 = dL, dP, X, Y hi + lo and the k, q slabs; F 64 x 68 and e 64 x 64

@@ -419,10 +419,10 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version) {
   require_b(!any || f.op == Op::gdn2 || a.dbeta, "dbeta", "a device pointer", "null");
   require_b(!any || f.op != Op::gdn2 || (a.db && a.dw), "db, dw", "device pointers for gdn2", "null");
   require_b(p.N == 0 || a.dh0, "dh0", "a device pointer ([N, H, K, V] float32)", "null");
-  // best = rung 4 (RESULTS.md "Rung 4", session 5 calls 1-5 on the H200: tests, sanitizers, 50
-  // determinism repeats, mutants 51-55, 1.03-1.32x faster than rung 3); calls outside its range run
-  // rung 2, and float32 inputs inside rung 2 take rung 1's kernels.
-  if (version == BwdVersion::best) version = BwdVersion::v4_tc_tail;
+  // best = rung 6 (RESULTS.md "Rungs 5 and 6", session 6 calls 1-3 on the H200: every backward
+  // test, sanitizers, 20 determinism repeats, mutants 50, 56-59, 66-68; 1.47-2.02x faster than
+  // rung 4); calls outside its range run rung 2, and float32 inputs inside rung 2 take rung 1's kernels.
+  if (version == BwdVersion::best) version = BwdVersion::v6_tc_b9;
   const BwdRung* rung = nullptr;
   for (const BwdRung& r : kBwdLadder)
     if (r.version == version) rung = &r;

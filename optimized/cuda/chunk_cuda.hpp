@@ -153,8 +153,9 @@ ref::RecurrentOutput<float> chunk_gdn2(const Tensor<float>& q, const Tensor<floa
 // float32 (cumulative log-decays in float64) whatever the input type.
 // ------------------------------------------------------------------------------------------------
 
-/// The rungs of the backward ladder. `best` picks v4_tc_tail (which, like v3_async, runs v2_tensorcore
-/// outside its range: float32 inputs, K < 16 or K > 128; RESULTS.md "Rung 4", session 5 calls 1-5).
+/// The rungs of the backward ladder. `best` picks v6_tc_b9 (which, like v3_async to v5, runs
+/// v2_tensorcore outside its range: float32 inputs, K < 16 or K > 128; RESULTS.md "Rungs 5 and 6",
+/// session 6 calls 1-3 on the H200).
 enum class BwdVersion : int {
   best = 0,
   v1_simple = 1,     ///< four plain FFMA kernels (prepare; states; state gradients; chunk gradients)
@@ -170,16 +171,18 @@ enum class BwdVersion : int {
   v4_tc_tail = 4,    ///< v3 with B7 and, for DeltaNet and GDN, B9 of the chunk gradients on bf16
                      ///< tensor cores (hi + lo operands); same range and bounds as v3; 1.31-1.32x
                      ///< faster than v3 for DeltaNet and GDN, 1.03-1.04x for KDA and GDN2;
-                     ///< `best` (RESULTS.md, "Rung 4")
+                     ///< `best` in session 5 (RESULTS.md, "Rung 4")
   v5_levels_front = 5, ///< v4 with prepare on the forward's rung 4 intra kernel (v4_levels.cu:
                        ///< per-channel L and P by levels, A's off-diagonal blocks on tensor cores)
                        ///< and the chunk-gradient kernel's global loads batched (stagings, tail,
                        ///< V4Mid's B9 slabs) and its per-channel float32 B9 unrolled; same range and
-                       ///< bounds; written, not yet run on a GPU, so not `best`
+                       ///< bounds; 1.44x faster than v4 for DeltaNet, 1.79-1.82x for KDA and GDN2
+                       ///< (16.38 -> 11.38 ms, 30.65 -> 17.12 at B=8 T=4096; session 6 call 1)
   v6_tc_b9 = 6         ///< v5 with B9 of the chunk gradients for per-channel gates (KDA, GDN2) on
                        ///< bf16 tensor cores by binary levels of reference rows (hi + lo operands,
-                       ///< float32 factors and epilogue); same range and bounds; written, not yet
-                       ///< run on a GPU, so not `best`
+                       ///< float32 factors and epilogue); same range and bounds; 1.10x faster than
+                       ///< v5 for KDA (15.63 ms), 1.11x for GDN2 (15.92), 1.02x for DeltaNet and GDN
+                       ///< (same code there; B=8 T=4096, session 6 call 1); `best`
 };
 
 const char* bwd_version_name(BwdVersion v);
@@ -201,7 +204,9 @@ struct DeviceBwdArgs {
   float* dh0 = nullptr;        ///< [N, H, K, V], always written
 };
 
-/// Run one backward call: the forward's size checks, then the gradient pointers; throws
+/// Run one backward call: the forward's size checks, then the gradient pointers (values in device
+/// memory are not read here: log-decays must be finite and <= 0, SPEC section 4, which the host
+/// functions below check; `best` = rung 6 clamps exp(G_i - G_j) at 1 where they are not); throws
 /// linattn::Error for bad arguments, std::runtime_error for CUDA failures. Its own process-wide,
 /// grow-only workspace (about (12 K + 3 V + 128) floats per token and head plus two K x V states
 /// per chunk and head; not thread-safe).

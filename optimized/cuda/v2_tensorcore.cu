@@ -28,7 +28,9 @@
 // (see v3_async.cu). Value-column tile BV: 16 / 32 / 64 gave 3.35 / 2.62 / 2.43 ms (DeltaNet, first
 // shape) and 3.08 / 3.21 / 3.81 ms (second shape).
 // Never `best` (v3, then v4, replace v2_intra), but v2_state is the state kernel of v3 and v4, of
-// v5's state pass (kBwd with kHt; not yet run on a GPU) and of the backward's rung 3 (kBwd).
+// v5's state pass (kBwd with kHt) and of the backward's rungs 3-6 (kBwd). Session 6 (call 2) tried
+// two variants of it, run-time knobs of launch_state / tc_state_launch below, off by default
+// because neither helped (RESULTS.md, "Session 6: the forward state kernel").
 #include <cstdlib>
 #include <string>
 
@@ -344,19 +346,21 @@ __global__ void __launch_bounds__(kThreads) v2_intra(KParams p) {
 
 // ------------------------------------------------------------------------------------------------
 // The sequential pass over the chunks of one sequence, for one head and BV value columns.
-template <int KP, int BV>
+// NS: pipeline stages (chunks in shared memory at once; NS - 1 of look-ahead). 2 everywhere but the
+// forward at BV = 16, where 3 is an option (LINATTN_STATE_STAGES, tc_state_launch).
+template <int KP, int BV, int NS = 2>
 struct StateSmem {
   static constexpr int LDK = ldk(KP);
   static constexpr int LDV = BV + 8;
   static constexpr int LDU = BV + 4;  // float
   static constexpr int tileK = 64 * LDK * 2;
-  static constexpr int sW = 0;                       // [2] bf16 [64][LDK]
-  static constexpr int sQg = sW + 2 * tileK;
-  static constexpr int sKd = sQg + 2 * tileK;
-  static constexpr int sP = sKd + 2 * tileK;         // [2] bf16 [64][72]
-  static constexpr int sU = sP + 2 * 64 * 72 * 2;    // [2] f32 [64][LDU]
-  static constexpr int sgC = sU + 2 * 64 * LDU * 4;  // [2] f32 [KP]
-  static constexpr int sSh = sgC + 2 * KP * 4;       // bf16 [KP][LDV] state, hi part
+  static constexpr int sW = 0;                        // [NS] bf16 [64][LDK]
+  static constexpr int sQg = sW + NS * tileK;
+  static constexpr int sKd = sQg + NS * tileK;
+  static constexpr int sP = sKd + NS * tileK;         // [NS] bf16 [64][72]
+  static constexpr int sU = sP + NS * 64 * 72 * 2;    // [NS] f32 [64][LDU]
+  static constexpr int sgC = sU + NS * 64 * LDU * 4;  // [NS] f32 [KP]
+  static constexpr int sSh = sgC + NS * KP * 4;       // bf16 [KP][LDV] state, hi part
   static constexpr int sSl = sSh + KP * LDV * 2;     // bf16 [KP][LDV] lo part
   static constexpr int sVn = sSl + KP * LDV * 2;     // bf16 [64][LDV]
   static constexpr int bytes = sVn + 64 * LDV * 2;
@@ -370,16 +374,25 @@ struct StateBwdOut {
   float* vn = nullptr;  // [B * T * H, V]
 };
 
-template <int KP, int BV, bool kBwd = false, bool kHt = false>
+template <int KP, int BV, bool kBwd = false, bool kHt = false, int NS = 2>
 __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd) {
-  using S = StateSmem<KP, BV>;
+  using S = StateSmem<KP, BV, NS>;
   constexpr int LDK = S::LDK, LDV = S::LDV, LDU = S::LDU;
   extern __shared__ __align__(16) char smem[];
   bf16* sSh = reinterpret_cast<bf16*>(smem + S::sSh);
   bf16* sSl = reinterpret_cast<bf16*>(smem + S::sSl);
   bf16* sVn = reinterpret_cast<bf16*>(smem + S::sVn);
   const int K = p.K, V = p.V, H = p.H;
-  const int n = blockIdx.x, h = blockIdx.y, v0 = blockIdx.z * BV;
+  // Grid (N, H, value tiles), or with LINATTN_STATE_GRID=flat one dimension with the value tile
+  // fastest, so a head's value tiles run side by side and share its w, q, k, P reads in L2 (both
+  // decodings agree when the 3-d grid has gridDim.y = gridDim.z = 1).
+  int n, h, v0;
+  if (gridDim.y == 1 && gridDim.z == 1) {
+    const int nvt = (p.V + BV - 1) / BV, bx = blockIdx.x, r = bx / nvt;
+    v0 = (bx - r * nvt) * BV, h = r % p.H, n = r / p.H;
+  } else {
+    n = blockIdx.x, h = blockIdx.y, v0 = blockIdx.z * BV;
+  }
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   const V2Ws ws = v2_ws(p, KP);
   const int VP = vpad(V);
@@ -405,8 +418,8 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd)
   auto store_state_bf16 = [&]() { state_frag_store_hilo<LDV>(st, sSh, sSl, sm, sn0, g8, t4); };
   store_state_bf16();
 
-  auto issue = [&](int ci) {  // cp.async the tiles of chunk ci (of this sequence) into stage ci & 1
-    const int stg = ci & 1;
+  auto issue = [&](int ci) {  // cp.async the tiles of chunk ci (of this sequence) into stage ci % NS
+    const int stg = ci % NS;
     const std::int64_t cw = std::int64_t(c_first + ci) * H + h;
     char* base = smem;
     bf16* dW = reinterpret_cast<bf16*>(base + S::sW + stg * S::tileK);
@@ -425,12 +438,27 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd)
     cp_async_commit();
   };
 
-  if (nchunks > 0) issue(0);
+  if (NS == 2) {
+    if (nchunks > 0) issue(0);
+  } else {  // NS - 1 chunks in flight; one commit group per chunk slot, empty past the end
+#pragma unroll
+    for (int j = 0; j < NS - 1; ++j) {
+      if (j < nchunks) issue(j);
+      else cp_async_commit();
+    }
+  }
   for (int ci = 0; ci < nchunks; ++ci) {
-    const int stg = ci & 1, tok0 = t_begin + ci * C, Lc = min(C, t_end - tok0);
-    cp_async_wait<0>();
-    __syncthreads();  // stage stg landed for every thread; previous chunk fully done
-    if (ci + 1 < nchunks) issue(ci + 1);
+    const int stg = ci % NS, tok0 = t_begin + ci * C, Lc = min(C, t_end - tok0);
+    if (NS == 2) {
+      cp_async_wait<0>();
+      __syncthreads();  // stage stg landed for every thread; previous chunk fully done
+      if (ci + 1 < nchunks) issue(ci + 1);
+    } else {
+      cp_async_wait<NS - 2>();  // chunk ci's group done (ci + 1 .. ci + NS - 2 may be in flight)
+      __syncthreads();          // ... for every thread; previous chunk fully done (its stage is free)
+      if (ci + NS - 1 < nchunks) issue(ci + NS - 1);
+      else cp_async_commit();
+    }
     const bf16* sW = reinterpret_cast<const bf16*>(smem + S::sW + stg * S::tileK);
     const bf16* sQg = reinterpret_cast<const bf16*>(smem + S::sQg + stg * S::tileK);
     const bf16* sKd = reinterpret_cast<const bf16*>(smem + S::sKd + stg * S::tileK);
@@ -578,12 +606,22 @@ void launch_intra_op(const Call& c) {
   return launch_intra<KP, kGateChannel, true, Tg>(c);
 }
 
-template <int KP, int BV, bool kBwd = false, bool kHt = false>
+// LINATTN_STATE_GRID=flat: one grid dimension, value tile fastest (v2_state's decoding); else
+// (N, H, value tiles).
+bool state_grid_flat() {
+  const char* env = std::getenv("LINATTN_STATE_GRID");
+  return env && std::string(env) == "flat";
+}
+
+template <int KP, int BV, bool kBwd = false, bool kHt = false, int NS = 2>
 void launch_state(const Call& c, StateBwdOut bwd = {}) {
-  const int bytes = StateSmem<KP, BV>::bytes;
-  auto kern = v2_state<KP, BV, kBwd, kHt>;
+  const int bytes = StateSmem<KP, BV, NS>::bytes;
+  static_assert(StateSmem<KP, BV, NS>::bytes <= 227 * 1024, "state kernel shared memory over the sm_90 limit");
+  auto kern = v2_state<KP, BV, kBwd, kHt, NS>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  kern<<<dim3(c.p.N, c.p.H, (c.p.V + BV - 1) / BV), kThreads, bytes, c.stream>>>(c.p, bwd);
+  const int nvt = (c.p.V + BV - 1) / BV;
+  const dim3 grid = state_grid_flat() ? dim3(unsigned(c.p.N) * c.p.H * nvt) : dim3(c.p.N, c.p.H, nvt);
+  kern<<<grid, kThreads, bytes, c.stream>>>(c.p, bwd);
   LINATTN_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -606,13 +644,19 @@ bool skip_kernel(const char* which) {
 void tc_state_launch(const Call& c, int KP) {
   if (skip_kernel("state")) return;
   const int bv = pick_bv(c.p);
+  // LINATTN_STATE_STAGES=3: a 3-stage cp.async pipeline at BV = 16 (two chunks of look-ahead; the
+  // one tile width where 3 stages fit in shared memory at KP = 128).
+  const char* st = std::getenv("LINATTN_STATE_STAGES");
+  const bool three = st && std::atoi(st) == 3;
   if (KP == 64) {
     if (bv == 64) return launch_state<64, 64>(c);
     if (bv == 32) return launch_state<64, 32>(c);
+    if (three) return launch_state<64, 16, false, false, 3>(c);
     return launch_state<64, 16>(c);
   }
   if (bv == 64) return launch_state<128, 64>(c);
   if (bv == 32) return launch_state<128, 32>(c);
+  if (three) return launch_state<128, 16, false, false, 3>(c);
   return launch_state<128, 16>(c);
 }
 

@@ -1,4 +1,4 @@
-// optimized/cuda/v5_split.cu -- rung 5 of the CUDA ladder (compiled, not yet run on a GPU): v4 with
+// optimized/cuda/v5_split.cu -- rung 5 of the CUDA ladder (run in session 5: correct, slower where it splits; not `best`): v4 with
 // the sequential state pass split from the output, for calls whose fused state kernel cannot fill
 // the GPU (few sequence-heads, long sequences: B=1 T=32768 H=16).
 //

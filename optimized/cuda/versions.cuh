@@ -38,7 +38,7 @@ void v4_launch(Call c);
 /// v4's intra-chunk kernel alone (tc_common.cuh's workspace; KP = tc_pick_kp(K)), for v5.
 void v4_intra_launch(const Call& c, int KP);
 
-// v5_split.cu (compiled, not yet run on a GPU)
+// v5_split.cu (correct on the H200; 12-20% slower than v4 where it splits, so not `best`)
 bool v5_supports(const Call& c, std::string* why);
 std::size_t v5_workspace_bytes(const KParams& p);
 void v5_launch(Call c);
@@ -77,13 +77,13 @@ std::size_t bwd_v4_workspace_bytes(const KParams& p);
 void bwd_v4_launch(const BwdCall& c);
 
 // bwd_v5_levels_front.cu (rung 4 with the forward's rung 4 intra kernel in prepare and a grads kernel
-// with batched loads and an unrolled per-channel B9; written, not yet run on a GPU; calls outside
+// with batched loads and an unrolled per-channel B9; calls outside
 // rung 3's range run bwd_v3_launch)
 std::size_t bwd_v5_workspace_bytes(const KParams& p);
 void bwd_v5_launch(const BwdCall& c);
 
-// bwd_v6_tc_b9.cu (rung 5 with B9 for per-channel gates on tensor cores by levels; written, not yet
-// run on a GPU; calls outside rung 3's range run bwd_v3_launch)
+// bwd_v6_tc_b9.cu (rung 5 with B9 for per-channel gates on tensor cores by levels; `best` since
+// session 6; calls outside rung 3's range run bwd_v3_launch)
 std::size_t bwd_v6_workspace_bytes(const KParams& p);
 void bwd_v6_launch(const BwdCall& c);
 
