@@ -28,9 +28,14 @@
 // (see v3_async.cu). Value-column tile BV: 16 / 32 / 64 gave 3.35 / 2.62 / 2.43 ms (DeltaNet, first
 // shape) and 3.08 / 3.21 / 3.81 ms (second shape).
 // Never `best` (v3, then v4, replace v2_intra), but v2_state is the state kernel of v3 and v4, of
-// v5's state pass (kBwd with kHt) and of the backward's rungs 3-6 (kBwd). Session 6 (call 2) tried
-// two variants of it, run-time knobs of launch_state / tc_state_launch below, off by default
-// because neither helped (RESULTS.md, "Session 6: the forward state kernel").
+// v5's state pass (kBwd with kHt) and of the backward's rungs 3-6 (kBwd). Session 6 tried three
+// variants of it, run-time knobs of launch_state / tc_state_launch below, all off by default because
+// none helped overall (H200, B=8 T=4096 / B=1 T=32768, state kernel alone; RESULTS.md, "Session 6:
+// the forward state kernel"): LINATTN_STATE_GRID=flat (value tile the fastest grid dimension: DRAM
+// reads 1.20 -> 0.74 GB at B=8, time unchanged, 0.49-0.50 ms), LINATTN_STATE_STAGES=3 (3-stage
+// pipeline at BV = 16: B=1 1.04 -> 1.03 ms), LINATTN_STATE_PREFETCH=1 (next k-step's fragments
+// before this k-step's mma: B=8 0.49-0.50 -> 0.48-0.49 ms, B=1 1.04 -> 1.09, the backward's states
+// kernel 0.68 -> 0.73). All three keep the arithmetic (and so the bits) of the default kernel.
 #include <cstdlib>
 #include <string>
 
@@ -374,7 +379,7 @@ struct StateBwdOut {
   float* vn = nullptr;  // [B * T * H, V]
 };
 
-template <int KP, int BV, bool kBwd = false, bool kHt = false, int NS = 2>
+template <int KP, int BV, bool kBwd = false, bool kHt = false, int NS = 2, bool kPF = false>
 __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd) {
   using S = StateSmem<KP, BV, NS>;
   constexpr int LDK = S::LDK, LDV = S::LDV, LDU = S::LDU;
@@ -472,8 +477,62 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd)
 
     // v_new = u - w_aux S and o = qg S (rows 16 wm.., columns of n-tiles wn0..).
     float ws_[ONT][4] = {}, os_[ONT][4] = {};
+    if (kPF) {
+      // kPF (LINATTN_STATE_PREFETCH=1): the same products in the same order, with the next k-step's
+      // fragments (ldmatrix of w, qg and of S hi, lo) loaded before this k-step's mma: ncu (session 6
+      // call 4) found the first mma after each ldmatrix of S the kernel's main stall (24% of samples
+      // at B=8 T=4096), ldmatrix issued just before use with 2 warps per scheduler to hide it.
+      constexpr int NP = ONT / 2 > 0 ? ONT / 2 : 1;  // S fragment loads per k-step (x4 each)
+      unsigned aw[2][4], aq[2][4], bh[2][NP][4], bl[2][NP][4];
+      auto frags = [&](int buf, int k0) {
+        load_a(aw[buf], sW, LDK, 16 * wm, k0);
+        if (!kBwd) load_a(aq[buf], sQg, LDK, 16 * wm, k0);
+        if (ONT % 2) {
+          load_b_kn(bh[buf][0], sSh, LDV, k0, (8 * wn0) & ~15);
+          load_b_kn(bl[buf][0], sSl, LDV, k0, (8 * wn0) & ~15);
+        } else {
+#pragma unroll
+          for (int np = 0; np < ONT / 2; ++np) {
+            load_b_kn(bh[buf][np], sSh, LDV, k0, 8 * wn0 + 16 * np);
+            load_b_kn(bl[buf][np], sSl, LDV, k0, 8 * wn0 + 16 * np);
+          }
+        }
+      };
+      frags(0, 0);
+#pragma unroll
+      for (int k0 = 0; k0 < KP; k0 += 16) {
+        const int cur = (k0 / 16) & 1;
+        if (k0 + 16 < KP) frags(cur ^ 1, k0 + 16);
+        if (ONT % 2) {  // BV = 16 with 2 n-groups: one n-tile per warp (as below)
+          const int sel = ((8 * wn0) >> 3) & 1;
+          const unsigned h0 = sel ? bh[cur][0][2] : bh[cur][0][0], h1 = sel ? bh[cur][0][3] : bh[cur][0][1];
+          const unsigned l0 = sel ? bl[cur][0][2] : bl[cur][0][0], l1 = sel ? bl[cur][0][3] : bl[cur][0][1];
+          mma_bf16(ws_[ONT - 1], aw[cur], h0, h1);
+          mma_bf16(ws_[ONT - 1], aw[cur], l0, l1);
+          if (!kBwd) {
+            mma_bf16(os_[ONT - 1], aq[cur], h0, h1);
+            mma_bf16(os_[ONT - 1], aq[cur], l0, l1);
+          }
+        } else {
+#pragma unroll
+          for (int np = 0; np < ONT / 2; ++np) {
+            mma_bf16(ws_[2 * np], aw[cur], bh[cur][np][0], bh[cur][np][1]);
+            mma_bf16(ws_[2 * np + 1], aw[cur], bh[cur][np][2], bh[cur][np][3]);
+            mma_bf16(ws_[2 * np], aw[cur], bl[cur][np][0], bl[cur][np][1]);
+            mma_bf16(ws_[2 * np + 1], aw[cur], bl[cur][np][2], bl[cur][np][3]);
+            if (!kBwd) {
+              mma_bf16(os_[2 * np], aq[cur], bh[cur][np][0], bh[cur][np][1]);
+              mma_bf16(os_[2 * np + 1], aq[cur], bh[cur][np][2], bh[cur][np][3]);
+              mma_bf16(os_[2 * np], aq[cur], bl[cur][np][0], bl[cur][np][1]);
+              mma_bf16(os_[2 * np + 1], aq[cur], bl[cur][np][2], bl[cur][np][3]);
+            }
+          }
+        }
+      }
+    }
 #pragma unroll
     for (int k0 = 0; k0 < KP; k0 += 16) {
+      if (kPF) break;
       unsigned aw[4], aq[4];
       load_a(aw, sW, LDK, 16 * wm, k0);
       if (!kBwd) load_a(aq, sQg, LDK, 16 * wm, k0);
@@ -613,11 +672,17 @@ bool state_grid_flat() {
   return env && std::string(env) == "flat";
 }
 
+// LINATTN_STATE_PREFETCH=1: v2_state's kPF (the next k-step's fragments loaded before this one's mma).
+bool state_prefetch() {
+  const char* env = std::getenv("LINATTN_STATE_PREFETCH");
+  return env && std::atoi(env) == 1;
+}
+
 template <int KP, int BV, bool kBwd = false, bool kHt = false, int NS = 2>
 void launch_state(const Call& c, StateBwdOut bwd = {}) {
   const int bytes = StateSmem<KP, BV, NS>::bytes;
   static_assert(StateSmem<KP, BV, NS>::bytes <= 227 * 1024, "state kernel shared memory over the sm_90 limit");
-  auto kern = v2_state<KP, BV, kBwd, kHt, NS>;
+  auto kern = state_prefetch() ? v2_state<KP, BV, kBwd, kHt, NS, true> : v2_state<KP, BV, kBwd, kHt, NS>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   const int nvt = (c.p.V + BV - 1) / BV;
   const dim3 grid = state_grid_flat() ? dim3(unsigned(c.p.N) * c.p.H * nvt) : dim3(c.p.N, c.p.H, nvt);
