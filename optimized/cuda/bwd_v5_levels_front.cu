@@ -48,9 +48,14 @@
 // -> 9.14 (estimate for (2): -2.5 to -4.5), KDA 25.78 -> 12.97, GDN2 27.00 -> 13.44 ((2) + (3));
 // backward DN 16.38 -> 11.38, GDN 16.66 -> 11.69, KDA 30.65 -> 17.12, GDN2 32.10 -> 17.66.
 // The "same operations, bit for bit" claim held for DeltaNet and GDN; for KDA and GDN2 dk and dg
-// differ from rung 4's in the last bits (call 1; up to 1.2e-6 / 8.2e-6 relative RMS, call 2): the
-// unrolled loop's a * b + c * d is contracted to a different fma than rung 2's loop. The test now
-// holds those two operators to 5e-5 (proofs_tests/test_cuda_backward.cu).
+// differ from rung 4's in the last bits (call 1; up to 1.2e-6 / 8.2e-6 relative RMS, call 2). Cause
+// (bench/analysis_bwd_v5_bits.md, from the PTX and SASS): nvcc peels the (Lc - r) mod 4 remainder
+// iterations of the unrolled dk^{L,P} loop, and in the peeled i = r + 1, r + 2, where it knows
+// i > r, it contracts src = dP q~ + dL e as fma(dP, q~, dL * e); rung 2's loop and the unrolled body
+// compute fma(dL, e, dP * q~). Only rows with (Lc - r) mod 4 in {2, 3} differ. The test holds KDA
+// and GDN2 to 5e-5 (proofs_tests/test_cuda_backward.cu); __fmul_rn / __fmaf_rn in rung 4's order
+// in this copy would make it bit-identical again (checked in PTX by helper fma6, not applied: it
+// changes rung 5's PTX and needs a device run).
 //
 // Numerics of (1): A now carries the ~2^-16 relative error of the tensor-core products (as the forward's
 // rung 4; it is split hi + lo for B7 anyway) and per-channel L, P are the forward rung 4's (bf16
