@@ -78,3 +78,47 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 
 }  // namespace linattn::cuda::detail
+
+// ---------------------------------------------------------------------------------------------
+// sm_90 bulk asynchronous copies completing on an mbarrier (v2_state's kBulk, LINATTN_STATE_BULK=1;
+// PTX ISA 8.0: mbarrier, cp.async.bulk). A copy moves `bytes` (a multiple of 16; both addresses
+// 16-byte aligned) from global to shared memory and, when done, subtracts them from the barrier's
+// tx-count; a phase of the barrier completes when its pending arrivals and its tx-count are both 0.
+// ---------------------------------------------------------------------------------------------
+namespace linattn::cuda::detail {
+
+/// mbarrier.init with `count` expected arrivals per phase (one thread; fence_mbarrier_init and a
+/// block barrier before anyone else uses it).
+__device__ __forceinline__ void mbar_init(void* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+/// Makes the preceding mbarrier.init visible to the async proxy (the bulk copies' completions).
+__device__ __forceinline__ void fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+/// One arrival on the barrier's current phase, after raising its tx-count by `bytes` (expect-tx).
+__device__ __forceinline__ void mbar_arrive_expect_tx(void* bar, unsigned bytes) {
+  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(smem_u32(bar)),
+               "r"(bytes)
+               : "memory");
+}
+/// Spins until the barrier's phase with parity `parity` (0 or 1) has completed (acquire: the bytes
+/// its copies wrote are then visible to this thread).
+__device__ __forceinline__ void mbar_wait_parity(void* bar, unsigned parity) {
+  unsigned done = 0;
+  do {
+    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(smem_u32(bar)), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
+/// cp.async.bulk of `bytes` from global src to shared dst, completing on barrier bar.
+__device__ __forceinline__ void bulk_g2s(void* dst, const void* src, unsigned bytes, void* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   smem_u32(dst)),
+               "l"(src), "r"(bytes), "r"(smem_u32(bar))
+               : "memory");
+}
+
+}  // namespace linattn::cuda::detail

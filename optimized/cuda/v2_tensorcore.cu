@@ -36,6 +36,8 @@
 // pipeline at BV = 16: B=1 1.04 -> 1.03 ms), LINATTN_STATE_PREFETCH=1 (next k-step's fragments
 // before this k-step's mma: B=8 0.49-0.50 -> 0.48-0.49 ms, B=1 1.04 -> 1.09, the backward's states
 // kernel 0.68 -> 0.73). All three keep the arithmetic (and so the bits) of the default kernel.
+// A fourth, LINATTN_STATE_BULK=1 (tile rows by cp.async.bulk on mbarriers, v2_state's kBulk), is
+// written and compile-checked but NOT YET RUN ON A GPU (see v2_state).
 #include <cstdlib>
 #include <string>
 
@@ -353,7 +355,9 @@ __global__ void __launch_bounds__(kThreads) v2_intra(KParams p) {
 // The sequential pass over the chunks of one sequence, for one head and BV value columns.
 // NS: pipeline stages (chunks in shared memory at once; NS - 1 of look-ahead). 2 everywhere but the
 // forward at BV = 16, where 3 is an option (LINATTN_STATE_STAGES, tc_state_launch).
-template <int KP, int BV, int NS = 2>
+// kBulk (LINATTN_STATE_BULK=1, NS = 2 only): NS mbarriers (8 bytes each) in a 16-byte-aligned slot
+// after sVn; without kBulk the layout and size are unchanged.
+template <int KP, int BV, int NS = 2, bool kBulk = false>
 struct StateSmem {
   static constexpr int LDK = ldk(KP);
   static constexpr int LDV = BV + 8;
@@ -368,8 +372,17 @@ struct StateSmem {
   static constexpr int sSh = sgC + NS * KP * 4;       // bf16 [KP][LDV] state, hi part
   static constexpr int sSl = sSh + KP * LDV * 2;     // bf16 [KP][LDV] lo part
   static constexpr int sVn = sSl + KP * LDV * 2;     // bf16 [64][LDV]
-  static constexpr int bytes = sVn + 64 * LDV * 2;
+  static constexpr int sBar = sVn + 64 * LDV * 2;    // [NS] mbarrier (kBulk only)
+  static constexpr int bytes = sBar + (kBulk ? (NS * 8 + 15) / 16 * 16 : 0);
+  static_assert(sBar % 16 == 0, "mbarrier slot alignment");
 };
+
+/// The bytes of one chunk's bulk copies in v2_state's kBulk (the tx-count each barrier phase waits
+/// for): 64 rows of W, Qg (not kBwd), Kd (KP bf16 each), P (64 bf16, not kBwd), u (BV float32), and
+/// gC (KP float32).
+__host__ __device__ constexpr unsigned state_bulk_tx(int KP, int BV, bool kBwd) {
+  return 64u * ((kBwd ? 2 : 3) * KP * 2 + (kBwd ? 0 : 128) + BV * 4) + KP * 4;
+}
 
 /// kBwd (the backward's rung 3, bwd_v3_async.cu): o is not computed (no q . exp(G) or P tiles are
 /// loaded); instead the state entering each chunk goes to bwd.S and v_new (float32) to bwd.vn.
@@ -379,9 +392,33 @@ struct StateBwdOut {
   float* vn = nullptr;  // [B * T * H, V]
 };
 
-template <int KP, int BV, bool kBwd = false, bool kHt = false, int NS = 2, bool kPF = false>
+/// kBulk (LINATTN_STATE_BULK=1; NS = 2; with or without kBwd / kHt / kPF). WRITTEN AND COMPILE-CHECKED
+/// ONLY, NOT YET RUN ON A GPU; off by default (the default instantiations' PTX is unchanged). issue()
+/// loads each chunk's tiles with one cp.async.bulk per tile row (64 rows each of W, Qg, Kd, P, u and
+/// one gC copy: 321 copies, 193 with kBwd) completing on stage stg's mbarrier (arrival count 1:
+/// thread 0's arrive.expect_tx of state_bulk_tx bytes, posted before the block barrier after which
+/// the copies are issued); the loop top waits with try_wait.parity on barrier ci & 1, phase parity
+/// (ci >> 1) & 1. Same bytes into the same places as the cp.async path (the u zero fill never occurs:
+/// v0 + BV <= VP), so the same arithmetic and bits: bench/models/state_bulk_model.py checks the byte
+/// ranges, the expect-tx total and the barrier protocol. Why: ncu (session 6 call 4,
+/// bench/logs_session6/call4/ncu/state_b{1,8}.summary.txt) put 32% of the kernel's executed
+/// instructions and 32% of its stall samples in the cp.async issue code at B=1 T=32768 (BV = 16),
+/// 19% / 18% at B=8 T=4096 (BV = 64). Caveat from the SASS (nvcc 13.0): a bulk copy takes uniform
+/// registers, so each warp issues its lanes' copies one at a time (ELECT, 4 R2UR, UBLKCP, BRA.U.ANY:
+/// 9 instructions per copy), about 3400 warp instructions per chunk against about 1700 for the
+/// cp.async path (one LDGSTS moves 32 x 16 bytes): fewer LSU operations, not fewer instructions.
+/// Next session, on the H200 (B = build/<dir>; one command per line):
+///   LINATTN_STATE_BULK=1 $B/proofs_tests/test_cuda_forward                    (every forward test)
+///   LINATTN_STATE_BULK=1 compute-sanitizer --tool memcheck (then racecheck, synccheck)
+///     $B/proofs_tests/test_cuda_forward "CUDA chunked forward of a packed batch of many short
+///     sequences equals the reference"
+///   LINATTN_STATE_BULK=1 $B/proofs_tests/test_cuda_backward                   (kBwd)
+///   python3 optimized/cuda/bench/bench_forward.py --lib $B/optimized/cuda/liblinattn_cuda_capi.so
+///     --fla .fla --versions 4 --sweep-versions 4 --split, with and without LINATTN_STATE_BULK=1.
+template <int KP, int BV, bool kBwd = false, bool kHt = false, int NS = 2, bool kPF = false, bool kBulk = false>
 __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd) {
-  using S = StateSmem<KP, BV, NS>;
+  static_assert(!kBulk || NS == 2, "kBulk: two stages (parity of chunk ci's barrier phase = (ci >> 1) & 1)");
+  using S = StateSmem<KP, BV, NS, kBulk>;
   constexpr int LDK = S::LDK, LDV = S::LDV, LDU = S::LDU;
   extern __shared__ __align__(16) char smem[];
   bf16* sSh = reinterpret_cast<bf16*>(smem + S::sSh);
@@ -433,6 +470,36 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd)
     bf16* dP = reinterpret_cast<bf16*>(base + S::sP + stg * 64 * 72 * 2);
     float* dU = reinterpret_cast<float*>(base + S::sU + stg * 64 * LDU * 4);
     float* dG = reinterpret_cast<float*>(base + S::sgC + stg * KP * 4);
+    if constexpr (kBulk) {
+      // One bulk copy per tile row (each row is contiguous in the workspace, 16-byte aligned, a
+      // multiple of 16 bytes long); copy j of the chunk's 64 NR + 1 goes to thread j % 256. Rows
+      // t = j / 64: W, Qg, Kd (KP * 2 bytes), P (128), u (BV * 4: columns v0 .. v0 + BV, all < VP since
+      // BV divides 64 and so VP, hence no zero fill), then gC (KP * 4). Completion: stage stg's
+      // mbarrier, whose expect-tx (state_bulk_tx bytes) thread 0 posted before the block barrier
+      // that precedes this call, so every copy is issued after its bytes are expected.
+      constexpr int NR = kBwd ? 3 : 5;
+      const std::int64_t tileKs = ws.qg - ws.w;  // elements between the W, Qg, Kd arrays
+      void* bar = base + S::sBar + 8 * stg;
+      for (int j = tid; j <= 64 * NR; j += kThreads) {
+        const int t = j >> 6, i = j & 63;
+        char* dst;
+        const void* src;
+        unsigned nbytes;
+        if (t == NR) {
+          dst = reinterpret_cast<char*>(dG), src = ws.gC + cw * KP, nbytes = KP * 4;
+        } else if (t == NR - 1) {
+          dst = reinterpret_cast<char*>(dU + i * LDU), src = ws.u + (cw * 64 + i) * VP + v0, nbytes = BV * 4;
+        } else if (!kBwd && t == 3) {
+          dst = reinterpret_cast<char*>(dP + i * 72), src = ws.P + (cw * 64 + i) * 64, nbytes = 128;
+        } else {  // W, Qg, Kd tile tt (kBwd: t = 0, 1 are W, Kd)
+          const int tt = kBwd ? 2 * t : t;
+          dst = reinterpret_cast<char*>(dW + i * LDK) + tt * NS * S::tileK;
+          src = ws.w + tt * tileKs + (cw * 64 + i) * KP, nbytes = KP * 2;
+        }
+        bulk_g2s(dst, src, nbytes, bar);
+      }
+      return;
+    }
     cp_async_wqk_tiles<KP, !kBwd>(dW, dQ, dK, ws, cw, tid);
     if (!kBwd) cp_async_p_tile(dP, ws.P, cw, tid);
     for (int idx = tid; idx < 64 * (BV / 4); idx += kThreads) {
@@ -443,7 +510,16 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd)
     cp_async_commit();
   };
 
-  if (NS == 2) {
+  // kBulk: chunk ci's copies complete on mbarrier ci & 1 (arrival count 1: thread 0's expect-tx).
+  if constexpr (kBulk) {
+    if (tid == 0) {
+      for (int s2 = 0; s2 < NS; ++s2) mbar_init(smem + S::sBar + 8 * s2, 1);
+      fence_mbarrier_init();
+      if (nchunks > 0) mbar_arrive_expect_tx(smem + S::sBar, state_bulk_tx(KP, BV, kBwd));
+    }
+    __syncthreads();  // barriers initialised and chunk 0's bytes expected before any copy is issued
+    if (nchunks > 0) issue(0);
+  } else if (NS == 2) {
     if (nchunks > 0) issue(0);
   } else {  // NS - 1 chunks in flight; one commit group per chunk slot, empty past the end
 #pragma unroll
@@ -454,7 +530,13 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd)
   }
   for (int ci = 0; ci < nchunks; ++ci) {
     const int stg = ci % NS, tok0 = t_begin + ci * C, Lc = min(C, t_end - tok0);
-    if (NS == 2) {
+    if constexpr (kBulk) {
+      mbar_wait_parity(smem + S::sBar + 8 * stg, (ci >> 1) & 1);  // chunk ci's bytes landed (phase ci >> 1)
+      if (tid == 0 && ci + 1 < nchunks)  // stage (ci + 1) % NS: its phase for chunk ci - 1 completed
+        mbar_arrive_expect_tx(smem + S::sBar + 8 * ((ci + 1) % NS), state_bulk_tx(KP, BV, kBwd));
+      __syncthreads();  // every thread saw chunk ci; chunk ci - 1 fully done (its stage is free)
+      if (ci + 1 < nchunks) issue(ci + 1);
+    } else if (NS == 2) {
       cp_async_wait<0>();
       __syncthreads();  // stage stg landed for every thread; previous chunk fully done
       if (ci + 1 < nchunks) issue(ci + 1);
@@ -678,11 +760,26 @@ bool state_prefetch() {
   return env && std::atoi(env) == 1;
 }
 
+// LINATTN_STATE_BULK=1: v2_state's kBulk (tiles by cp.async.bulk, one per row, on an mbarrier per
+// stage); two stages, so it overrides LINATTN_STATE_STAGES=3; combines with LINATTN_STATE_PREFETCH
+// and LINATTN_STATE_GRID. Forward, backward and v5's split state pass alike.
+bool state_bulk() {
+  const char* env = std::getenv("LINATTN_STATE_BULK");
+  return env && std::atoi(env) == 1;
+}
+
 template <int KP, int BV, bool kBwd = false, bool kHt = false, int NS = 2>
 void launch_state(const Call& c, StateBwdOut bwd = {}) {
-  const int bytes = StateSmem<KP, BV, NS>::bytes;
+  int bytes = StateSmem<KP, BV, NS>::bytes;
   static_assert(StateSmem<KP, BV, NS>::bytes <= 227 * 1024, "state kernel shared memory over the sm_90 limit");
   auto kern = state_prefetch() ? v2_state<KP, BV, kBwd, kHt, NS, true> : v2_state<KP, BV, kBwd, kHt, NS>;
+  if constexpr (NS == 2) {
+    static_assert(StateSmem<KP, BV, 2, true>::bytes <= 227 * 1024, "kBulk shared memory over the sm_90 limit");
+    if (state_bulk()) {
+      bytes = StateSmem<KP, BV, 2, true>::bytes;
+      kern = state_prefetch() ? v2_state<KP, BV, kBwd, kHt, 2, true, true> : v2_state<KP, BV, kBwd, kHt, 2, false, true>;
+    }
+  }
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   const int nvt = (c.p.V + BV - 1) / BV;
   const dim3 grid = state_grid_flat() ? dim3(unsigned(c.p.N) * c.p.H * nvt) : dim3(c.p.N, c.p.H, nvt);
@@ -712,7 +809,7 @@ void tc_state_launch(const Call& c, int KP) {
   // LINATTN_STATE_STAGES=3: a 3-stage cp.async pipeline at BV = 16 (two chunks of look-ahead; the
   // one tile width where 3 stages fit in shared memory at KP = 128).
   const char* st = std::getenv("LINATTN_STATE_STAGES");
-  const bool three = st && std::atoi(st) == 3;
+  const bool three = st && std::atoi(st) == 3 && !state_bulk();  // kBulk: two stages only
   if (KP == 64) {
     if (bv == 64) return launch_state<64, 64>(c);
     if (bv == 32) return launch_state<64, 32>(c);
