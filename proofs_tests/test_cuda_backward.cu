@@ -1,6 +1,7 @@
 // proofs_tests/test_cuda_backward.cu -- the CUDA chunked backward (optimized/cuda: rung 1
 // bwd_v1_simple.cu, rung 2 bwd_v2_tensorcore.cu, rung 3 bwd_v3_async.cu, rung 4 bwd_v4_tc_tail.cu,
-// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu; host API cuda::chunk_backward) equals the
+// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu; host API
+// cuda::chunk_backward) equals the
 // float64 reference backward
 // (reference/recurrent_backward.hpp, itself proven by finite differences in
 // test_gradcheck_reference.cpp) for DeltaNet, GDN, KDA and GDN2, in float32 and bfloat16.
@@ -40,7 +41,9 @@
 //   per-channel B9 on tensor cores by levels) likewise: its B9 adds about 5.6e-6 relative RMS (bf16
 //   hi + lo operands, float32 factors and accumulation, emulated in bench/models/bwd_b9_levels_model.py).
 //   On the H200 (session 6 call 1) both rungs' worst error ratios equal rung 4's to the second digit
-//   except GDN2's dw (4.9e-3 against 3.7e-3), all under the bounds.
+//   except GDN2's dw (4.9e-3 against 3.7e-3), all under the bounds. Rung 7 (rung 6 with the grads
+//   kernel's addresses as per-block bases and 32-bit offsets) computes rung 6's values: its bounds,
+//   and bit-identity with rung 6 tested below.
 // Every gradient buffer is filled with NaN before the launch (the host API does it), so an element
 // a kernel does not write fails (a non-finite value counts as an infinite error).
 // Without a usable GPU every test that needs one says why (Catch2 WARN) and returns, so CTest
@@ -89,12 +92,14 @@ bool gpu_ok(std::string& why) {
 const Op kOps[] = {Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2};
 const cuda::BwdVersion kRungs[] = {cuda::BwdVersion::v1_simple, cuda::BwdVersion::v2_tensorcore,
                                    cuda::BwdVersion::v3_async, cuda::BwdVersion::v4_tc_tail,
-                                   cuda::BwdVersion::v5_levels_front, cuda::BwdVersion::v6_tc_b9};
+                                   cuda::BwdVersion::v5_levels_front, cuda::BwdVersion::v6_tc_b9,
+                                   cuda::BwdVersion::v7_rowbase};
 
-/// Rungs 3 to 6 share rung 3's range (bf16 inputs, 16 <= K <= 128) and bounds.
+/// Rungs 3 to 7 share rung 3's range (bf16 inputs, 16 <= K <= 128) and bounds.
 bool rung3_family(cuda::BwdVersion ver) {
   return ver == cuda::BwdVersion::v3_async || ver == cuda::BwdVersion::v4_tc_tail ||
-         ver == cuda::BwdVersion::v5_levels_front || ver == cuda::BwdVersion::v6_tc_b9;
+         ver == cuda::BwdVersion::v5_levels_front || ver == cuda::BwdVersion::v6_tc_b9 ||
+         ver == cuda::BwdVersion::v7_rowbase;
 }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
 
@@ -537,6 +542,53 @@ TEST_CASE("CUDA v6 chunked backward gives rung 5 gradients bit for bit for Delta
 TEST_CASE("CUDA v6 chunked backward outside rung 3 range runs rung 2 bit for bit") {
   SKIP_WITHOUT_GPU();
   check_outside_range_is_rung2(cuda::BwdVersion::v6_tc_b9);
+}
+
+TEST_CASE("CUDA v7 chunked backward with per-block row bases equals the float64 reference backward for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::f32, cuda::BwdVersion::v7_rowbase);
+}
+
+TEST_CASE("CUDA v7 chunked backward with per-block row bases and bfloat16 gates equals the reference backward on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::bf16, cuda::BwdVersion::v7_rowbase);
+}
+
+TEST_CASE("CUDA v7 chunked backward gives rung 6 gradients bit for bit") {
+  SKIP_WITHOUT_GPU();
+  // Rung 7 changes only how the grads kernel forms its global addresses (bwd_common.cuh's RowBase:
+  // per-block bases and 32-bit offsets; the same values and floating-point operations in the same
+  // order) after rung 6's prepare, states and dstates: every gradient of every operator must equal
+  // rung 6's. The cases of the v5-vs-v4 test: two K and V slabs; K, V not multiples of 64 with a
+  // ragged last chunk; a small odd K with T = 1 (one row, Lc = 1); and, added for rung 7, H = 3 with
+  // a packed batch (odd row strides H W; chunks whose first token, 70 or 71, is not a multiple of 64).
+  const Case cases[] = {fixed_case(2, 300, 4, 128, 128, GateMode::random, true, 31),
+                        fixed_case(1, 130, 2, 100, 200, GateMode::random, true, 26),
+                        fixed_case(3, 1, 2, 17, 40, GateMode::mixed, false, 5),
+                        fixed_case(1, 200, 3, 48, 72, GateMode::random, true, 27, {0, 70, 71, 200})};
+  for (const Case& cs : cases)
+    for (DType gdt : {DType::f32, DType::bf16})
+      for (Op op : kOps) {
+        BwdCase b;
+        b.c = cs;
+        const DevProblem d = as_device_sees(make_bwd_problem(op, b), DType::bf16, gdt);
+        const auto x = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v6_tc_b9);
+        const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v7_rowbase);
+        INFO(ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
+        const char* names[] = {"dq", "dk", "dv", "dg", "dbeta", "db", "dw", "dh0"};
+        int gi = 0;
+        for (const auto& [a, c] : {std::pair{&x.dq, &y.dq}, {&x.dk, &y.dk}, {&x.dv, &y.dv}, {&x.dg, &y.dg},
+                                   {&x.dbeta, &y.dbeta}, {&x.db, &y.db}, {&x.dw, &y.dw}, {&x.dh0, &y.dh0}}) {
+          INFO(names[gi++]);
+          REQUIRE(a->defined() == c->defined());
+          if (a->defined()) CHECK(std::memcmp(a->data(), c->data(), sizeof(float) * a->numel()) == 0);
+        }
+      }
+}
+
+TEST_CASE("CUDA v7 chunked backward outside rung 3 range runs rung 2 bit for bit") {
+  SKIP_WITHOUT_GPU();
+  check_outside_range_is_rung2(cuda::BwdVersion::v7_rowbase);
 }
 
 // ---------------------------------------------------------------------------------------------

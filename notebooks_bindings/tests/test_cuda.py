@@ -137,7 +137,7 @@ def test_cuda_bad_input_raises_linattn_error():
 
 @gpu
 def test_cuda_backward_rungs_on_float32_inputs_run_rung_1_bit_for_bit():
-    # Rungs 2-6 take bf16 inputs; on float32 inputs every one runs rung 1's kernels (chunk_cuda.hpp),
+    # Rungs 2-7 take bf16 inputs; on float32 inputs every one runs rung 1's kernels (chunk_cuda.hpp),
     # so version= must reach the C++ call and every name must give rung 1's gradients exactly.
     op = "kda"
     inp = lt.random_inputs(op, B=1, T=70, H=2, K=32, V=16, dtype=np.float32, seed=21)
@@ -146,7 +146,7 @@ def test_cuda_backward_rungs_on_float32_inputs_run_rung_1_bit_for_bit():
                                         do=cot["do"], version=ver)
     want = run("bwd_v1_simple")
     for ver in ("best", "bwd_v2_tensorcore", "bwd_v3_async", "bwd_v4_tc_tail", "bwd_v5_levels_front",
-                "bwd_v6_tc_b9"):
+                "bwd_v6_tc_b9", "bwd_v7_rowbase"):
         got = run(ver)
         assert sorted(got) == sorted(want)
         for name in want:

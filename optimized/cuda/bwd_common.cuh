@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <type_traits>
 
 #include "optimized/cuda/mma.cuh"
 #include "optimized/cuda/versions.cuh"
@@ -83,6 +84,40 @@ __device__ __forceinline__ double G_at(const KParams& p, const BWs& ws, std::int
   return KG == 0 ? 0.0 : ws.G[row * KG + (KG == 1 ? 0 : d)];
 }
 
+/// Rung 7's addressing of the grads kernel's [rows, W] arrays (Mid::kRowBase; issue 6): element
+/// (row(i), d), row(i) = (tok0 + i) H + h, is base(a, W)[i * HW + d] with the 64-bit per-block base
+/// a + (tok0 H + h) W formed once per tensor and a 32-bit offset per item, instead of rungs 2-6's
+/// 64-bit row(i) * W + d per item (ncu, session 6: 10-15 integer instructions per loaded item, 62% of
+/// the kernel's instructions integer / address arithmetic). i < 64 and d < W, so the offset is below
+/// 64 H W <= 2^31 when H * max(K, V, C) <= 2^25, which bwd_v7_launch checks (else it runs rung 6).
+struct RowBase {
+  std::int64_t r0;       // row(0) = tok0 H + h
+  int H, HK, HV, HC, KG, HKG;  // H, H K, H V, H C, the gate width and H KG (32-bit row strides)
+  __device__ __forceinline__ RowBase(const KParams& p, int tok0, int h)
+      : r0(std::int64_t(tok0) * p.H + h), H(p.H), HK(p.H * p.K), HV(p.H * p.V), HC(p.H * C), KG(gate_width(p)),
+        HKG(p.H * gate_width(p)) {}
+  /// Row(0) of the array a with W columns: a[row(i) * W + d] == base(a, W)[i * (H W) + d].
+  template <class T>
+  __device__ __forceinline__ T* base(T* a, int W) const {
+    T* b = a + r0 * W;
+    // An empty asm: b is one opaque value, so the compiler keeps (or re-forms) the base and addresses
+    // an item with one IMAD.WIDE.U32 from the 32-bit offset, instead of folding r0 W back into a
+    // 64-bit index per item (without it nvcc re-formed param + (r0 W + sext(offset)) per load).
+    asm("" : "+l"(b));
+    __builtin_assume(__isGlobal(b));
+    return b;
+  }
+  /// G of row i of the chunk at channel d (G_at's value), from Gb = base(ws.G, KG).
+  __device__ __forceinline__ double G(const double* Gb, int i, int d) const {
+    return KG == 0 ? 0.0 : Gb[i * HKG + (KG == 1 ? 0 : d)];
+  }
+};
+
+/// RowBase's stand-in for rungs 2-6 (Mid::kRowBase false): nothing computed.
+struct NoRowBase {
+  __device__ __forceinline__ NoRowBase(const KParams&, int, int) {}
+};
+
 /// The gradient outputs of one call, by value for the kernels.
 struct BwdOut {
   const void* do_;
@@ -144,6 +179,10 @@ void bwd_v4_grads(const BwdCall& c, Profile& prof, bool batch_loads = false);
 /// Rung 6's chunk-gradient kernel (bwd_v4_tc_tail.cu's V6Mid: rung 5's, with B9 for per-channel
 /// gates on tensor cores by levels, bwd_v6_tc_b9.cuh), then prof.mark(); reads what bwd_v3_front leaves.
 void bwd_v6_grads(const BwdCall& c, Profile& prof);
+/// Rung 7's chunk-gradient kernel (bwd_v4_tc_tail.cu's V7Mid: rung 6's, its [rows, W] arrays addressed
+/// by per-block bases and 32-bit offsets, RowBase), then prof.mark(); requires
+/// H * max(K, V, C) <= 2^25 (bwd_v7_launch checks it).
+void bwd_v7_grads(const BwdCall& c, Profile& prof);
 
 // ------------------------------------------------------------------------------------------------
 // Rung 2's chunk-gradient kernel bwd_grads_tc (B2, B4-B11 per (chunk, head); bwd_v2_tensorcore.cu's
@@ -238,6 +277,7 @@ struct NoMid {
   static constexpr bool kOwn = false;
   static constexpr bool kBatchLoads = false;  // stagings load and store item by item (see below)
   static constexpr bool kUnrolledB9 = false;  // the float32 B9 with the gate kind a run-time test
+  static constexpr bool kRowBase = false;     // 64-bit row(i) * W + d per item (rung 7's V7Mid sets it)
   template <class Tg>
   static __device__ bool run(const KParams&, const BWs&, unsigned char*, int, int, const float*, const float (&)[4][4],
                              const float (&)[4][4]) {
@@ -287,6 +327,8 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
   int tok0, Lc;
   chunk_of(p, blockIdx.x, tok0, Lc);
   auto row = [&](int i) { return std::int64_t(tok0 + i) * H + h; };
+  // Mid::kRowBase (rung 7): the [rows, W] arrays through per-block bases and 32-bit offsets (RowBase).
+  const std::conditional_t<Mid::kRowBase, RowBase, NoRowBase> rb(p, tok0, h);
   const float* S = ws.S + (std::int64_t(blockIdx.x) * H + h) * K * V;
   const float* dS = ws.dS + (std::int64_t(blockIdx.x) * H + h) * K * V;
   const bool chan = p.gate == kGateChannel;
@@ -307,7 +349,8 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
 #pragma unroll
     for (int t = 0; t < kItems; ++t) {
       const int idx = tid + t * kThreads, i = idx >> 6, j = idx & 63;
-      a[t] = i < Lc ? ws.A[row(i) * C + j] : 0.f;
+      if constexpr (Mid::kRowBase) a[t] = i < Lc ? rb.base(ws.A, C)[i * rb.HC + j] : 0.f;
+      else a[t] = i < Lc ? ws.A[row(i) * C + j] : 0.f;
     }
 #pragma unroll
     for (int t = 0; t < kItems; ++t) {
@@ -338,12 +381,23 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
           for (int b = 0; b < kB; ++b) {
             const int idx = tid + (t0 + b) * kThreads, i = idx >> 6, cc = vv + (idx & 63), d = kk + i;
             const bool in = i < Lc && cc < V, ins = d < K && cc < V;
+            if constexpr (Mid::kRowBase) {
+              const int x = i * rb.HV + cc;
+              rdo[b] = in ? rb.base(dO, V)[x] : __float2bfloat16_rn(0.f);
+              rvn[b] = in ? rb.base(ws.vn, V)[x] : 0.f;
+              rdvn[b] = in ? rb.base(ws.dvn, V)[x] : 0.f;
+              if (kk == 0) {
+                ru[b] = in && p.gdn2 ? ld(rb.base(wg, V) + x) : 0.f;
+                rv[b] = in ? ld(rb.base(v, V) + x) : 0.f;
+              }
+            } else {
             rdo[b] = in ? dO[row(i) * V + cc] : __float2bfloat16_rn(0.f);
             rvn[b] = in ? ws.vn[row(i) * V + cc] : 0.f;
             rdvn[b] = in ? ws.dvn[row(i) * V + cc] : 0.f;
             if (kk == 0) {
               ru[b] = in && p.gdn2 ? ld(wg + row(i) * V + cc) : 0.f;
               rv[b] = in ? ld(v + row(i) * V + cc) : 0.f;
+            }
             }
             rs[b] = ins ? S[std::int64_t(d) * V + cc] : 0.f;
             rds[b] = ins ? dS[std::int64_t(d) * V + cc] : 0.f;
@@ -399,20 +453,28 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
         zero(accU);
         gemm64<true, true>(accU, sAh, sAl, sdvnh, sdvnl, m0, n0);
         each_acc(accU, m0, n0, [&](int j, int c, float x) {
-          if (j < Lc && vv + c < V) ws.du0[row(j) * V + vv + c] = x;
+          if constexpr (Mid::kRowBase) {
+            if (j < Lc && vv + c < V) rb.base(ws.du0, V)[j * rb.HV + vv + c] = x;
+          } else if (j < Lc && vv + c < V) ws.du0[row(j) * V + vv + c] = x;
         });
       }
     }
     // This K slab of dQg, dKd, dw_aux is complete.
     each_acc(accQ, m0, n0, [&](int i, int d, float x) {
-      if (i < Lc && kk + d < K) ws.dQg[row(i) * K + kk + d] = x;
+      if constexpr (Mid::kRowBase) {
+        if (i < Lc && kk + d < K) rb.base(ws.dQg, K)[i * rb.HK + kk + d] = x;
+      } else if (i < Lc && kk + d < K) ws.dQg[row(i) * K + kk + d] = x;
     });
     each_acc(accK, m0, n0, [&](int i, int d, float x) {
-      if (i < Lc && kk + d < K) ws.dKd[row(i) * K + kk + d] = x;
+      if constexpr (Mid::kRowBase) {
+        if (i < Lc && kk + d < K) rb.base(ws.dKd, K)[i * rb.HK + kk + d] = x;
+      } else if (i < Lc && kk + d < K) ws.dKd[row(i) * K + kk + d] = x;
     });
     each_acc(accW, m0, n0, [&](int i, int d, float x) {
       x = -x;
-      if (i < Lc && kk + d < K) ws.dwa[row(i) * K + kk + d] = x;
+      if constexpr (Mid::kRowBase) {
+        if (i < Lc && kk + d < K) rb.base(ws.dwa, K)[i * rb.HK + kk + d] = x;
+      } else if (i < Lc && kk + d < K) ws.dwa[row(i) * K + kk + d] = x;
       put_split(sdwh, sdwl, i, d, x);  // zero outside (the staged operands were)
     });
     if (Mid::kBatchLoads) {
@@ -420,7 +482,8 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
 #pragma unroll
       for (int t = 0; t < kItems; ++t) {
         const int idx = tid + t * kThreads, i = idx >> 6, d = idx & 63;
-        e[t] = (i < Lc && kk + d < K) ? ws.E[row(i) * K + kk + d] : 0.f;
+        if constexpr (Mid::kRowBase) e[t] = (i < Lc && kk + d < K) ? rb.base(ws.E, K)[i * rb.HK + kk + d] : 0.f;
+        else e[t] = (i < Lc && kk + d < K) ? ws.E[row(i) * K + kk + d] : 0.f;
       }
 #pragma unroll
       for (int t = 0; t < kItems; ++t) {
@@ -440,7 +503,9 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
     zero(accE);
     gemm64<true, true>(accE, sAh, sAl, sdwh, sdwl, m0, n0);
     each_acc(accE, m0, n0, [&](int j, int d, float x) {
-      if (j < Lc && kk + d < K) ws.dE[row(j) * K + kk + d] = x;
+      if constexpr (Mid::kRowBase) {
+        if (j < Lc && kk + d < K) rb.base(ws.dE, K)[j * rb.HK + kk + d] = x;
+      } else if (j < Lc && kk + d < K) ws.dE[row(j) * K + kk + d] = x;
     });
   }
   __syncthreads();  // every tile read: the float32 matrices overlay them now
@@ -582,7 +647,87 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
   float* sdG = sk;  // [Lc][K], over the B9 slab
   Tin* dq = static_cast<Tin*>(out.dq);
   Tin* dk = static_cast<Tin*>(out.dk);
-  if (Mid::kBatchLoads) {
+  if constexpr (Mid::kRowBase) {
+    // Rung 7: rung 5's batched (a) and dv pass (the next branch) with every [rows, W] array read and written
+    // through its per-block base and a 32-bit offset x (RowBase); the same values and operations.
+    const double* Gb = rb.base(ws.G, rb.KG);
+    const Tin *kb = rb.base(k, K), *qb = rb.base(q, K);
+    const Tg* bgb = rb.base(bg, K);
+    const float *dEb = rb.base(ws.dE, K), *dQgb = rb.base(ws.dQg, K), *dKdb = rb.base(ws.dKd, K);
+    const float *dqPb = rb.base(ws.dqP, K), *dkLPb = rb.base(ws.dkLP, K);
+    const float *Eb = rb.base(ws.E, K), *Qgb = rb.base(ws.Qg, K), *Kdb = rb.base(ws.Kd, K);
+    float* deLb = rb.base(ws.deL, K);
+    Tin *dqb = rb.base(dq, K), *dkb = rb.base(dk, K);
+    Tg* dbb = rb.base(static_cast<Tg*>(out.db), K);
+    constexpr int kB = 4;
+    const int n = Lc * K, HK = rb.HK;
+#pragma unroll 1
+    for (int i0 = tid; i0 < n; i0 += kB * kThreads) {
+      double rGi[kB], rGl[kB];
+      float rk[kB], re[kB], rq[kB], rdE[kB], rdQg[kB], rdKd[kB], rdeL[kB], rdqP[kB], rdkLP[kB], rE[kB], rQg[kB], rKd[kB],
+          rgate[kB];
+#pragma unroll
+      for (int b = 0; b < kB; ++b) {
+        const int idx = i0 + b * kThreads;
+        if (idx >= n) break;
+        const int i = idx / K, d = idx % K;
+        const int x = i * HK + d;
+        rGi[b] = rb.G(Gb, i, d), rGl[b] = rb.G(Gb, Lc - 1, d);
+        rk[b] = ld(kb + x), re[b] = (p.gdn2 ? ld(bgb + x) : sbeta[i]) * ld(kb + x), rq[b] = p.scale * ld(qb + x);
+        rdE[b] = dEb[x], rdQg[b] = dQgb[x], rdKd[b] = dKdb[x], rdeL[b] = deLb[x], rdqP[b] = dqPb[x], rdkLP[b] = dkLPb[x];
+        rE[b] = Eb[x], rQg[b] = Qgb[x], rKd[b] = Kdb[x];
+        rgate[b] = p.gdn2 ? ld(bgb + x) : sbeta[i];
+      }
+#pragma unroll
+      for (int b = 0; b < kB; ++b) {
+        const int idx = i0 + b * kThreads;
+        if (idx >= n) break;
+        const int i = idx / K, d = idx % K;
+        const int x = i * HK + d;
+        const float kk = rk[b], ee = re[b], qs = rq[b];
+        const float dE = rdE[b], dQg = rdQg[b], dKd = rdKd[b], deL = rdeL[b], dqP = rdqP[b], dkLP = rdkLP[b];
+        sdG[idx] = dE * rE[b] + dQg * rQg[b] - dKd * rKd[b] + ee * deL + qs * dqP - kk * dkLP;
+        const float eg = expf(float(rGi[b]));
+        const float de = dE * eg + deL;
+        st(dqb + x, p.scale * (dQg * eg + dqP));
+        st(dkb + x, dKd * expf(float(rGl[b] - rGi[b])) + dkLP + rgate[b] * de);
+        if (p.gdn2) st(dbb + x, de * kk);
+        else deLb[x] = de;
+      }
+    }
+    const float* du0b = rb.base(ws.du0, V);
+    const Tg* wgb = rb.base(wg, V);
+    const Tin* vb = rb.base(v, V);
+    Tin* dvb = rb.base(static_cast<Tin*>(out.dv), V);
+    Tg* dwb = rb.base(static_cast<Tg*>(out.dw), V);
+    constexpr int kBv = 8;
+    const int nv = Lc * V, HV = rb.HV;
+#pragma unroll 1
+    for (int i0 = tid; i0 < nv; i0 += kBv * kThreads) {
+      float rdu[kBv], rw[kBv], rv[kBv];
+#pragma unroll
+      for (int b = 0; b < kBv; ++b) {
+        const int idx = i0 + b * kThreads;
+        if (idx >= nv) break;
+        const int x = (idx / V) * HV + idx % V;
+        rdu[b] = du0b[x];
+        if (p.gdn2) rw[b] = ld(wgb + x), rv[b] = ld(vb + x);
+      }
+#pragma unroll
+      for (int b = 0; b < kBv; ++b) {
+        const int idx = i0 + b * kThreads;
+        if (idx >= nv) break;
+        const int i = idx / V;
+        const int x = i * HV + idx % V;
+        if (p.gdn2) {
+          st(dvb + x, rw[b] * rdu[b]);
+          st(dwb + x, rdu[b] * rv[b]);
+        } else {
+          st(dvb + x, sbeta[i] * rdu[b]);
+        }
+      }
+    }
+  } else if (Mid::kBatchLoads) {
     // Rung 5: (a) and the dv pass below with the loads of 4 (a) or 8 (dv) items per thread issued
     // before any item's arithmetic and stores; per item the same expressions as the loops after.
     constexpr int kB = 4;
@@ -679,6 +824,47 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
   }
   }
   __syncthreads();
+  if constexpr (Mid::kRowBase) {
+    // Rung 7: (b) and (c) through per-block bases and 32-bit offsets (RowBase); the same operations
+    // as rungs 2-6's code in the else branch.
+    const double* Gb = rb.base(ws.G, rb.KG);
+    const float *dKdb = rb.base(ws.dKd, K), *Kdb = rb.base(ws.Kd, K);
+    Tg* dgb = rb.base(static_cast<Tg*>(out.dg), K);
+    const int HK = rb.HK;
+    for (int d = tid; d < K; d += nt) {
+      float kdk = 0.f;
+      for (int i = 0; i < Lc; ++i) kdk += dKdb[i * HK + d] * Kdb[i * HK + d];
+      float acc = kdk + (sdgam[d] + sdgam[256 + d]) * expf(float(rb.G(Gb, Lc - 1, d)));
+      for (int i = Lc - 1; i >= 0; --i) {
+        acc += sdG[i * K + d];
+        if (chan) st(dgb + i * HK + d, acc);
+        else sdG[i * K + d] = acc;
+      }
+    }
+    __syncthreads();
+    const float *deLb = rb.base(ws.deL, K), *du0b = rb.base(ws.du0, V);
+    const Tin *kb = rb.base(k, K), *vb = rb.base(v, V);
+    Tg* dbetab = rb.base(static_cast<Tg*>(out.dbeta), 1);
+    Tg* dg1b = rb.base(static_cast<Tg*>(out.dg), 1);
+    const int HV = rb.HV, Hh = rb.H;
+    for (int i = warp; i < Lc; i += nt / 32) {
+      if (!p.gdn2) {
+        float acc = 0.f;
+        for (int d = lane; d < K; d += 32) acc += deLb[i * HK + d] * ld(kb + i * HK + d);
+        for (int c = lane; c < V; c += 32) acc += du0b[i * HV + c] * ld(vb + i * HV + c);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        if (lane == 0) st(dbetab + i * Hh, acc);
+      }
+      if (p.gate == kGateScalar) {
+        float acc = 0.f;
+        for (int d = lane; d < K; d += 32) acc += sdG[i * K + d];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        if (lane == 0) st(dg1b + i * Hh, acc);
+      }
+    }
+  } else {
   for (int d = tid; d < K; d += nt) {
     float kdk = 0.f;
     for (int i = 0; i < Lc; ++i) kdk += ws.dKd[row(i) * K + d] * ws.Kd[row(i) * K + d];
@@ -706,6 +892,7 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
       for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
       if (lane == 0) st(static_cast<Tg*>(out.dg) + row(i), acc);
     }
+  }
   }
 }
 

@@ -65,6 +65,7 @@ struct V4Mid {
   static constexpr bool kOwn = true;
   static constexpr bool kBatchLoads = false;  // rung 5's V5Mid sets it (bwd_common.cuh)
   static constexpr bool kUnrolledB9 = false;  // likewise
+  static constexpr bool kRowBase = false;     // rung 7's V7Mid sets it (bwd_common.cuh, RowBase)
 
   template <class Tg>
   static __device__ __forceinline__ bool run(const KParams& p, const BWs& ws, unsigned char* smem_raw, int tok0,
@@ -74,7 +75,8 @@ struct V4Mid {
   }
   /// kBatch (rung 5's V5Mid): B9's k, q slab staging loads 8 items per thread before storing them.
   /// kLevels (rung 6's V6Mid): per-channel gates run B9 by levels on tensor cores (bwd_v6_tc_b9.cuh).
-  template <class Tg, bool kBatch, bool kLevels = false>
+  /// kRB (rung 7's V7Mid): the [rows, W] arrays through per-block bases and 32-bit offsets (RowBase).
+  template <class Tg, bool kBatch, bool kLevels = false, bool kRB = false>
   static __device__ __forceinline__ bool run_impl(const KParams& p, const BWs& ws, unsigned char* smem_raw,
                                                   int tok0, int Lc, const float* sbeta, const float (&accP)[4][4],
                                                   const float (&accA)[4][4]) {
@@ -117,7 +119,7 @@ struct V4Mid {
     __syncthreads();  // every read of the dA and T1 tiles (and of A) done
     if constexpr (kLevels) {
       if (!tc9) {
-        bwdc::b9_levels<Tg>(p, ws, smem_raw, tok0, Lc, sbeta, acc, accP);
+        bwdc::b9_levels<Tg, kRB>(p, ws, smem_raw, tok0, Lc, sbeta, acc, accP);
         return true;
       }
     }
@@ -150,8 +152,15 @@ struct V4Mid {
           for (int b = 0; b < kB; ++b) {
             const int idx = tid + (t0 + b) * kThreads, j = idx >> 6, d = idx & 63;
             const bool in = j < Lc && kk + d < K;
+            if constexpr (kRB) {
+              const bwdc::RowBase rb(p, tok0, h);
+              const int x = j * rb.HK + kk + d;
+              rk[b] = in ? rb.base(k, K)[x] : __float2bfloat16_rn(0.f);
+              rq[b] = in ? rb.base(q, K)[x] : __float2bfloat16_rn(0.f);
+            } else {
             rk[b] = in ? k[row(j) * K + kk + d] : __float2bfloat16_rn(0.f);
             rq[b] = in ? q[row(j) * K + kk + d] : __float2bfloat16_rn(0.f);
+            }
           }
 #pragma unroll
           for (int b = 0; b < kB; ++b) {
@@ -176,10 +185,16 @@ struct V4Mid {
       gemm64<true, true>(aDkq, sZh, sZl, sQs, nullptr, m0, n0);
       const float scale = p.scale;
       each_acc(aDe, m0, n0, [&](int r, int d, float x) {
-        if (r < Lc && kk + d < K) ws.deL[row(r) * K + kk + d] = x;
+        if constexpr (kRB) {
+          const bwdc::RowBase rb(p, tok0, h);
+          if (r < Lc && kk + d < K) rb.base(ws.deL, K)[r * rb.HK + kk + d] = x;
+        } else if (r < Lc && kk + d < K) ws.deL[row(r) * K + kk + d] = x;
       });
       each_acc(aDq, m0, n0, [&](int r, int d, float x) {
-        if (r < Lc && kk + d < K) ws.dqP[row(r) * K + kk + d] = x;
+        if constexpr (kRB) {
+          const bwdc::RowBase rb(p, tok0, h);
+          if (r < Lc && kk + d < K) rb.base(ws.dqP, K)[r * rb.HK + kk + d] = x;
+        } else if (r < Lc && kk + d < K) ws.dqP[row(r) * K + kk + d] = x;
       });
       // aDk and aDkq have the same layout: entry by entry
 #pragma unroll
@@ -187,7 +202,10 @@ struct V4Mid {
 #pragma unroll
         for (int b = 0; b < 4; ++b) aDk[a][b] += scale * aDkq[a][b];
       each_acc(aDk, m0, n0, [&](int r, int d, float x) {
-        if (r < Lc && kk + d < K) ws.dkLP[row(r) * K + kk + d] = x;
+        if constexpr (kRB) {
+          const bwdc::RowBase rb(p, tok0, h);
+          if (r < Lc && kk + d < K) rb.base(ws.dkLP, K)[r * rb.HK + kk + d] = x;
+        } else if (r < Lc && kk + d < K) ws.dkLP[row(r) * K + kk + d] = x;
       });
     }
     __syncthreads();  // the B9 tiles read: the tail's dG may overlay them
@@ -219,6 +237,19 @@ struct V6Mid : V4Mid {
                                              int Lc, const float* sbeta, const float (&accP)[4][4],
                                              const float (&accA)[4][4]) {
     return run_impl<Tg, true, true>(p, ws, smem_raw, tok0, Lc, sbeta, accP, accA);
+  }
+};
+
+/// Rung 7 (bwd_v7_rowbase.cu): V6Mid with kRowBase: bwd_grads_tc's, run_impl's and b9_levels' loads and
+/// stores of [rows, W] arrays through per-block bases and 32-bit offsets (bwd_common.cuh's RowBase);
+/// the same values and floating-point operations, so rung 6's gradients bit for bit.
+struct V7Mid : V6Mid {
+  static constexpr bool kRowBase = true;
+  template <class Tg>
+  static __device__ __forceinline__ bool run(const KParams& p, const BWs& ws, unsigned char* smem_raw, int tok0,
+                                             int Lc, const float* sbeta, const float (&accP)[4][4],
+                                             const float (&accA)[4][4]) {
+    return run_impl<Tg, true, true, true>(p, ws, smem_raw, tok0, Lc, sbeta, accP, accA);
   }
 };
 
@@ -261,6 +292,11 @@ void bwdc::bwd_v4_grads(const BwdCall& c, Profile& prof, bool batch_loads) {
 void bwdc::bwd_v6_grads(const BwdCall& c, Profile& prof) {
   if (c.gate_dtype == 0) launch_grads<float, V6Mid>(c, prof);
   else launch_grads<bf16, V6Mid>(c, prof);
+}
+
+void bwdc::bwd_v7_grads(const BwdCall& c, Profile& prof) {
+  if (c.gate_dtype == 0) launch_grads<float, V7Mid>(c, prof);
+  else launch_grads<bf16, V7Mid>(c, prof);
 }
 
 }  // namespace linattn::cuda::detail

@@ -75,8 +75,9 @@ __device__ __forceinline__ void level_kstep(float (&acc)[4][4], const bf16* Ah, 
 /// Writes ws.deL, ws.dqP, ws.dkLP for rows < Lc, channels < K, as the float32 B9 does.
 /// accL: B7's A^T T1 (dL = -accL), accP: B5's dP, both this warp's 16 x 32 part (gemm64's layout).
 /// Call after a barrier that ends every read of the product tiles (all of the overlay is free);
-/// returns after a barrier (the tail may overlay it again).
-template <class Tg>
+/// returns after a barrier (the tail may overlay it again). kRowBase (rung 7): the staging's and the
+/// outputs' [rows, W] addresses by per-block bases and 32-bit offsets (bwd_common.cuh's RowBase).
+template <class Tg, bool kRowBase = false>
 __device__ __forceinline__ void b9_levels(const KParams& p, const BWs& ws, unsigned char* smem_raw, int tok0, int Lc,
                                           const float* sbeta, const float (&accL)[4][4],
                                           const float (&accP)[4][4]) {
@@ -120,11 +121,20 @@ __device__ __forceinline__ void b9_levels(const KParams& p, const BWs& ws, unsig
       for (int b = 0; b < kB; ++b) {
         const int idx = tid + (t0 + b) * kThreads, j = idx >> 6, d = kk + (idx & 63);
         const bool in = j < Lc && d < K;
+        if constexpr (kRowBase) {
+          const RowBase rb(p, tok0, h);
+          const int x = j * rb.HK + d;
+          rk[b] = in ? rb.base(k, K)[x] : __float2bfloat16_rn(0.f);
+          rq[b] = in ? rb.base(q, K)[x] : __float2bfloat16_rn(0.f);
+          rgate[b] = in ? (p.gdn2 ? ld(rb.base(bg, K) + x) : sbeta[j]) : 0.f;
+          rG[b] = in ? rb.G(rb.base(ws.G, rb.KG), j, d) : 0.0;
+        } else {
         const std::int64_t x = row(j) * K + d;
         rk[b] = in ? k[x] : __float2bfloat16_rn(0.f);
         rq[b] = in ? q[x] : __float2bfloat16_rn(0.f);
         rgate[b] = in ? (p.gdn2 ? ld(bg + x) : sbeta[j]) : 0.f;
         rG[b] = in ? G_at(p, ws, row(j), d) : 0.0;
+        }
       }
 #pragma unroll
       for (int b = 0; b < kB; ++b) {
@@ -194,6 +204,15 @@ __device__ __forceinline__ void b9_levels(const KParams& p, const BWs& ws, unsig
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = m0 + g + (e >= 2 ? 8 : 0), c = n0 + nt * 8 + 2 * t + (e & 1), d = kk + c;
+        if constexpr (kRowBase) {
+          if (r < Lc && d < K) {
+            const RowBase rb(p, tok0, h);
+            const int x = r * rb.HK + d;
+            rb.base(ws.deL, K)[x] = oDe[nt][e];
+            rb.base(ws.dqP, K)[x] = oDq[nt][e] + sdg[r] * bf(sKs[r * LT + c]);
+            rb.base(ws.dkLP, K)[x] = oDk[nt][e] + sdg[r] * (scale * bf(sQs[r * LT + c]));
+          }
+        } else
         if (r < Lc && d < K) {
           const std::int64_t x = row(r) * K + d;
           ws.deL[x] = oDe[nt][e];

@@ -378,6 +378,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v4_tc_tail: return "bwd_v4_tc_tail";
     case BwdVersion::v5_levels_front: return "bwd_v5_levels_front";
     case BwdVersion::v6_tc_b9: return "bwd_v6_tc_b9";
+    case BwdVersion::v7_rowbase: return "bwd_v7_rowbase";
   }
   return "?";
 }
@@ -401,6 +402,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v4_tc_tail, detail::bwd_v4_workspace_bytes, detail::bwd_v4_launch},
     {BwdVersion::v5_levels_front, detail::bwd_v5_workspace_bytes, detail::bwd_v5_launch},
     {BwdVersion::v6_tc_b9, detail::bwd_v6_workspace_bytes, detail::bwd_v6_launch},
+    {BwdVersion::v7_rowbase, detail::bwd_v7_workspace_bytes, detail::bwd_v7_launch},
 };
 }  // namespace
 
@@ -427,7 +429,7 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version) {
   for (const BwdRung& r : kBwdLadder)
     if (r.version == version) rung = &r;
   if (!rung)
-    fail(fn, "version", "a version of the backward ladder (1, 2, 3, 4, 5 or 6)", std::to_string(static_cast<int>(version)));
+    fail(fn, "version", "a version of the backward ladder (1, 2, 3, 4, 5, 6 or 7)", std::to_string(static_cast<int>(version)));
 
   detail::BwdCall call;
   call.dtype = static_cast<int>(f.dtype);

@@ -178,11 +178,15 @@ enum class BwdVersion : int {
                        ///< V4Mid's B9 slabs) and its per-channel float32 B9 unrolled; same range and
                        ///< bounds; 1.44x faster than v4 for DeltaNet, 1.79-1.82x for KDA and GDN2
                        ///< (16.38 -> 11.38 ms, 30.65 -> 17.12 at B=8 T=4096; session 6 call 1)
-  v6_tc_b9 = 6         ///< v5 with B9 of the chunk gradients for per-channel gates (KDA, GDN2) on
+  v6_tc_b9 = 6,        ///< v5 with B9 of the chunk gradients for per-channel gates (KDA, GDN2) on
                        ///< bf16 tensor cores by binary levels of reference rows (hi + lo operands,
                        ///< float32 factors and epilogue); same range and bounds; 1.10x faster than
                        ///< v5 for KDA (15.63 ms), 1.11x for GDN2 (15.92), 1.02x for DeltaNet and GDN
                        ///< (same code there; B=8 T=4096, session 6 call 1); `best`
+  v7_rowbase = 7       ///< v6 with the chunk-gradient kernel's global addresses as per-block bases
+                       ///< and 32-bit offsets (same values and operations: v6's gradients bit for
+                       ///< bit; H * max(K, V, 64) > 2^25 runs v6); written in session 6, NOT YET RUN
+                       ///< ON A GPU, not `best` (RESULTS.md, "Rung 7")
 };
 
 const char* bwd_version_name(BwdVersion v);

@@ -87,6 +87,12 @@ void bwd_v5_launch(const BwdCall& c);
 std::size_t bwd_v6_workspace_bytes(const KParams& p);
 void bwd_v6_launch(const BwdCall& c);
 
+// bwd_v7_rowbase.cu (rung 6 with the chunk-gradient kernel's [rows, W] arrays addressed by per-block
+// bases and 32-bit offsets; written in session 6, not yet run on a GPU; calls outside rung 3's range
+// run bwd_v3_launch, calls with H * max(K, V, 64) > 2^25 run bwd_v6_launch)
+std::size_t bwd_v7_workspace_bytes(const KParams& p);
+void bwd_v7_launch(const BwdCall& c);
+
 // Reused by the backward's rung 3 from the forward's tensor-core rungs (bf16 inputs, 16 <= K <= 128;
 // c.p.ws is the tensor-core workspace of tc_common.cuh, V2Ws):
 /// v3_async.cu: v3's intra-chunk kernel, which also writes A = (I + L)^-1 of every chunk to a_out

@@ -102,7 +102,7 @@ for s in $stages; do
       echo "determinism test: $fails failures in ${DET_REPEATS:-50} runs" | tee "$OUT/bdeterminism.log" ;;
     bmutants)
       # Each planted bug of the backward (make_mutants.py, 11-16 rung 1, 21-24 rung 2, 41-49 rung 3, 51-55
-      # rung 4, 50 and 56-59 rung 5, 66-68 rung 6; 5 is shared with the forward)
+      # rung 4, 50 and 56-59 rung 5, 66-68 rung 6, 69-72 rung 7; 5 is shared with the forward)
       # must make the tests aimed at it fail.
       M=${MBIN:-build/mutants}/test_cuda_backward
       P32='CUDA v1 chunked backward equals the float64 reference backward for every operator in float32'
@@ -115,7 +115,7 @@ for s in $stages; do
       SZ='CUDA chunked backward is exact at the tuned and the largest head sizes up to K = V = 256'
       V3='CUDA v3 chunked backward on the forward tensor-core kernels equals the float64 reference backward for every operator in bfloat16'
       V4='CUDA v4 tensor-core B7 and B9 chunked backward equals the float64 reference backward for every operator in bfloat16'
-      # BMUT_ONLY=v3, v4, v5 or v6: that rung's mutants alone (BMUT_V3_ONLY=1 is BMUT_ONLY=v3)
+      # BMUT_ONLY=v3, v4, v5, v6 or v7: that rung's mutants alone (BMUT_V3_ONLY=1 is BMUT_ONLY=v3)
       only=${BMUT_ONLY:-}; [ -n "${BMUT_V3_ONLY:-}" ] && only=v3
       grp() { [ -z "$only" ] || [ "$only" = "$1" ]; }
       run_m() { local n=$1; shift; for t in "$@"; do
@@ -194,6 +194,21 @@ for s in $stages; do
         run_m 59 "$V6"
         echo "no mutant, compute-sanitizer racecheck (every rung, b9_levels' 13 barriers per slab included), $T1:"
         LINATTN_MUTANT=0 timeout 120 compute-sanitizer --tool racecheck $M "$T1" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
+        fi
+        if grp v7; then
+        V7='CUDA v7 chunked backward with per-block row bases equals the float64 reference backward for every operator in bfloat16'
+        BIT7='CUDA v7 chunked backward gives rung 6 gradients bit for bit'
+        run_m 0 "$V7" "$BIT7"
+        run_m 69 "$BIT7" "$V7"
+        run_m 70 "$BIT7" "$V7"
+        run_m 71 "$BIT7" "$V7"
+        run_m 72 "$BIT7" "$V7"
+        # rung 7 runs its own copies of the batched tail and the B9 k, q staging: rung 5's mutants 50
+        # and 59 there break rung 6 alone, so they must fail BIT7 and pass V7; it shares b9_levels'
+        # arithmetic with rung 6: mutant 66 (a level skipped) must fail V7 and pass BIT7.
+        run_m 50 "$BIT7" "$V7"
+        run_m 59 "$BIT7" "$V7"
+        run_m 66 "$V7" "$BIT7"
         fi
       } 2>&1 | tee "$OUT/bmutants.log" ;;
     bbench)
