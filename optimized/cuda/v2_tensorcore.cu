@@ -405,8 +405,12 @@ struct StateBwdOut {
 /// instructions and 32% of its stall samples in the cp.async issue code at B=1 T=32768 (BV = 16),
 /// 19% / 18% at B=8 T=4096 (BV = 64). Caveat from the SASS (nvcc 13.0): a bulk copy takes uniform
 /// registers, so each warp issues its lanes' copies one at a time (ELECT, 4 R2UR, UBLKCP, BRA.U.ANY:
-/// 9 instructions per copy), about 3400 warp instructions per chunk against about 1700 for the
-/// cp.async path (one LDGSTS moves 32 x 16 bytes): fewer LSU operations, not fewer instructions.
+/// 9 instructions per copy), about 3500 warp instructions per chunk (warps 0, 1 about 700 each)
+/// against about 1300 (ncu, BV = 16) and 1500 (BV = 64) for the cp.async path, where one LDGSTS
+/// moves 32 x 16 bytes: fewer LSU operations, not fewer instructions. Whole-tile copies would take
+/// a handful per chunk: a workspace whose rows are padded to ldk(KP) as in shared memory (one 1-D
+/// copy per tile; the intra kernels write it), or cp.async.bulk.tensor.2d (if its box may be KP + 8
+/// wide over a KP-wide tensor, the 8 columns past the end zero-filled; unchecked).
 /// Next session, on the H200 (B = build/<dir>; one command per line):
 ///   LINATTN_STATE_BULK=1 $B/proofs_tests/test_cuda_forward                    (every forward test)
 ///   LINATTN_STATE_BULK=1 compute-sanitizer --tool memcheck (then racecheck, synccheck)
@@ -472,7 +476,9 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd)
     float* dG = reinterpret_cast<float*>(base + S::sgC + stg * KP * 4);
     if constexpr (kBulk) {
       // One bulk copy per tile row (each row is contiguous in the workspace, 16-byte aligned, a
-      // multiple of 16 bytes long); copy j of the chunk's 64 NR + 1 goes to thread j % 256. Rows
+      // multiple of 16 bytes long); copy j of the chunk's 64 NR + 1 goes to thread j % 256 (forward:
+      // warps 0, 1 issue 64, the others 32 or 33; balanced maps made ptxas spill 4-24 bytes in some
+      // instantiations, nvcc 13.0). Rows
       // t = j / 64: W, Qg, Kd (KP * 2 bytes), P (128), u (BV * 4: columns v0 .. v0 + BV, all < VP since
       // BV divides 64 and so VP, hence no zero fill), then gC (KP * 4). Completion: stage stg's
       // mbarrier, whose expect-tx (state_bulk_tx bytes) thread 0 posted before the block barrier
