@@ -103,10 +103,10 @@ bool rung3_family(cuda::BwdVersion ver) {
 }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
 
-/// Rung 3's bounds with bf16 inputs (file comment), also rungs 4 to 6: dq, dk, dv, dh0; the gate gradients.
+/// Rung 3's bounds with bf16 inputs (file comment), also rungs 4 to 7: dq, dk, dv, dh0; the gate gradients.
 constexpr double kV3Tol = 1e-2, kV3TolGates = 2e-2;
 
-/// The bound of the file comment for gradient `name` of a call with head size K. Rungs 3 to 6 get
+/// The bound of the file comment for gradient `name` of a call with head size K. Rungs 3 to 7 get
 /// their looser bounds only where they run their own kernels (bf16, 16 <= K <= 128); elsewhere they
 /// run rung 2 and are held to rung 2's bounds.
 double tol(const std::string& name, DType dt, DType gdt, cuda::BwdVersion ver, index_t K) {
@@ -292,7 +292,7 @@ void prop_matches_reference(DType dt, DType gdt, cuda::BwdVersion ver = cuda::Bw
       if (v2 && *rc::gen::weightedElement<bool>({{3, false}, {1, true}})) lim.max_K = lim.max_V = 150;
       lim.max_T = *rc::gen::weightedElement<index_t>({{4, 70}, {1, 200}});
       b.c = *gen_case(lim);
-      // Rungs 3 to 6 run their own kernels for 16 <= K <= 128 (else rung 2's): K from there, up to
+      // Rungs 3 to 7 run their own kernels for 16 <= K <= 128 (else rung 2's): K from there, up to
       // 128 in one case of four.
       if (v3) b.c.K = *rc::gen::inRange<index_t>(16, *rc::gen::weightedElement<index_t>({{3, 41}, {1, 129}}));
       b.with_dht = *rc::gen::weightedElement<bool>({{3, true}, {1, false}});
@@ -385,7 +385,7 @@ TEST_CASE("CUDA v3 chunked backward on the forward tensor-core kernels with bflo
 }
 
 namespace {
-/// Rung `ver` (3 to 6) outside rung 3's range gives rung 2's gradients bit for bit: float32 inputs
+/// Rung `ver` (3 to 7) outside rung 3's range gives rung 2's gradients bit for bit: float32 inputs
 /// (rung 2 runs rung 1), and bf16 inputs with K = 8 and K = 200.
 void check_outside_range_is_rung2(cuda::BwdVersion ver) {
   const std::tuple<DType, index_t> calls[] = {{DType::f32, 64}, {DType::bf16, 8}, {DType::bf16, 200}};
