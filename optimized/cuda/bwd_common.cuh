@@ -88,8 +88,9 @@ __device__ __forceinline__ double G_at(const KParams& p, const BWs& ws, std::int
 /// (row(i), d), row(i) = (tok0 + i) H + h, is base(a, W)[i * HW + d] with the 64-bit per-block base
 /// a + (tok0 H + h) W formed once per tensor and a 32-bit offset per item, instead of rungs 2-6's
 /// 64-bit row(i) * W + d per item (ncu, session 6: 10-15 integer instructions per loaded item, 62% of
-/// the kernel's instructions integer / address arithmetic). i < 64 and d < W, so the offset is below
-/// 64 H W <= 2^31 when H * max(K, V, C) <= 2^25, which bwd_v7_launch checks (else it runs rung 6).
+/// the kernel's instructions integer / address arithmetic). i < 64 and d < W + 63 (the stagings form
+/// the offsets of padding items too, without loading them), so every offset is below 64 H W + 63
+/// <= 2^31 when H * max(K, V, C) < 2^25, which bwd_v7_launch checks (else it runs rung 6).
 struct RowBase {
   std::int64_t r0;       // row(0) = tok0 H + h
   int H, HK, HV, HC, KG, HKG;  // H, H K, H V, H C, the gate width and H KG (32-bit row strides)
@@ -181,7 +182,7 @@ void bwd_v4_grads(const BwdCall& c, Profile& prof, bool batch_loads = false);
 void bwd_v6_grads(const BwdCall& c, Profile& prof);
 /// Rung 7's chunk-gradient kernel (bwd_v4_tc_tail.cu's V7Mid: rung 6's, its [rows, W] arrays addressed
 /// by per-block bases and 32-bit offsets, RowBase), then prof.mark(); requires
-/// H * max(K, V, C) <= 2^25 (bwd_v7_launch checks it).
+/// H * max(K, V, C) < 2^25 (bwd_v7_launch checks it).
 void bwd_v7_grads(const BwdCall& c, Profile& prof);
 
 // ------------------------------------------------------------------------------------------------

@@ -44,7 +44,7 @@
 // shorten the address chains in front of each batch of loads rather than the issue time; a guess
 // of 0.5-1.5 ms of DeltaNet's 8.7 ms grads kernel, to be measured (bench_backward.py 6,7).
 //
-// Range: the offset i * (H W) + d < 64 H W fits in 32 bits when H * max(K, V, 64) <= 2^25; calls
+// Range: the offset i * (H W) + d < 64 H W + 63 fits in 32 bits when H * max(K, V, 64) < 2^25; calls
 // outside that run rung 6 (bwd_v6_launch), and calls outside rung 3's range (float32 inputs, K < 16
 // or K > 128) run rung 2 through bwd_v3_launch, as every rung from 3 on. Workspace: rung 3's.
 // Requires log-decays <= 0, as rung 6 (the host API checks; the device API does not).
@@ -60,9 +60,10 @@ void bwd_v7_launch(const BwdCall& c) {
   const KParams& p = c.p;
   if (p.N == 0) return;
   if (c.dtype != 1 || p.K < 16 || p.K > 128) return bwd_v3_launch(c);  // outside the range: rung 2 (via rung 3)
-  // 32-bit offsets i * (H W) + d need 64 H W <= 2^31 for W = K, V and C = 64 (RowBase); else rung 6.
+  // 32-bit offsets i * (H W) + d (i < 64, d < W + 63) need H W < 2^25 for W = K, V and C = 64
+  // (RowBase); else rung 6.
   const std::int64_t widest = std::max({std::int64_t(p.K), std::int64_t(p.V), std::int64_t(bwdc::C)});
-  if (std::int64_t(p.H) * widest > (std::int64_t(1) << 25)) return bwd_v6_launch(c);
+  if (std::int64_t(p.H) * widest >= (std::int64_t(1) << 25)) return bwd_v6_launch(c);
   bwdc::Profile prof(c.stream, "bwd_v7");
   bwdc::bwd_v3_front(c, prof, /*levels_intra=*/true);  // rung 5's and 6's front
   if (p.num_chunks > 0) bwdc::bwd_v7_grads(c, prof);

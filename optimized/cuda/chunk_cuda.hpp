@@ -185,7 +185,7 @@ enum class BwdVersion : int {
                        ///< (same code there; B=8 T=4096, session 6 call 1); `best`
   v7_rowbase = 7       ///< v6 with the chunk-gradient kernel's global addresses as per-block bases
                        ///< and 32-bit offsets (same values and operations: v6's gradients bit for
-                       ///< bit; H * max(K, V, 64) > 2^25 runs v6); written in session 6, NOT YET RUN
+                       ///< bit; H * max(K, V, 64) >= 2^25 runs v6); written in session 6, NOT YET RUN
                        ///< ON A GPU, not `best` (RESULTS.md, "Rung 7")
 };
 
