@@ -442,8 +442,9 @@ TEST_CASE("CUDA v5 grads kernel after rung 3 prepare gives rung 4 gradients bit 
   // same sums in the same order as rung 4's kernel; on rung 4's prepare (LINATTN_BWD5_V3_FRONT,
   // bwd_v5_levels_front.cu) DeltaNet's and GDN's gradients must then be identical. KDA's and GDN2's
   // go through the unrolled float32 B9, whose dk sum src = dP q~ + dL e was found (session 6 call 1,
-  // H200) to differ from rung 4's in the last bits of dk and dg: a * b + c * d may be contracted to
-  // fma(a, b, c * d) or fma(c, d, a * b), and nvcc chose differently in the unrolled loop. Those two
+  // H200) to differ from rung 4's in the last bits of dk and dg: nvcc peels the unrolled loop's
+  // remainder and, in the peeled i = r + 1, r + 2, contracts a * b + c * d as fma(a, b, c * d) where
+  // rung 4's loop has fma(c, d, a * b) (optimized/cuda/bench/analysis_bwd_v5_bits.md). Those two
   // operators are held to 5e-5 relative RMS instead: measured (session 6 call 2) up to 1.2e-6 for dk
   // and 8.2e-6 for dg with bf16 gates (dg's reverse sum cancels); one wrong element of a gradient
   // this size alone is ~2e-3, an indexing error O(1).
