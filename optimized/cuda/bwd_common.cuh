@@ -94,10 +94,12 @@ __device__ __forceinline__ double G_at(const KParams& p, const BWs& ws, std::int
 struct RowBase {
   std::int64_t r0;       // row(0) = tok0 H + h
   int H, HK, HV, HC, KG, HKG;  // H, H K, H V, H C, the gate width and H KG (32-bit row strides)
+  const void* valid;     // q: a global array every call has (stands in for an operator's null arrays)
   __device__ __forceinline__ RowBase(const KParams& p, int tok0, int h)
       : r0(std::int64_t(tok0) * p.H + h), H(p.H), HK(p.H * p.K), HV(p.H * p.V), HC(p.H * C), KG(gate_width(p)),
-        HKG(p.H * gate_width(p)) {}
+        HKG(p.H * gate_width(p)), valid(p.q) {}
   /// Row(0) of the array a with W columns: a[row(i) * W + d] == base(a, W)[i * (H W) + d].
+  /// a must be a global array (not null): q, k, v, do, the workspace's arrays, dq, dk, dv.
   template <class T>
   __device__ __forceinline__ T* base(T* a, int W) const {
     T* b = a + r0 * W;
@@ -107,6 +109,13 @@ struct RowBase {
     asm("" : "+l"(b));
     __builtin_assume(__isGlobal(b));
     return b;
+  }
+  /// base() for an array an operator may not have (null: b, w, db, dw, dg, dbeta, G). Such an array
+  /// is never dereferenced; its base is formed from q instead, so that base()'s global-space
+  /// assumption is only ever made of a pointer into global memory.
+  template <class T>
+  __device__ __forceinline__ T* base_opt(T* a, int W) const {
+    return base(a ? a : static_cast<T*>(const_cast<void*>(valid)), W);
   }
   /// G of row i of the chunk at channel d (G_at's value), from Gb = base(ws.G, KG).
   __device__ __forceinline__ double G(const double* Gb, int i, int d) const {
@@ -388,7 +397,7 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
               rvn[b] = in ? rb.base(ws.vn, V)[x] : 0.f;
               rdvn[b] = in ? rb.base(ws.dvn, V)[x] : 0.f;
               if (kk == 0) {
-                ru[b] = in && p.gdn2 ? ld(rb.base(wg, V) + x) : 0.f;
+                ru[b] = in && p.gdn2 ? ld(rb.base_opt(wg, V) + x) : 0.f;
                 rv[b] = in ? ld(rb.base(v, V) + x) : 0.f;
               }
             } else {
@@ -651,15 +660,15 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
   if constexpr (Mid::kRowBase) {
     // Rung 7: rung 5's batched (a) and dv pass (the next branch) with every [rows, W] array read and written
     // through its per-block base and a 32-bit offset x (RowBase); the same values and operations.
-    const double* Gb = rb.base(ws.G, rb.KG);
+    const double* Gb = rb.base_opt(ws.G, rb.KG);
     const Tin *kb = rb.base(k, K), *qb = rb.base(q, K);
-    const Tg* bgb = rb.base(bg, K);
+    const Tg* bgb = rb.base_opt(bg, K);
     const float *dEb = rb.base(ws.dE, K), *dQgb = rb.base(ws.dQg, K), *dKdb = rb.base(ws.dKd, K);
     const float *dqPb = rb.base(ws.dqP, K), *dkLPb = rb.base(ws.dkLP, K);
     const float *Eb = rb.base(ws.E, K), *Qgb = rb.base(ws.Qg, K), *Kdb = rb.base(ws.Kd, K);
     float* deLb = rb.base(ws.deL, K);
     Tin *dqb = rb.base(dq, K), *dkb = rb.base(dk, K);
-    Tg* dbb = rb.base(static_cast<Tg*>(out.db), K);
+    Tg* dbb = rb.base_opt(static_cast<Tg*>(out.db), K);
     constexpr int kB = 4;
     const int n = Lc * K, HK = rb.HK;
 #pragma unroll 1
@@ -697,10 +706,10 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
       }
     }
     const float* du0b = rb.base(ws.du0, V);
-    const Tg* wgb = rb.base(wg, V);
+    const Tg* wgb = rb.base_opt(wg, V);
     const Tin* vb = rb.base(v, V);
     Tin* dvb = rb.base(static_cast<Tin*>(out.dv), V);
-    Tg* dwb = rb.base(static_cast<Tg*>(out.dw), V);
+    Tg* dwb = rb.base_opt(static_cast<Tg*>(out.dw), V);
     constexpr int kBv = 8;
     const int nv = Lc * V, HV = rb.HV;
 #pragma unroll 1
@@ -828,9 +837,9 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
   if constexpr (Mid::kRowBase) {
     // Rung 7: (b) and (c) through per-block bases and 32-bit offsets (RowBase); the same operations
     // as rungs 2-6's code in the else branch.
-    const double* Gb = rb.base(ws.G, rb.KG);
+    const double* Gb = rb.base_opt(ws.G, rb.KG);
     const float *dKdb = rb.base(ws.dKd, K), *Kdb = rb.base(ws.Kd, K);
-    Tg* dgb = rb.base(static_cast<Tg*>(out.dg), K);
+    Tg* dgb = rb.base_opt(static_cast<Tg*>(out.dg), K);
     const int HK = rb.HK;
     for (int d = tid; d < K; d += nt) {
       float kdk = 0.f;
@@ -845,8 +854,8 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
     __syncthreads();
     const float *deLb = rb.base(ws.deL, K), *du0b = rb.base(ws.du0, V);
     const Tin *kb = rb.base(k, K), *vb = rb.base(v, V);
-    Tg* dbetab = rb.base(static_cast<Tg*>(out.dbeta), 1);
-    Tg* dg1b = rb.base(static_cast<Tg*>(out.dg), 1);
+    Tg* dbetab = rb.base_opt(static_cast<Tg*>(out.dbeta), 1);
+    Tg* dg1b = rb.base_opt(static_cast<Tg*>(out.dg), 1);
     const int HV = rb.HV, Hh = rb.H;
     for (int i = warp; i < Lc; i += nt / 32) {
       if (!p.gdn2) {

@@ -126,7 +126,7 @@ __device__ __forceinline__ void b9_levels(const KParams& p, const BWs& ws, unsig
           const int x = j * rb.HK + d;
           rk[b] = in ? rb.base(k, K)[x] : __float2bfloat16_rn(0.f);
           rq[b] = in ? rb.base(q, K)[x] : __float2bfloat16_rn(0.f);
-          rgate[b] = in ? (p.gdn2 ? ld(rb.base(bg, K) + x) : sbeta[j]) : 0.f;
+          rgate[b] = in ? (p.gdn2 ? ld(rb.base_opt(bg, K) + x) : sbeta[j]) : 0.f;
           rG[b] = in ? rb.G(rb.base(ws.G, rb.KG), j, d) : 0.0;
         } else {
         const std::int64_t x = row(j) * K + d;
