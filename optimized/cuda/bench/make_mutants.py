@@ -174,8 +174,8 @@ MUTANTS = [
      "              const int x = j * rb.HK + (p.mutant == 71 ? 0 : kk) + d;",
      "bwd v7, DeltaNet and GDN: V4Mid's B9 k, q staging offset forgets the slab's first channel kk"),
     (72, "optimized/cuda/bwd_common.cuh",
-     "        HKG(p.H * gate_width(p)) {}",
-     "        HKG(p.mutant == 72 ? p.H * p.K : p.H * gate_width(p)) {}",
+     "        HKG(p.H * gate_width(p)), valid(p.q) {}",
+     "        HKG(p.mutant == 72 ? p.H * p.K : p.H * gate_width(p)), valid(p.q) {}",
      "bwd v7, scalar gates (GDN): G's 32-bit row stride is H K where H (gate width 1) belongs"),
     # Rung 5 of the forward (v5_split.cu: the state pass alone, then the parallel output kernel).
     (61, "optimized/cuda/v5_split.cu",
