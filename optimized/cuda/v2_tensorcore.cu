@@ -37,7 +37,8 @@
 // before this k-step's mma: B=8 0.49-0.50 -> 0.48-0.49 ms, B=1 1.04 -> 1.09, the backward's states
 // kernel 0.68 -> 0.73). All three keep the arithmetic (and so the bits) of the default kernel.
 // A fourth, LINATTN_STATE_BULK=1 (tile rows by cp.async.bulk on mbarriers, v2_state's kBulk), is
-// written and compile-checked but NOT YET RUN ON A GPU (see v2_state).
+// written and compile-checked but NOT YET RUN ON A GPU (see v2_state), and so is a fifth,
+// LINATTN_STATE_OCC2=1 (v2_state with NS = 1: 32 value columns, one stage, two blocks per SM).
 #include <cstdlib>
 #include <string>
 
@@ -354,7 +355,8 @@ __global__ void __launch_bounds__(kThreads) v2_intra(KParams p) {
 // ------------------------------------------------------------------------------------------------
 // The sequential pass over the chunks of one sequence, for one head and BV value columns.
 // NS: pipeline stages (chunks in shared memory at once; NS - 1 of look-ahead). 2 everywhere but the
-// forward at BV = 16, where 3 is an option (LINATTN_STATE_STAGES, tc_state_launch).
+// forward at BV = 16, where 3 is an option (LINATTN_STATE_STAGES, tc_state_launch), and the forward's
+// two-blocks-per-SM variant (LINATTN_STATE_OCC2=1, v2_state's NS = 1: one stage, no look-ahead).
 // kBulk (LINATTN_STATE_BULK=1, NS = 2 only): NS mbarriers (8 bytes each) in a 16-byte-aligned slot
 // after sVn; without kBulk the layout and size are unchanged.
 template <int KP, int BV, int NS = 2, bool kBulk = false>
@@ -376,6 +378,20 @@ struct StateSmem {
   static constexpr int bytes = sBar + (kBulk ? (NS * 8 + 15) / 16 * 16 : 0);
   static_assert(sBar % 16 == 0, "mbarrier slot alignment");
 };
+
+// LINATTN_STATE_OCC2=1 (v2_state NS = 1): two co-resident blocks per SM need 2 x (bytes + 1 KB that
+// the runtime reserves per block) <= 228 KB, i.e. bytes <= 113 KB. KP = 128, BV = 32, NS = 1:
+// 3 x 17,408 (W, Qg, Kd) + 9,216 (P) + 9,216 (u, LDU 36) + 512 (gC) + 2 x 10,240 (S hi, lo; LDV 40)
+// + 5,120 (v_new) = 96,768 bytes (94.5 KB); KP = 64: 61,696 (60.25 KB). The alternatives do not fit
+// or are not needed: KP = 128 at BV = 64, NS = 1 is 125,440 bytes; at BV = 32, NS = 2, 167,936;
+// at BV = 16, NS = 2, 149,504 (BV = 16, NS = 1: 82,432).
+constexpr int kOcc2SmemMax = 113 * 1024;
+static_assert(2 * (StateSmem<128, 32, 1>::bytes + 1024) <= 228 * 1024 && StateSmem<128, 32, 1>::bytes <= kOcc2SmemMax,
+              "LINATTN_STATE_OCC2: two KP = 128 blocks no longer fit in one SM's shared memory");
+static_assert(StateSmem<64, 32, 1>::bytes <= kOcc2SmemMax, "LINATTN_STATE_OCC2: two KP = 64 blocks no longer fit");
+static_assert(StateSmem<128, 64, 1>::bytes > kOcc2SmemMax && StateSmem<128, 32, 2>::bytes > kOcc2SmemMax &&
+                  StateSmem<128, 16, 2>::bytes > kOcc2SmemMax,
+              "the comment above: at KP = 128 only one-stage tiles of BV <= 32 columns fit twice per SM");
 
 /// The bytes of one chunk's bulk copies in v2_state's kBulk (the tx-count each barrier phase waits
 /// for): 64 rows of W, Qg (not kBwd), Kd (KP bf16 each), P (64 bf16, not kBwd), u (BV float32), and
@@ -419,9 +435,62 @@ struct StateBwdOut {
 ///   LINATTN_STATE_BULK=1 $B/proofs_tests/test_cuda_backward                   (kBwd)
 ///   python3 optimized/cuda/bench/bench_forward.py --lib $B/optimized/cuda/liblinattn_cuda_capi.so
 ///     --fla .fla --versions 4 --sweep-versions 4 --split, with and without LINATTN_STATE_BULK=1.
+///
+/// NS = 1 (LINATTN_STATE_OCC2=1; tc_state_launch, the forward only: not kBwd, so neither the
+/// backward's states pass nor v5's split state pass). WRITTEN AND COMPILE-CHECKED ONLY, NOT YET RUN
+/// ON A GPU; off by default (the default instantiations' PTX is unchanged: 84 of 84 entries,
+/// bench/ptx_identity.py against HEAD; minBlocks 0 in __launch_bounds__ emits no .minnctapersm).
+/// What: where pick_bv gives 64 or 32 columns, BV = 32 with one pipeline stage -- chunk ci's tiles
+/// are waited for at the loop top, used, and chunk ci + 1's issued only after a barrier at the end of
+/// iteration ci (after the stage's last reads, sKd and sgC) -- and __launch_bounds__(256, 2), so that
+/// two blocks share an SM and one's loads and barriers overlap the other's mma.
+/// Why (H200, session 6, B=8 T=4096 H=16 K=V=128): this kernel is 0.49-0.50 ms of GDN's 0.99 ms
+/// forward (fla's whole GDN forward 0.85) at KP = 128, BV = 64, two stages, 204,800 bytes of shared
+/// memory and 170 registers: one block of 8 warps per SM. ncu (bench/logs_session6/call4/ncu/
+/// state_b8.*): issue slots 27% busy, 0.37 eligible warps per scheduler, 38% of the stall samples on
+/// HMMA (dependent accumulations, ldmatrix right before use). The grid, stages and prefetch knobs
+/// above all kept 8 warps per SM and did not help.
+/// Occupancy (nvcc 13.0, cuobjdump --dump-resource-usage): 128 registers at KP = 128 (124 at
+/// KP = 64; with kPF 124 / 123), no spill, no stack: 128 x 256 x 2 = 65,536 <= 65,536 registers per
+/// SM. Shared memory StateSmem<128, 32, 1>::bytes = 96,768 (KP = 64: 61,696): 2 x (96,768 + 1,024)
+/// = 195,584 <= 233,472 (228 KB). So 2 blocks, 16 warps per SM (4 per scheduler); at B=8 T=4096,
+/// 512 blocks in 264 slots, 1.94 waves as the default's 256 in 132.
+/// Bits: the same floating-point operations in the same order as the default at the same BV (PTX of
+/// NS = 1 and NS = 2 at BV = 32: the same sequence of 196 mma / ldmatrix / f32 / cvt operations at
+/// KP = 128, 112 at KP = 64; they differ in barriers, 3 against 2, and where the cp.async are
+/// issued). And BV changes no output value: every operation above acts on one value column at a time
+/// (u - w_aux S, qg S + P v_new, Diag(exp(G_C)) S + Kd^T v_new, the hi / lo split, the bf16 rounding
+/// of v_new; each mma output element sums over the same k-steps in the same order whatever n-tile
+/// or warp holds it), so o and the final state equal the default's at BV = 64 bit for bit.
+/// test_cuda_forward's "CUDA v5 split forward equals v4 fused forward bit for bit" has held 64-column
+/// against 32-column tiles bit for bit on the H200 since session 5.
+/// Grid: unchanged order (N, H, value tiles), so that only the occupancy changes: at B=8 the first
+/// wave of 264 blocks holds value tiles 0 and 1 of every (sequence, head) and the second tiles 2 and 3,
+/// so DRAM still reads the workspace about twice, as in the default (1.20 GB); the flat order (one
+/// pass, 0.74 GB) measured no faster at one block per SM and combines (LINATTN_STATE_GRID=flat).
+/// Risk: each BV = 32 block loads the chunk's W, Qg, Kd and P tiles as a BV = 64 block does: 66,048
+/// bytes per block and chunk against 74,240, so 1.78x the L2-to-SM bytes; the BV sweep (header:
+/// 2.62 ms at BV = 32 against 2.43 at 64, whole v2 forward, one block per SM) is that cost. With one
+/// stage a block alone on its SM (the tail of the last wave, small grids) waits for every load.
+/// Next session, on the H200 (B = build/<dir>; one command per line):
+///   LINATTN_STATE_OCC2=1 $B/proofs_tests/test_cuda_forward                    (every forward test)
+///   LINATTN_STATE_OCC2=1 LINATTN_V2_BV=64 $B/proofs_tests/test_cuda_forward   (pick_bv gives 16 in
+///     most test cases, where NS = 1 does not apply; forced to 64 every case runs it, and the v5-v4
+///     bit test then compares it with v5's two-stage 32-column state pass bit for bit)
+///   the same with LINATTN_STATE_PREFETCH=1 added (kPF with NS = 1)
+///   LINATTN_STATE_OCC2=1 LINATTN_V2_BV=64 compute-sanitizer --tool memcheck (then racecheck,
+///     synccheck) $B/proofs_tests/test_cuda_forward "CUDA chunked forward of a packed batch of many
+///     short sequences equals the reference"
+///   python3 optimized/cuda/bench/bench_forward.py --lib $B/optimized/cuda/liblinattn_cuda_capi.so
+///     --fla .fla --versions 4 --sweep-versions 4 --split, with and without LINATTN_STATE_OCC2=1
+///     (and with LINATTN_STATE_GRID=flat added);
+///   ncu --section Occupancy --section LaunchStats -k regex:v2_state on bench_forward.py --versions 4
+///     --shapes 8x4096x16x128x128 with LINATTN_STATE_OCC2=1: Block Limit Registers and Block Limit
+///     Shared Mem should read 2, Theoretical Occupancy 25%.
 template <int KP, int BV, bool kBwd = false, bool kHt = false, int NS = 2, bool kPF = false, bool kBulk = false>
-__global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd) {
+__global__ void __launch_bounds__(kThreads, NS == 1 ? 2 : 0) v2_state(KParams p, StateBwdOut bwd) {
   static_assert(!kBulk || NS == 2, "kBulk: two stages (parity of chunk ci's barrier phase = (ci >> 1) & 1)");
+  static_assert(NS != 1 || (!kBwd && !kBulk), "NS = 1 (LINATTN_STATE_OCC2): the forward only, cp.async tiles");
   using S = StateSmem<KP, BV, NS, kBulk>;
   constexpr int LDK = S::LDK, LDV = S::LDV, LDU = S::LDU;
   extern __shared__ __align__(16) char smem[];
@@ -525,7 +594,7 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd)
     }
     __syncthreads();  // barriers initialised and chunk 0's bytes expected before any copy is issued
     if (nchunks > 0) issue(0);
-  } else if (NS == 2) {
+  } else if (NS <= 2) {
     if (nchunks > 0) issue(0);
   } else {  // NS - 1 chunks in flight; one commit group per chunk slot, empty past the end
 #pragma unroll
@@ -542,6 +611,9 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd)
         mbar_arrive_expect_tx(smem + S::sBar + 8 * ((ci + 1) % NS), state_bulk_tx(KP, BV, kBwd));
       __syncthreads();  // every thread saw chunk ci; chunk ci - 1 fully done (its stage is free)
       if (ci + 1 < nchunks) issue(ci + 1);
+    } else if constexpr (NS == 1) {  // chunk ci's tiles, issued at the end of iteration ci - 1
+      cp_async_wait<0>();
+      __syncthreads();  // the stage landed for every thread (and S hi, lo of chunk ci - 1 are stored)
     } else if (NS == 2) {
       cp_async_wait<0>();
       __syncthreads();  // stage stg landed for every thread; previous chunk fully done
@@ -720,6 +792,12 @@ __global__ void __launch_bounds__(kThreads) v2_state(KParams p, StateBwdOut bwd)
       }
     }
     store_state_bf16();  // read by the next chunk after its first barrier
+    if constexpr (NS == 1) {  // one stage: refill it once every thread is past its last read (sKd, sgC)
+      if (ci + 1 < nchunks) {  // nchunks is the block's: the barrier is reached by all or none
+        __syncthreads();
+        issue(ci + 1);
+      }
+    }
   }
   if ((!kBwd || kHt) && p.ht) {
     state_frag_store(st, p.ht, sbase, K, V, sm, sn0, v0, g8, t4);
@@ -774,16 +852,34 @@ bool state_bulk() {
   return env && std::atoi(env) == 1;
 }
 
+// LINATTN_STATE_OCC2=1: v2_state with NS = 1 at BV = 32, two blocks per SM (tc_state_launch; the
+// forward only). It combines with LINATTN_STATE_PREFETCH (kPF: 124 registers, no spill) and
+// LINATTN_STATE_GRID=flat, takes precedence over LINATTN_STATE_BULK (ignored where it applies: kBulk
+// is two-stage), and never meets LINATTN_STATE_STAGES=3 (BV = 16 only).
+bool state_occ2() {
+  const char* env = std::getenv("LINATTN_STATE_OCC2");
+  return env && std::atoi(env) == 1;
+}
+
 template <int KP, int BV, bool kBwd = false, bool kHt = false, int NS = 2>
 void launch_state(const Call& c, StateBwdOut bwd = {}) {
   int bytes = StateSmem<KP, BV, NS>::bytes;
   static_assert(StateSmem<KP, BV, NS>::bytes <= 227 * 1024, "state kernel shared memory over the sm_90 limit");
-  auto kern = state_prefetch() ? v2_state<KP, BV, kBwd, kHt, NS, true> : v2_state<KP, BV, kBwd, kHt, NS>;
-  if constexpr (NS == 2) {
-    static_assert(StateSmem<KP, BV, 2, true>::bytes <= 227 * 1024, "kBulk shared memory over the sm_90 limit");
-    if (state_bulk()) {
-      bytes = StateSmem<KP, BV, 2, true>::bytes;
-      kern = state_prefetch() ? v2_state<KP, BV, kBwd, kHt, 2, true, true> : v2_state<KP, BV, kBwd, kHt, 2, false, true>;
+  void (*kern)(KParams, StateBwdOut);
+  if constexpr (NS == 1) {  // LINATTN_STATE_OCC2: with or without kPF, never kBulk; the carveout asks
+    // for all 228 KB as shared memory so that two blocks fit (a hint the driver may also reach alone)
+    static_assert(StateSmem<KP, BV, 1>::bytes <= kOcc2SmemMax, "NS = 1 is the two-blocks-per-SM variant");
+    kern = state_prefetch() ? v2_state<KP, BV, kBwd, kHt, 1, true> : v2_state<KP, BV, kBwd, kHt, 1>;
+    LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                            int(cudaSharedmemCarveoutMaxShared)));
+  } else {
+    kern = state_prefetch() ? v2_state<KP, BV, kBwd, kHt, NS, true> : v2_state<KP, BV, kBwd, kHt, NS>;
+    if constexpr (NS == 2) {
+      static_assert(StateSmem<KP, BV, 2, true>::bytes <= 227 * 1024, "kBulk shared memory over the sm_90 limit");
+      if (state_bulk()) {
+        bytes = StateSmem<KP, BV, 2, true>::bytes;
+        kern = state_prefetch() ? v2_state<KP, BV, kBwd, kHt, 2, true, true> : v2_state<KP, BV, kBwd, kHt, 2, false, true>;
+      }
     }
   }
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
@@ -812,6 +908,13 @@ bool skip_kernel(const char* which) {
 void tc_state_launch(const Call& c, int KP) {
   if (skip_kernel("state")) return;
   const int bv = pick_bv(c.p);
+  // LINATTN_STATE_OCC2=1 (v2_state's NS = 1): where pick_bv gives 64 or 32 columns, 32 columns, one
+  // stage, two blocks per SM. Same outputs bit for bit (a value column's arithmetic does not depend on
+  // BV: see v2_state).
+  if (state_occ2() && (bv == 64 || bv == 32)) {
+    if (KP == 64) return launch_state<64, 32, false, false, 1>(c);
+    return launch_state<128, 32, false, false, 1>(c);
+  }
   // LINATTN_STATE_STAGES=3: a 3-stage cp.async pipeline at BV = 16 (two chunks of look-ahead; the
   // one tile width where 3 stages fit in shared memory at KP = 128).
   const char* st = std::getenv("LINATTN_STATE_STAGES");
