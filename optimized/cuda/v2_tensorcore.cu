@@ -456,9 +456,10 @@ struct StateBwdOut {
 /// = 195,584 <= 233,472 (228 KB). So 2 blocks, 16 warps per SM (4 per scheduler); at B=8 T=4096,
 /// 512 blocks in 264 slots, 1.94 waves as the default's 256 in 132.
 /// Bits: the same floating-point operations in the same order as the default at the same BV (PTX of
-/// NS = 1 and NS = 2 at BV = 32: the same sequence of 196 mma / ldmatrix / f32 / cvt operations at
-/// KP = 128, 112 at KP = 64; they differ in barriers, 3 against 2, and where the cp.async are
-/// issued). And BV changes no output value: every operation above acts on one value column at a time
+/// NS = 1 and NS = 2 at BV = 32, with and without kPF: the same 196 mma / ldmatrix / f32 / cvt
+/// instructions at KP = 128, 112 at KP = 64, in the same order with the same operands once registers
+/// are named by first appearance; the kernels differ in barriers, 3 against 2, and where the
+/// cp.async are issued). And BV changes no output value: every operation above acts on one value column at a time
 /// (u - w_aux S, qg S + P v_new, Diag(exp(G_C)) S + Kd^T v_new, the hi / lo split, the bf16 rounding
 /// of v_new; each mma output element sums over the same k-steps in the same order whatever n-tile
 /// or warp holds it), so o and the final state equal the default's at BV = 64 bit for bit.
