@@ -52,6 +52,7 @@
 #include <rapidcheck/catch.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -200,6 +201,30 @@ ref::RecurrentGrads<double> reference_backward(const DevProblem& d) {
 
 ref::RecurrentGrads<float> cuda_backward(const DevProblem& d, DType dt, DType gdt, cuda::BwdVersion ver) {
   return cuda::chunk_backward(d.p.op, d.p.q, d.p.k, d.p.v, d.p.gates, d.do_, d.dht, d.p.opt, dt, gdt, ver);
+}
+
+/// y's gradients equal x's: the same set defined and, for each, bit for bit -- or, with tol > 0,
+/// within tol relative RMS (the differences printed under LINATTN_CUDA_BACKWARD_REPORT, after
+/// `what`). The caller's INFO names the case.
+void check_same_grads(const ref::RecurrentGrads<float>& x, const ref::RecurrentGrads<float>& y, double tol = 0,
+                      const std::string& what = "") {
+  const std::tuple<const char*, const Tensor<float>*, const Tensor<float>*> grads[] = {
+      {"dq", &x.dq, &y.dq},          {"dk", &x.dk, &y.dk}, {"dv", &x.dv, &y.dv}, {"dg", &x.dg, &y.dg},
+      {"dbeta", &x.dbeta, &y.dbeta}, {"db", &x.db, &y.db}, {"dw", &x.dw, &y.dw}, {"dh0", &x.dh0, &y.dh0}};
+  for (const auto& [name, a, c] : grads) {
+    INFO(name);
+    REQUIRE(a->defined() == c->defined());
+    if (!a->defined()) continue;
+    if (tol == 0) {
+      CHECK(std::memcmp(a->data(), c->data(), sizeof(float) * a->numel()) == 0);
+    } else {
+      const Comparison cmp = compare(*c, *a);
+      INFO(what << ": " << cmp.str());
+      CHECK(cmp.within(tol));
+      if (std::getenv("LINATTN_CUDA_BACKWARD_REPORT") && cmp.rel_rms > 0)
+        std::cout << what << ", " << name << ": " << cmp.str() << "\n";
+    }
+  }
 }
 
 /// One gradient's comparison.
@@ -397,12 +422,38 @@ void check_outside_range_is_rung2(cuda::BwdVersion ver) {
       const auto x = cuda_backward(d, dt, DType::f32, cuda::BwdVersion::v2_tensorcore);
       const auto y = cuda_backward(d, dt, DType::f32, ver);
       INFO(cuda::bwd_version_name(ver) << " " << ref::op_name(op) << " " << dname(dt) << " K = " << K);
-      for (const auto& [a, c] : {std::pair{&x.dq, &y.dq}, {&x.dk, &y.dk}, {&x.dv, &y.dv}, {&x.dg, &y.dg},
-                                 {&x.dbeta, &y.dbeta}, {&x.db, &y.db}, {&x.dw, &y.dw}, {&x.dh0, &y.dh0}}) {
-        REQUIRE(a->defined() == c->defined());
-        if (a->defined()) CHECK(std::memcmp(a->data(), c->data(), sizeof(float) * a->numel()) == 0);
-      }
+      check_same_grads(x, y);
     }
+}
+
+/// The cases on which two rungs are compared gradient by gradient: two K and V slabs; K, V not
+/// multiples of 64 with a ragged last chunk; a small odd K with T = 1.
+std::vector<Case> pair_cases() {
+  return {fixed_case(2, 300, 4, 128, 128, GateMode::random, true, 31),
+          fixed_case(1, 130, 2, 100, 200, GateMode::random, true, 26),
+          fixed_case(3, 1, 2, 17, 40, GateMode::mixed, false, 5)};
+}
+
+/// Rung b gives rung a's gradients on every case, operator and gate dtype (bf16 inputs): bit for bit,
+/// except for the per-channel-gate operators (KDA, GDN2) when chan_tol > 0: within chan_tol
+/// relative RMS (check_same_grads).
+template <class Ops>
+void check_rungs_agree(cuda::BwdVersion a, cuda::BwdVersion b, const std::vector<Case>& cases, const Ops& ops,
+                       double chan_tol = 0) {
+  for (const Case& cs : cases)
+    for (DType gdt : {DType::f32, DType::bf16})
+      for (Op op : ops) {
+        BwdCase bc;
+        bc.c = cs;
+        const DevProblem d = as_device_sees(make_bwd_problem(op, bc), DType::bf16, gdt);
+        const auto x = cuda_backward(d, DType::bf16, gdt, a);
+        const auto y = cuda_backward(d, DType::bf16, gdt, b);
+        INFO(ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
+        const bool chan = op == Op::kda || op == Op::gdn2;
+        check_same_grads(x, y, chan ? chan_tol : 0,
+                         std::string(cuda::bwd_version_name(b)) + " vs " + cuda::bwd_version_name(a) + ", " +
+                             ref::op_name(op) + " gates " + dname(gdt));
+      }
 }
 }  // namespace
 
@@ -452,39 +503,7 @@ TEST_CASE("CUDA v5 grads kernel after rung 3 prepare gives rung 4 gradients bit 
   struct Unset {
     ~Unset() { ::unsetenv("LINATTN_BWD5_V3_FRONT"); }
   } unset;
-  // two K and V slabs; K, V not multiples of 64 with a ragged last chunk; a small odd K with T = 1
-  const Case cases[] = {fixed_case(2, 300, 4, 128, 128, GateMode::random, true, 31),
-                        fixed_case(1, 130, 2, 100, 200, GateMode::random, true, 26),
-                        fixed_case(3, 1, 2, 17, 40, GateMode::mixed, false, 5)};
-  for (const Case& cs : cases)
-    for (DType gdt : {DType::f32, DType::bf16})
-      for (Op op : kOps) {
-        BwdCase b;
-        b.c = cs;
-        const DevProblem d = as_device_sees(make_bwd_problem(op, b), DType::bf16, gdt);
-        const auto x = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v4_tc_tail);
-        const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v5_levels_front);
-        INFO(ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
-        const bool chan = op == Op::kda || op == Op::gdn2;
-        const char* names[] = {"dq", "dk", "dv", "dg", "dbeta", "db", "dw", "dh0"};
-        int gi = 0;
-        for (const auto& [a, c] : {std::pair{&x.dq, &y.dq}, {&x.dk, &y.dk}, {&x.dv, &y.dv}, {&x.dg, &y.dg},
-                                   {&x.dbeta, &y.dbeta}, {&x.db, &y.db}, {&x.dw, &y.dw}, {&x.dh0, &y.dh0}}) {
-          INFO(names[gi++]);
-          REQUIRE(a->defined() == c->defined());
-          if (!a->defined()) continue;
-          if (!chan) {
-            CHECK(std::memcmp(a->data(), c->data(), sizeof(float) * a->numel()) == 0);
-          } else {
-            const Comparison cmp = compare(*c, *a);
-            INFO("rung 5 against rung 4: " << cmp.str());
-            CHECK(cmp.within(5e-5));
-            if (std::getenv("LINATTN_CUDA_BACKWARD_REPORT") && cmp.rel_rms > 0)
-              std::cout << "rung 5 vs rung 4, " << ref::op_name(op) << " gates " << dname(gdt) << " " << names[gi - 1]
-                        << ": " << cmp.str() << "\n";
-          }
-        }
-      }
+  check_rungs_agree(cuda::BwdVersion::v4_tc_tail, cuda::BwdVersion::v5_levels_front, pair_cases(), kOps, 5e-5);
 }
 
 TEST_CASE("CUDA v5 chunked backward outside rung 3 range runs rung 2 bit for bit") {
@@ -506,38 +525,8 @@ TEST_CASE("CUDA v6 chunked backward gives rung 5 gradients bit for bit for Delta
   SKIP_WITHOUT_GPU();
   // Rung 6 changes B9 only for per-channel gates: for DeltaNet and GDN its grads kernel runs V5Mid's
   // code (V4Mid::run_impl with kBatch) after rung 5's prepare, so every gradient must be identical.
-  const Case cases[] = {fixed_case(2, 300, 4, 128, 128, GateMode::random, true, 31),
-                        fixed_case(1, 130, 2, 100, 200, GateMode::random, true, 26),
-                        fixed_case(3, 1, 2, 17, 40, GateMode::mixed, false, 5)};
-  for (const Case& cs : cases)
-    for (DType gdt : {DType::f32, DType::bf16})
-      for (Op op : {Op::delta_rule, Op::gated_delta_rule}) {
-        BwdCase b;
-        b.c = cs;
-        const DevProblem d = as_device_sees(make_bwd_problem(op, b), DType::bf16, gdt);
-        const auto x = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v5_levels_front);
-        const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v6_tc_b9);
-        INFO(ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
-        const bool chan = op == Op::kda || op == Op::gdn2;
-        const char* names[] = {"dq", "dk", "dv", "dg", "dbeta", "db", "dw", "dh0"};
-        int gi = 0;
-        for (const auto& [a, c] : {std::pair{&x.dq, &y.dq}, {&x.dk, &y.dk}, {&x.dv, &y.dv}, {&x.dg, &y.dg},
-                                   {&x.dbeta, &y.dbeta}, {&x.db, &y.db}, {&x.dw, &y.dw}, {&x.dh0, &y.dh0}}) {
-          INFO(names[gi++]);
-          REQUIRE(a->defined() == c->defined());
-          if (!a->defined()) continue;
-          if (!chan) {
-            CHECK(std::memcmp(a->data(), c->data(), sizeof(float) * a->numel()) == 0);
-          } else {
-            const Comparison cmp = compare(*c, *a);
-            INFO("rung 5 against rung 4: " << cmp.str());
-            CHECK(cmp.within(5e-5));
-            if (std::getenv("LINATTN_CUDA_BACKWARD_REPORT") && cmp.rel_rms > 0)
-              std::cout << "rung 5 vs rung 4, " << ref::op_name(op) << " gates " << dname(gdt) << " " << names[gi - 1]
-                        << ": " << cmp.str() << "\n";
-          }
-        }
-      }
+  check_rungs_agree(cuda::BwdVersion::v5_levels_front, cuda::BwdVersion::v6_tc_b9, pair_cases(),
+                    std::array{Op::delta_rule, Op::gated_delta_rule});
 }
 
 TEST_CASE("CUDA v6 chunked backward outside rung 3 range runs rung 2 bit for bit") {
@@ -563,28 +552,9 @@ TEST_CASE("CUDA v7 chunked backward gives rung 6 gradients bit for bit") {
   // rung 6's. The cases of the v5-vs-v4 test: two K and V slabs; K, V not multiples of 64 with a
   // ragged last chunk; a small odd K with T = 1 (one row, Lc = 1); and, added for rung 7, H = 3 with
   // a packed batch (odd row strides H W; chunks whose first token, 70 or 71, is not a multiple of 64).
-  const Case cases[] = {fixed_case(2, 300, 4, 128, 128, GateMode::random, true, 31),
-                        fixed_case(1, 130, 2, 100, 200, GateMode::random, true, 26),
-                        fixed_case(3, 1, 2, 17, 40, GateMode::mixed, false, 5),
-                        fixed_case(1, 200, 3, 48, 72, GateMode::random, true, 27, {0, 70, 71, 200})};
-  for (const Case& cs : cases)
-    for (DType gdt : {DType::f32, DType::bf16})
-      for (Op op : kOps) {
-        BwdCase b;
-        b.c = cs;
-        const DevProblem d = as_device_sees(make_bwd_problem(op, b), DType::bf16, gdt);
-        const auto x = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v6_tc_b9);
-        const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v7_rowbase);
-        INFO(ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
-        const char* names[] = {"dq", "dk", "dv", "dg", "dbeta", "db", "dw", "dh0"};
-        int gi = 0;
-        for (const auto& [a, c] : {std::pair{&x.dq, &y.dq}, {&x.dk, &y.dk}, {&x.dv, &y.dv}, {&x.dg, &y.dg},
-                                   {&x.dbeta, &y.dbeta}, {&x.db, &y.db}, {&x.dw, &y.dw}, {&x.dh0, &y.dh0}}) {
-          INFO(names[gi++]);
-          REQUIRE(a->defined() == c->defined());
-          if (a->defined()) CHECK(std::memcmp(a->data(), c->data(), sizeof(float) * a->numel()) == 0);
-        }
-      }
+  std::vector<Case> cases = pair_cases();
+  cases.push_back(fixed_case(1, 200, 3, 48, 72, GateMode::random, true, 27, {0, 70, 71, 200}));
+  check_rungs_agree(cuda::BwdVersion::v6_tc_b9, cuda::BwdVersion::v7_rowbase, cases, kOps);
 }
 
 TEST_CASE("CUDA v7 chunked backward outside rung 3 range runs rung 2 bit for bit") {
@@ -665,11 +635,7 @@ TEST_CASE("CUDA chunked backward is deterministic: two runs give bitwise equal g
     const auto x = cuda_backward(d, DType::bf16, DType::f32, ver);
     const auto y = cuda_backward(d, DType::bf16, DType::f32, ver);
     INFO(cuda::bwd_version_name(ver) << " " << ref::op_name(op));
-    for (const auto& [a, c] : {std::pair{&x.dq, &y.dq}, {&x.dk, &y.dk}, {&x.dv, &y.dv}, {&x.dg, &y.dg},
-                               {&x.dbeta, &y.dbeta}, {&x.db, &y.db}, {&x.dw, &y.dw}, {&x.dh0, &y.dh0}}) {
-      REQUIRE(a->defined() == c->defined());
-      if (a->defined()) CHECK(std::memcmp(a->data(), c->data(), sizeof(float) * a->numel()) == 0);
-    }
+    check_same_grads(x, y);
   }
 }
 
