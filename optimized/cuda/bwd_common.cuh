@@ -175,6 +175,9 @@ void bwd_v1_front(const BwdCall& c, Profile& prof, unsigned stages = kAllStages)
 /// Rung 2's bwd_grads_tc (bwd_v2_tensorcore.cu; bf16 inputs), then prof.mark(): B2, B4-B11 from a
 /// workspace holding G, A, E, Qg, Kd, v_new, dv_new, S and dS' (rung 3 reuses it as it is).
 void bwd_v2_grads(const BwdCall& c, Profile& prof);
+/// Whether rung 3 (and every rung built on it, 4 to 7) takes this call: bf16 inputs and
+/// 16 <= K <= 128, the range of the forward's tensor-core kernels it runs; other calls run rung 2.
+inline bool in_rung3_range(const BwdCall& c) { return c.dtype == 1 && c.p.K >= 16 && c.p.K <= 128; }
 /// Rung 3's first three stages (bwd_v3_async.cu; bf16 inputs, 16 <= K <= 128, p.N > 0): prepare,
 /// states, dstates on the forward's tensor-core kernels, each followed by prof.mark() (prepare and
 /// states only when there are chunks). Afterwards the workspace holds what bwd_v2_grads reads and

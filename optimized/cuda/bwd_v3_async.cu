@@ -310,7 +310,7 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra) {
 void bwd_v3_launch(const BwdCall& c) {
   const KParams& p = c.p;
   if (p.N == 0) return;
-  if (c.dtype != 1 || p.K < 16 || p.K > 128) return bwd_v2_launch(c);  // outside the range (file comment)
+  if (!bwdc::in_rung3_range(c)) return bwd_v2_launch(c);  // outside the range (file comment)
   Profile prof(c.stream, "bwd_v3");
   bwdc::bwd_v3_front(c, prof);
   if (p.num_chunks > 0) bwdc::bwd_v2_grads(c, prof);

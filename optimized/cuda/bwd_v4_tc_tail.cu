@@ -273,7 +273,7 @@ std::size_t bwd_v4_workspace_bytes(const KParams& p) { return bwd_v3_workspace_b
 void bwd_v4_launch(const BwdCall& c) {
   const KParams& p = c.p;
   if (p.N == 0) return;
-  if (c.dtype != 1 || p.K < 16 || p.K > 128) return bwd_v3_launch(c);  // outside the range: rung 2 (via rung 3)
+  if (!bwdc::in_rung3_range(c)) return bwd_v3_launch(c);  // outside the range: rung 2 (via rung 3)
   Profile prof(c.stream, "bwd_v4");
   bwdc::bwd_v3_front(c, prof);
   if (p.num_chunks > 0) bwdc::bwd_v4_grads(c, prof);

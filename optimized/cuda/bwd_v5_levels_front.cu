@@ -73,7 +73,7 @@ std::size_t bwd_v5_workspace_bytes(const KParams& p) { return bwd_v3_workspace_b
 void bwd_v5_launch(const BwdCall& c) {
   const KParams& p = c.p;
   if (p.N == 0) return;
-  if (c.dtype != 1 || p.K < 16 || p.K > 128) return bwd_v3_launch(c);  // outside the range: rung 2 (via rung 3)
+  if (!bwdc::in_rung3_range(c)) return bwd_v3_launch(c);  // outside the range: rung 2 (via rung 3)
   bwdc::Profile prof(c.stream, "bwd_v5");
   // Test hook: with LINATTN_BWD5_V3_FRONT set, prepare runs rung 3's intra kernel (rung 4's front),
   // so the gradients must equal rung 4's bit for bit: the grads-kernel changes claim the same

@@ -62,7 +62,7 @@ std::size_t bwd_v6_workspace_bytes(const KParams& p) { return bwd_v3_workspace_b
 void bwd_v6_launch(const BwdCall& c) {
   const KParams& p = c.p;
   if (p.N == 0) return;
-  if (c.dtype != 1 || p.K < 16 || p.K > 128) return bwd_v3_launch(c);  // outside the range: rung 2 (via rung 3)
+  if (!bwdc::in_rung3_range(c)) return bwd_v3_launch(c);  // outside the range: rung 2 (via rung 3)
   bwdc::Profile prof(c.stream, "bwd_v6");
   bwdc::bwd_v3_front(c, prof, /*levels_intra=*/true);  // rung 5's front
   if (p.num_chunks > 0) bwdc::bwd_v6_grads(c, prof);

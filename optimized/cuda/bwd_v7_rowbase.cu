@@ -62,7 +62,7 @@ std::size_t bwd_v7_workspace_bytes(const KParams& p) { return bwd_v3_workspace_b
 void bwd_v7_launch(const BwdCall& c) {
   const KParams& p = c.p;
   if (p.N == 0) return;
-  if (c.dtype != 1 || p.K < 16 || p.K > 128) return bwd_v3_launch(c);  // outside the range: rung 2 (via rung 3)
+  if (!bwdc::in_rung3_range(c)) return bwd_v3_launch(c);  // outside the range: rung 2 (via rung 3)
   // 32-bit offsets i * (H W) + d (i < 64, d < W + 63) need H W < 2^25 for W = K, V and C = 64
   // (RowBase); else rung 6.
   const std::int64_t widest = std::max({std::int64_t(p.K), std::int64_t(p.V), std::int64_t(bwdc::C)});
