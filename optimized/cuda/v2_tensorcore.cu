@@ -832,35 +832,34 @@ void launch_intra_op(const Call& c) {
   return launch_intra<KP, kGateChannel, true, Tg>(c);
 }
 
-// LINATTN_STATE_GRID=flat: one grid dimension, value tile fastest (v2_state's decoding); else
-// (N, H, value tiles).
-bool state_grid_flat() {
-  const char* env = std::getenv("LINATTN_STATE_GRID");
-  return env && std::string(env) == "flat";
+// The state kernel's knobs below: whether the environment variable `name` is set to `value`, and
+// its value as an integer (0 when unset).
+bool env_is(const char* name, const char* value) {
+  const char* env = std::getenv(name);
+  return env && std::string(env) == value;
+}
+int env_int(const char* name) {
+  const char* env = std::getenv(name);
+  return env ? std::atoi(env) : 0;
 }
 
+// LINATTN_STATE_GRID=flat: one grid dimension, value tile fastest (v2_state's decoding); else
+// (N, H, value tiles).
+bool state_grid_flat() { return env_is("LINATTN_STATE_GRID", "flat"); }
+
 // LINATTN_STATE_PREFETCH=1: v2_state's kPF (the next k-step's fragments loaded before this one's mma).
-bool state_prefetch() {
-  const char* env = std::getenv("LINATTN_STATE_PREFETCH");
-  return env && std::atoi(env) == 1;
-}
+bool state_prefetch() { return env_int("LINATTN_STATE_PREFETCH") == 1; }
 
 // LINATTN_STATE_BULK=1: v2_state's kBulk (tiles by cp.async.bulk, one per row, on an mbarrier per
 // stage); two stages, so it overrides LINATTN_STATE_STAGES=3; combines with LINATTN_STATE_PREFETCH
 // and LINATTN_STATE_GRID. Forward, backward and v5's split state pass alike.
-bool state_bulk() {
-  const char* env = std::getenv("LINATTN_STATE_BULK");
-  return env && std::atoi(env) == 1;
-}
+bool state_bulk() { return env_int("LINATTN_STATE_BULK") == 1; }
 
 // LINATTN_STATE_OCC2=1: v2_state with NS = 1 at BV = 32, two blocks per SM (tc_state_launch; the
 // forward only). It combines with LINATTN_STATE_PREFETCH (kPF: 124 registers, no spill) and
 // LINATTN_STATE_GRID=flat, takes precedence over LINATTN_STATE_BULK (ignored where it applies: kBulk
 // is two-stage), and never meets LINATTN_STATE_STAGES=3 (BV = 16 only).
-bool state_occ2() {
-  const char* env = std::getenv("LINATTN_STATE_OCC2");
-  return env && std::atoi(env) == 1;
-}
+bool state_occ2() { return env_int("LINATTN_STATE_OCC2") == 1; }
 
 template <int KP, int BV, bool kBwd = false, bool kHt = false, int NS = 2>
 void launch_state(const Call& c, StateBwdOut bwd = {}) {
@@ -918,8 +917,7 @@ void tc_state_launch(const Call& c, int KP) {
   }
   // LINATTN_STATE_STAGES=3: a 3-stage cp.async pipeline at BV = 16 (two chunks of look-ahead; the
   // one tile width where 3 stages fit in shared memory at KP = 128).
-  const char* st = std::getenv("LINATTN_STATE_STAGES");
-  const bool three = st && std::atoi(st) == 3 && !state_bulk();  // kBulk: two stages only
+  const bool three = env_int("LINATTN_STATE_STAGES") == 3 && !state_bulk();  // kBulk: two stages only
   if (KP == 64) {
     if (bv == 64) return launch_state<64, 64>(c);
     if (bv == 32) return launch_state<64, 32>(c);
