@@ -113,6 +113,20 @@ DIAG = [(b, b) for b in range(4)]
 # right-row block bj) that hold its pairs i > j. de^L, dq^P: output block bi, contraction bj;
 # dk^{LP}: output block bj, contraction bi (the transposed problem).
 TABLE = {32: [(2, 0), (2, 1), (3, 0), (3, 1)], 16: [(1, 0), (3, 2)], 8: DIAG, 4: DIAG, 2: DIAG, 1: DIAG}
+
+
+def warp_steps(s, mb):
+    """The CUDA kernel's per-warp schedule (bwd_v6_tc_b9.cuh, b9_levels): at level s the warps of
+    16-row block mb do ("left", bj) -- de^L, dq^P of rows mb over contracted block bj -- and
+    ("right", bi) -- dk^{LP} of rows mb over block bi --, in this order. The emulations
+    (bwd_v6_b9_emulation.py, bwd_v6_lane_emulation.py) replay it; TABLE above is what it covers."""
+    if s == 32:
+        return [("left", 0), ("left", 1)] if mb >= 2 else [("right", 2), ("right", 3)]
+    if s == 16:
+        return [("left", mb - 1)] if mb & 1 else [("right", mb + 1)]
+    return [("left", mb), ("right", mb)]
+
+
 F64_BOUND = 1e-13   # float64 level form vs direct sums, max |diff| / max |direct|
 EMU_BOUND = 3e-5    # emulated device (bf16 hi + lo, float32 accumulation), relative RMS
 

@@ -72,14 +72,8 @@ def kernel(dL, dP, Gst, k, e, qs, KP, Lc, K):
                     co = slice(16 * bi, 16 * bi + 16)
                     aK[:] += np.where(keep, L[co, ro].T, 0.0) @ X[co]
                     aK[:] += np.where(keep, P[co, ro].T, 0.0) @ Y[co]
-                if s == 32:
-                    if mb >= 2: left_step(0); left_step(1)
-                    else: right_step(2); right_step(3)
-                elif s == 16:
-                    if mb & 1: left_step(mb - 1)
-                    else: right_step(mb + 1)
-                else:
-                    left_step(mb); right_step(mb)
+                for side, blk in M.warp_steps(s, mb):
+                    (left_step if side == "left" else right_step)(blk)
                 rows = np.arange(16 * mb, 16 * mb + 16)
                 if MUT == 4: rows = rows ^ s
                 with np.errstate(invalid="ignore"):

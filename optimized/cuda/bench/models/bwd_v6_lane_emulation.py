@@ -98,14 +98,8 @@ def kernel(dL, dP, G, k, e, qs, KP, Lc, K):
                 def right_step(bi):
                     level_kstep(aK, sL, sX, m0, 16 * bi, n0, mask, True)
                     level_kstep(aK, sP, sY, m0, 16 * bi, n0, mask, True)
-                if s == 32:
-                    if mb >= 2: left_step(0); left_step(1)
-                    else: right_step(2); right_step(3)
-                elif s == 16:
-                    if mb & 1: left_step(mb - 1)
-                    else: right_step(mb + 1)
-                else:
-                    left_step(mb); right_step(mb)
+                for side, blk in M.warp_steps(s, mb):
+                    (left_step if side == "left" else right_step)(blk)
                 for lane in range(32):
                     g, t = lane >> 2, lane & 3
                     for nt in range(4):
