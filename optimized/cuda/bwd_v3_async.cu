@@ -198,7 +198,7 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
 
     // dS' of this chunk's exit state, for bwd_grads_tc.
     float* dSout = bw.dS + (std::int64_t(c_first + ci) * H + h) * K * V;
-    state_frag_store(st, dSout, 0, K, V, sm, sn0, v0, g8, t4);
+    state_frag_store_pairs(st, dSout, K, V, sm, sn0, v0, g8, t4);
 
     // B1: dv_new = P^T do + Kd dS' (rows 16 wm.., columns of n-tiles wn0..).
     float dv[ONT][4] = {};
@@ -221,9 +221,9 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
       *reinterpret_cast<unsigned*>(sNdv + i * LDV + col) = pack_bf16(-dv[nt][0], -dv[nt][1]);
       *reinterpret_cast<unsigned*>(sNdv + (i + 8) * LDV + col) = pack_bf16(-dv[nt][2], -dv[nt][3]);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int ii = i + (e >> 1) * 8, cc = v0 + col + (e & 1);
-        if (ii < Lc && cc < V) bw.dvn[(std::int64_t(tok0 + ii) * H + h) * V + cc] = dv[nt][e];
+      for (int hh = 0; hh < 2; ++hh) {  // 8-byte stores where aligned (st_pair, tc_common.cuh)
+        const int ii = i + hh * 8, cc = v0 + col;
+        if (ii < Lc) st_pair(bw.dvn + (std::int64_t(tok0 + ii) * H + h) * V + cc, dv[nt][2 * hh], dv[nt][2 * hh + 1], cc, V);
       }
     }
     __syncthreads();  // -dv_new complete in sNdv; every read of sSh / sSl done

@@ -6,6 +6,7 @@
 // only that part.
 #pragma once
 
+#include <cstdint>
 #include <type_traits>
 
 #include "optimized/cuda/mma.cuh"
@@ -64,7 +65,23 @@ __device__ __forceinline__ void state_frag_load(float (&st)[SNT][4], const float
     }
 }
 
-/// dst[base + r V + col] = st for r < K, col < V.
+/// Two adjacent float32 values of an mma fragment (columns col, col + 1 of one row; the second only
+/// if col + 1 < V) to d = &row[col]: one 8-byte store when both are in range and d is 8-byte aligned
+/// (the fragments' usual case), else one or two 4-byte stores. Same values either way. Two 4-byte
+/// stores per lane leave each warp instruction half of the 32-byte sectors it touches (ncu's
+/// "uncoalesced global accesses"); the backward's states and state-gradient kernels write every
+/// chunk's K x V state this way (537 MB each at B=8 T=4096 H=16 K=V=128).
+__device__ __forceinline__ void st_pair(float* d, float x0, float x1, int col, int V) {
+  if (col + 1 < V && (reinterpret_cast<std::uintptr_t>(d) & 7) == 0) {
+    __stwb(reinterpret_cast<float2*>(d), make_float2(x0, x1));
+  } else {
+    if (col < V) d[0] = x0;
+    if (col + 1 < V) d[1] = x1;
+  }
+}
+
+/// dst[base + r V + col] = st for r < K, col < V, one 4-byte store per element: the final state and
+/// dh0 (once per block).
 template <int SNT>
 __device__ __forceinline__ void state_frag_store(const float (&st)[SNT][4], float* dst, std::int64_t base,
                                                  int K, int V, int sm, int sn0, int v0, int g8, int t4) {
@@ -74,6 +91,24 @@ __device__ __forceinline__ void state_frag_store(const float (&st)[SNT][4], floa
     for (int e = 0; e < 4; ++e) {
       const int r = 16 * sm + g8 + (e >> 1) * 8, col = v0 + 8 * (sn0 + nt) + 2 * t4 + (e & 1);
       if (r < K && col < V) dst[base + std::int64_t(r) * V + col] = st[nt][e];
+    }
+}
+
+/// state_frag_store by pairs (st_pair: 8-byte stores where aligned): the backward's per-chunk S and dS'
+/// (session 7 call 5: the states kernel 0.673 -> 0.486 ms, the state-gradient kernel 0.851 -> 0.658
+/// at B=8 T=4096 H=16 K=V=128, with v_new / dv_new stored the same way). Not used for the forward's
+/// final state: there the change bought nothing (once per block) and moved ptxas' register
+/// allocation of the forward state kernel (170 -> 245 registers at 64 value columns) with the B=1
+/// T=32768 state kernel 3% slower in that call.
+template <int SNT>
+__device__ __forceinline__ void state_frag_store_pairs(const float (&st)[SNT][4], float* dst, int K, int V, int sm,
+                                                       int sn0, int v0, int g8, int t4) {
+#pragma unroll
+  for (int nt = 0; nt < SNT; ++nt)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int r = 16 * sm + g8 + hh * 8, col = v0 + 8 * (sn0 + nt) + 2 * t4;
+      if (r < K) st_pair(dst + std::int64_t(r) * V + col, st[nt][2 * hh], st[nt][2 * hh + 1], col, V);
     }
 }
 
@@ -298,6 +333,13 @@ __device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
 #pragma unroll
   for (int e = 0; e < 4; ++e) f[2 * e] = __low2float(h[e]), f[2 * e + 1] = __high2float(h[e]);
 }
+/// A 16-byte store to global memory (one st.global.v4). Written as `*reinterpret_cast<uint4*>(g) =
+/// pack8(..)`, nvcc stores the register-built vector member by member (four st.global.u32 in the PTX:
+/// it does not vectorize a global store whose alignment it cannot prove), and ncu measured those
+/// stores of phase 5 at 75% excess L2 sectors, 25 of the intra kernel's 30 M excess sectors (session 7
+/// call 4). Same bytes, same values: every output is unchanged.
+__device__ __forceinline__ void st_global16(void* g, uint4 v) { __stwb(reinterpret_cast<uint4*>(g), v); }
+__device__ __forceinline__ void st_global16(float* g, float4 v) { __stwb(reinterpret_cast<float4*>(g), v); }
 __device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
   uint4 v;
   v.x = pack_bf16(f[0], f[1]), v.y = pack_bf16(f[2], f[3]), v.z = pack_bf16(f[4], f[5]), v.w = pack_bf16(f[6], f[7]);
@@ -639,14 +681,14 @@ __global__ void __launch_bounds__(kThreads) intra(KParams p, float* a_out) {
       kv[t] = kv[t] * exp2f(GC[t] - G[t]);
     }
     *reinterpret_cast<uint4*>(sE + i * LDK + d8) = pack8(e);
-    *reinterpret_cast<uint4*>(ws.qg + (cw * 64 + i) * KP + d8) = pack8(qv);
-    *reinterpret_cast<uint4*>(ws.kd + (cw * 64 + i) * KP + d8) = pack8(kv);
+    st_global16(ws.qg + (cw * 64 + i) * KP + d8, pack8(qv));
+    st_global16(ws.kd + (cw * 64 + i) * KP + d8, pack8(kv));
     if (i == 0) {
       float gcv[8];
 #pragma unroll
       for (int t = 0; t < 8; ++t) gcv[t] = exp2f(GC[t]);
-      *reinterpret_cast<float4*>(ws.gC + cw * KP + d8) = make_float4(gcv[0], gcv[1], gcv[2], gcv[3]);
-      *reinterpret_cast<float4*>(ws.gC + cw * KP + d8 + 4) = make_float4(gcv[4], gcv[5], gcv[6], gcv[7]);
+      st_global16(ws.gC + cw * KP + d8, make_float4(gcv[0], gcv[1], gcv[2], gcv[3]));
+      st_global16(ws.gC + cw * KP + d8 + 4, make_float4(gcv[4], gcv[5], gcv[6], gcv[7]));
     }
   }
   for (int idx = tid; idx < 64 * 8; idx += kThreads) {

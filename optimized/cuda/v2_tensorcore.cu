@@ -633,7 +633,7 @@ __global__ void __launch_bounds__(kThreads, NS == 1 ? 2 : 0) v2_state(KParams p,
     const float* sgC = reinterpret_cast<const float*>(smem + S::sgC + stg * KP * 4);
     if (kBwd) {  // the state entering this chunk
       float* Sout = bwd.S + (std::int64_t(c_first + ci) * H + h) * K * V;
-      state_frag_store(st, Sout, 0, K, V, sm, sn0, v0, g8, t4);
+      state_frag_store_pairs(st, Sout, K, V, sm, sn0, v0, g8, t4);
     }
 
     // v_new = u - w_aux S and o = qg S (rows 16 wm.., columns of n-tiles wn0..).
@@ -740,9 +740,9 @@ __global__ void __launch_bounds__(kThreads, NS == 1 ? 2 : 0) v2_state(KParams p,
       *reinterpret_cast<unsigned*>(sVn + (i + 8) * LDV + col) = pack_bf16(ws_[nt][2], ws_[nt][3]);
       if (kBwd) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int ii = i + (e >> 1) * 8, cc = v0 + col + (e & 1);
-          if (ii < Lc && cc < V) bwd.vn[(std::int64_t(tok0 + ii) * H + h) * V + cc] = ws_[nt][e];
+        for (int hh = 0; hh < 2; ++hh) {
+          const int ii = i + hh * 8, cc = v0 + col;
+          if (ii < Lc) st_pair(bwd.vn + (std::int64_t(tok0 + ii) * H + h) * V + cc, ws_[nt][2 * hh], ws_[nt][2 * hh + 1], cc, V);
         }
       }
     }
