@@ -1,6 +1,6 @@
-// optimized/cuda/bwd_v6_tc_b9.cu -- rung 6 of the CUDA backward ladder (`best` since session 6: first
+// optimized/cuda/bwd_v6_tc_b9.cu -- rung 6 of the CUDA backward ladder (`best` in session 6: first
 // run on the H200 in calls 1-3, every test, sanitizers and mutants 66-68 pass; the fastest rung for
-// all four operators): rung 5 (bwd_v5_levels_front.cu: the levels prepare, batched loads) with B9 of the chunk
+// all four operators until rung 7): rung 5 (bwd_v5_levels_front.cu: the levels prepare, batched loads) with B9 of the chunk
 // gradients for per-channel gates (KDA, GDN2) on bf16 tensor cores by binary levels of reference rows
 // (issue 6), instead of rung 2's float32 B9 loop (bwd_common.cuh, unrolled in rung 5).
 //

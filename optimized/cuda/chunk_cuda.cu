@@ -424,7 +424,7 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version) {
   // best = rung 6 (RESULTS.md "Rungs 5 and 6", session 6 calls 1-3 on the H200: every backward
   // test, sanitizers, 20 determinism repeats, mutants 50, 56-59, 66-68; 1.47-2.02x faster than
   // rung 4); calls outside its range run rung 2, and float32 inputs inside rung 2 take rung 1's kernels.
-  if (version == BwdVersion::best) version = BwdVersion::v6_tc_b9;
+  if (version == BwdVersion::best) version = BwdVersion::v7_rowbase;
   const BwdRung* rung = nullptr;
   for (const BwdRung& r : kBwdLadder)
     if (r.version == version) rung = &r;

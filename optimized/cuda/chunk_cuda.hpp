@@ -153,9 +153,9 @@ ref::RecurrentOutput<float> chunk_gdn2(const Tensor<float>& q, const Tensor<floa
 // float32 (cumulative log-decays in float64) whatever the input type.
 // ------------------------------------------------------------------------------------------------
 
-/// The rungs of the backward ladder. `best` picks v6_tc_b9 (which, like v3_async to v5, runs
-/// v2_tensorcore outside its range: float32 inputs, K < 16 or K > 128; RESULTS.md "Rungs 5 and 6",
-/// session 6 calls 1-3 on the H200).
+/// The rungs of the backward ladder. `best` picks v7_rowbase (which, like v3_async to v6, runs
+/// v2_tensorcore outside its range: float32 inputs, K < 16 or K > 128; RESULTS.md "Rung 7, measured",
+/// session 7 calls 1-3 on the H200).
 enum class BwdVersion : int {
   best = 0,
   v1_simple = 1,     ///< four plain FFMA kernels (prepare; states; state gradients; chunk gradients)

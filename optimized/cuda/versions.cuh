@@ -82,13 +82,13 @@ void bwd_v4_launch(const BwdCall& c);
 std::size_t bwd_v5_workspace_bytes(const KParams& p);
 void bwd_v5_launch(const BwdCall& c);
 
-// bwd_v6_tc_b9.cu (rung 5 with B9 for per-channel gates on tensor cores by levels; `best` since
+// bwd_v6_tc_b9.cu (rung 5 with B9 for per-channel gates on tensor cores by levels; `best` in
 // session 6; calls outside rung 3's range run bwd_v3_launch)
 std::size_t bwd_v6_workspace_bytes(const KParams& p);
 void bwd_v6_launch(const BwdCall& c);
 
 // bwd_v7_rowbase.cu (rung 6 with the chunk-gradient kernel's [rows, W] arrays addressed by per-block
-// bases and 32-bit offsets; written in session 6, not yet run on a GPU; calls outside rung 3's range
+// bases and 32-bit offsets; `best` since session 7; calls outside rung 3's range
 // run bwd_v3_launch, calls with H * max(K, V, 64) >= 2^25 run bwd_v6_launch)
 std::size_t bwd_v7_workspace_bytes(const KParams& p);
 void bwd_v7_launch(const BwdCall& c);
