@@ -196,6 +196,9 @@ void bwd_v6_grads(const BwdCall& c, Profile& prof);
 /// by per-block bases and 32-bit offsets, RowBase), then prof.mark(); requires
 /// H * max(K, V, C) < 2^25 (bwd_v7_launch checks it).
 void bwd_v7_grads(const BwdCall& c, Profile& prof);
+/// Rung 8's chunk-gradient kernel (bwd_v4_tc_tail.cu's V8Mid: rung 7's, its global loads and stores at
+/// full width, Mid::kWide), then prof.mark(); the same range as bwd_v7_grads.
+void bwd_v8_grads(const BwdCall& c, Profile& prof);
 
 // ------------------------------------------------------------------------------------------------
 // Rung 2's chunk-gradient kernel bwd_grads_tc (B2, B4-B11 per (chunk, head); bwd_v2_tensorcore.cu's
@@ -285,12 +288,76 @@ __device__ __forceinline__ void each_acc(const float (&acc)[4][4], int m0, int n
     for (int e = 0; e < 4; ++e) f(m0 + g + (e >= 2 ? 8 : 0), n0 + nt * 8 + 2 * t + (e & 1), acc[nt][e]);
 }
 
+// ------------------------------------------------------------------------------------------------
+// Rung 8's full-width global accesses (Mid::kWide; issue 6; bwd_v8_wide.cu says why). Same values:
+// a vector access moves the same bytes as the scalar ones it replaces, no arithmetic changes.
+// ------------------------------------------------------------------------------------------------
+/// d[0], d[1] = x0, x1 for columns col, col + 1 of a row of W columns: one 8-byte store when both are
+/// in range and d is 8-byte aligned, else each in-range one by itself (tc_common.cuh's st_pair).
+__device__ __forceinline__ void st_pair_w(float* d, float x0, float x1, int col, int W) {
+  if (col + 1 < W && (reinterpret_cast<std::uintptr_t>(d) & 7) == 0) {
+    *reinterpret_cast<float2*>(d) = make_float2(x0, x1);
+  } else {
+    if (col < W) d[0] = x0;
+    if (col + 1 < W) d[1] = x1;
+  }
+}
+
+/// each_acc by pairs: f(r, c, x(r, c), x(r, c + 1)) for the 8 column pairs (c even) this lane holds.
+template <class F>
+__device__ __forceinline__ void each_acc_pair(const float (&acc)[4][4], int m0, int n0, F&& f) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) f(m0 + g + 8 * hh, n0 + nt * 8 + 2 * t, acc[nt][2 * hh], acc[nt][2 * hh + 1]);
+}
+
+/// Whether a is aligned to `bytes` (a power of two).
+template <class T>
+__device__ __forceinline__ bool aligned(const T* a, int bytes) {
+  return (reinterpret_cast<std::uintptr_t>(a) & std::uintptr_t(bytes - 1)) == 0;
+}
+/// x[0..3] = a[0..3] as floats by one 16-byte (float) or 8-byte (bf16) load; a aligned to that.
+__device__ __forceinline__ void ld4(const float* a, float (&x)[4]) {
+  const float4 v = *reinterpret_cast<const float4*>(a);
+  x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+}
+__device__ __forceinline__ void ld4(const bf16* a, float (&x)[4]) {
+  const uint2 v = *reinterpret_cast<const uint2*>(a);
+  x[0] = bf(__ushort_as_bfloat16(v.x & 0xffffu)), x[1] = bf(__ushort_as_bfloat16(v.x >> 16));
+  x[2] = bf(__ushort_as_bfloat16(v.y & 0xffffu)), x[3] = bf(__ushort_as_bfloat16(v.y >> 16));
+}
+/// Four bf16 as one 8-byte word (element 0 at the lowest address).
+__device__ __forceinline__ uint2 pack4(bf16 a, bf16 b, bf16 c, bf16 d) {
+  return make_uint2(unsigned(__bfloat16_as_ushort(a)) | (unsigned(__bfloat16_as_ushort(b)) << 16),
+                    unsigned(__bfloat16_as_ushort(c)) | (unsigned(__bfloat16_as_ushort(d)) << 16));
+}
+/// a[0..3] = x[0..3] by one 16-byte (float) or 8-byte (bf16, each rounded as st) store; a aligned.
+__device__ __forceinline__ void st4(float* a, const float (&x)[4]) {
+  *reinterpret_cast<float4*>(a) = make_float4(x[0], x[1], x[2], x[3]);
+}
+__device__ __forceinline__ void st4(bf16* a, const float (&x)[4]) {
+  *reinterpret_cast<uint2*>(a) = pack4(__float2bfloat16_rn(x[0]), __float2bfloat16_rn(x[1]),
+                                       __float2bfloat16_rn(x[2]), __float2bfloat16_rn(x[3]));
+}
+/// put_split of 4 consecutive columns c..c+3 (c a multiple of 4): the same hi and lo values, stored
+/// as one 8-byte word per tile.
+__device__ __forceinline__ void put_split4(bf16* hi, bf16* lo, int r, int c, const float (&x)[4]) {
+  bf16 h[4], l[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) h[e] = __float2bfloat16_rn(x[e]), l[e] = __float2bfloat16_rn(x[e] - bf(h[e]));
+  *reinterpret_cast<uint2*>(hi + r * LT + c) = pack4(h[0], h[1], h[2], h[3]);
+  *reinterpret_cast<uint2*>(lo + r * LT + c) = pack4(l[0], l[1], l[2], l[3]);
+}
+
 /// Rung 2's choice of B7 and B9: both in float32 in bwd_grads_tc itself (run is never called).
 struct NoMid {
   static constexpr bool kOwn = false;
   static constexpr bool kBatchLoads = false;  // stagings load and store item by item (see below)
   static constexpr bool kUnrolledB9 = false;  // the float32 B9 with the gate kind a run-time test
   static constexpr bool kRowBase = false;     // 64-bit row(i) * W + d per item (rung 7's V7Mid sets it)
+  static constexpr bool kWide = false;        // 4-byte global accesses (rung 8's V8Mid sets it; needs kRowBase)
   template <class Tg>
   static __device__ bool run(const KParams&, const BWs&, unsigned char*, int, int, const float*, const float (&)[4][4],
                              const float (&)[4][4]) {
@@ -357,7 +424,40 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
   // bit"). Requires blockDim.x == kThreads, as every launch of this kernel has.
   constexpr int kItems = C * C / kThreads;  // 16 items of a 64 x 64 staging per thread
   static_assert(C * C % kThreads == 0, "whole items per thread");
-  if (Mid::kBatchLoads) {
+  // Mid::kWide (rung 8): where the arrays' alignment allows (K, V multiples of 4 and the workspace and
+  // inputs aligned, as cudaMalloc and torch give), the stagings below load 4 consecutive columns of a
+  // row per thread by one 16-byte (float32) or 8-byte (bf16) load instead of 4 items of 4 or 2 bytes,
+  // and the fragment epilogues store column pairs by 8 bytes (st_pair_w); else rung 7's code. The
+  // same values and floating-point operations in the same order.
+  bool wideV = false, wideK = false;
+  if constexpr (Mid::kWide) {
+    static_assert(Mid::kRowBase, "kWide addresses through RowBase");
+    wideV = V % 4 == 0 && aligned(ws.vn, 16) && aligned(ws.dvn, 16) && aligned(ws.S, 16) && aligned(ws.dS, 16) &&
+            aligned(dO, 8) && aligned(v, 8) && (!p.gdn2 || aligned(wg, int(4 * sizeof(Tg))));
+    wideK = K % 4 == 0 && aligned(ws.E, 16);
+  }
+  bool a_wide = false;
+  if constexpr (Mid::kWide) {
+    if (aligned(ws.A, 16)) {
+      // Rung 8: quad qd = tid + t * kThreads holds row qd >> 4, columns 4 (qd & 15) .. + 3.
+      a_wide = true;
+      float a[4][4];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const int qd = tid + t * kThreads, i = qd >> 4, j = 4 * (qd & 15);
+        if (i < Lc) ld4(rb.base(ws.A, C) + i * rb.HC + j, a[t]);
+        else a[t][0] = a[t][1] = a[t][2] = a[t][3] = 0.f;
+      }
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const int qd = tid + t * kThreads;
+        put_split4(sAh, sAl, qd >> 4, 4 * (qd & 15), a[t]);
+      }
+    }
+  }
+  if (a_wide) {
+    // staged above (rung 8)
+  } else if (Mid::kBatchLoads) {
     float a[kItems];
 #pragma unroll
     for (int t = 0; t < kItems; ++t) {
@@ -384,7 +484,67 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
     zero(accQ), zero(accK), zero(accW);
     for (int vv = 0; vv < V; vv += 64) {
       __syncthreads();  // the previous slab's tiles are read
-      if (Mid::kBatchLoads) {
+      if constexpr (Mid::kWide) {
+        if (wideV) {
+          // Rung 8: quad qd = tid + t * kThreads (t < 4) holds row i = qd >> 4, columns c .. c + 3,
+          // c = 4 (qd & 15); 2 quads per batch (each 4 to 6 vector loads). dgamma: the butterfly of
+          // the item-by-item code below, by columns: lanes xor 4, 2, 1 hold columns xor 16, 8, 4 of
+          // the same half row (the same element), then the thread's own columns xor 2, then xor 1.
+          constexpr int kQ = C * C / 4 / kThreads, kQB = 2;
+#pragma unroll 1
+          for (int t0 = 0; t0 < kQ; t0 += kQB) {
+            uint2 rdo[kQB];
+            float rvn[kQB][4], rdvn[kQB][4], ru[kQB][4], rv[kQB][4], rs[kQB][4], rds[kQB][4];
+#pragma unroll
+            for (int b = 0; b < kQB; ++b) {
+              const int qd = tid + (t0 + b) * kThreads, i = qd >> 4, cc = vv + 4 * (qd & 15), d = kk + i;
+              const bool in = i < Lc && cc < V, ins = d < K && cc < V;
+              const int x = i * rb.HV + cc;
+#pragma unroll
+              for (int e = 0; e < 4; ++e) rvn[b][e] = rdvn[b][e] = ru[b][e] = rv[b][e] = rs[b][e] = rds[b][e] = 0.f;
+              rdo[b] = make_uint2(0u, 0u);
+              if (in) {
+                rdo[b] = *reinterpret_cast<const uint2*>(rb.base(dO, V) + x);
+                ld4(rb.base(ws.vn, V) + x, rvn[b]);
+                ld4(rb.base(ws.dvn, V) + x, rdvn[b]);
+                if (kk == 0) {
+                  if (p.gdn2) ld4(rb.base_opt(wg, V) + x, ru[b]);
+                  ld4(rb.base(v, V) + x, rv[b]);
+                }
+              }
+              if (ins) ld4(S + std::int64_t(d) * V + cc, rs[b]), ld4(dS + std::int64_t(d) * V + cc, rds[b]);
+            }
+#pragma unroll
+            for (int b = 0; b < kQB; ++b) {
+              const int qd = tid + (t0 + b) * kThreads, i = qd >> 4, c = 4 * (qd & 15), cc = vv + c, d = kk + i;
+              const bool in = i < Lc && cc < V;
+              *reinterpret_cast<uint2*>(sdo + i * LT + c) = rdo[b];
+              put_split4(svnh, svnl, i, c, rvn[b]);
+              put_split4(sdvnh, sdvnl, i, c, rdvn[b]);
+              if (kk == 0) {
+                float u0[4];
+#pragma unroll
+                for (int e = 0; e < 4; ++e) u0[e] = in ? (p.gdn2 ? ru[b][e] : sbeta[i]) * rv[b][e] : 0.f;
+                put_split4(su0h, su0l, i, c, u0);
+              }
+              put_split4(sSh, sSl, i, c, rs[b]);
+              put_split4(sdSh, sdSl, i, c, rds[b]);
+              float pr[4];
+#pragma unroll
+              for (int e = 0; e < 4; ++e) pr[e] = rs[b][e] * rds[b][e];
+#pragma unroll
+              for (int o = 4; o > 0; o >>= 1)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) pr[e] += __shfl_xor_sync(0xffffffffu, pr[e], o);
+              const float prod = (pr[0] + pr[2]) + (pr[1] + pr[3]);
+              if ((lane & 7) == 0 && d < K) sdgam[(c >> 5) * 256 + d] += prod;  // one writer per half row
+            }
+          }
+        }
+      }
+      if (Mid::kWide && wideV) {
+        // staged above (rung 8)
+      } else if (Mid::kBatchLoads) {
         constexpr int kB = 4;  // items per batch: 4 x 6 loads in flight per thread
 #pragma unroll 1
         for (int t0 = 0; t0 < kItems; t0 += kB) {
@@ -465,6 +625,11 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
         float accU[4][4];
         zero(accU);
         gemm64<true, true>(accU, sAh, sAl, sdvnh, sdvnl, m0, n0);
+        if constexpr (Mid::kWide) {
+          each_acc_pair(accU, m0, n0, [&](int j, int c, float x0, float x1) {
+            if (j < Lc) st_pair_w(rb.base(ws.du0, V) + j * rb.HV + vv + c, x0, x1, vv + c, V);
+          });
+        } else
         each_acc(accU, m0, n0, [&](int j, int c, float x) {
           if constexpr (Mid::kRowBase) {
             if (j < Lc && vv + c < V) rb.base(ws.du0, V)[j * rb.HV + vv + c] = x;
@@ -473,6 +638,20 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
       }
     }
     // This K slab of dQg, dKd, dw_aux is complete.
+    if constexpr (Mid::kWide) {
+      each_acc_pair(accQ, m0, n0, [&](int i, int d, float x0, float x1) {
+        if (i < Lc) st_pair_w(rb.base(ws.dQg, K) + i * rb.HK + kk + d, x0, x1, kk + d, K);
+      });
+      each_acc_pair(accK, m0, n0, [&](int i, int d, float x0, float x1) {
+        if (i < Lc) st_pair_w(rb.base(ws.dKd, K) + i * rb.HK + kk + d, x0, x1, kk + d, K);
+      });
+      each_acc_pair(accW, m0, n0, [&](int i, int d, float x0, float x1) {
+        x0 = -x0, x1 = -x1;
+        if (i < Lc) st_pair_w(rb.base(ws.dwa, K) + i * rb.HK + kk + d, x0, x1, kk + d, K);
+        put_split(sdwh, sdwl, i, d, x0);  // zero outside (the staged operands were)
+        put_split(sdwh, sdwl, i, d + 1, x1);
+      });
+    } else {
     each_acc(accQ, m0, n0, [&](int i, int d, float x) {
       if constexpr (Mid::kRowBase) {
         if (i < Lc && kk + d < K) rb.base(ws.dQg, K)[i * rb.HK + kk + d] = x;
@@ -490,7 +669,28 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
       } else if (i < Lc && kk + d < K) ws.dwa[row(i) * K + kk + d] = x;
       put_split(sdwh, sdwl, i, d, x);  // zero outside (the staged operands were)
     });
-    if (Mid::kBatchLoads) {
+    }
+    bool e_wide = false;
+    if constexpr (Mid::kWide) {
+      if (wideK) {
+        e_wide = true;  // rung 8: quads as A's staging
+        float e[4][4];
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+          const int qd = tid + t * kThreads, i = qd >> 4, d = 4 * (qd & 15);
+          if (i < Lc && kk + d < K) ld4(rb.base(ws.E, K) + i * rb.HK + kk + d, e[t]);
+          else e[t][0] = e[t][1] = e[t][2] = e[t][3] = 0.f;
+        }
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+          const int qd = tid + t * kThreads;
+          put_split4(sEh, sEl, qd >> 4, 4 * (qd & 15), e[t]);
+        }
+      }
+    }
+    if (e_wide) {
+      // staged above (rung 8)
+    } else if (Mid::kBatchLoads) {
       float e[kItems];
 #pragma unroll
       for (int t = 0; t < kItems; ++t) {
@@ -515,6 +715,11 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
     float accE[4][4];
     zero(accE);
     gemm64<true, true>(accE, sAh, sAl, sdwh, sdwl, m0, n0);
+    if constexpr (Mid::kWide) {
+      each_acc_pair(accE, m0, n0, [&](int j, int d, float x0, float x1) {
+        if (j < Lc) st_pair_w(rb.base(ws.dE, K) + j * rb.HK + kk + d, x0, x1, kk + d, K);
+      });
+    } else
     each_acc(accE, m0, n0, [&](int j, int d, float x) {
       if constexpr (Mid::kRowBase) {
         if (j < Lc && kk + d < K) rb.base(ws.dE, K)[j * rb.HK + kk + d] = x;
@@ -674,8 +879,49 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
     Tg* dbb = rb.base_opt(static_cast<Tg*>(out.db), K);
     constexpr int kB = 4;
     const int n = Lc * K, HK = rb.HK;
+    bool t_wide = false;
+    if constexpr (Mid::kWide) {
+      if (K % 4 == 0 && aligned(k, 8) && aligned(q, 8) && (!p.gdn2 || aligned(bg, int(4 * sizeof(Tg)))) &&
+          aligned(ws.dE, 16) && aligned(ws.dQg, 16) && aligned(ws.dKd, 16) && aligned(ws.deL, 16) &&
+          aligned(ws.dqP, 16) && aligned(ws.dkLP, 16) && aligned(ws.E, 16) && aligned(ws.Qg, 16) &&
+          aligned(ws.Kd, 16) && aligned(dq, 8) && aligned(dk, 8) &&
+          (!p.gdn2 || aligned(static_cast<Tg*>(out.db), int(4 * sizeof(Tg))))) {
+        // Rung 8: (a) by quads (row i, channels d .. d + 3), one vector load or store per array; per
+        // channel the same expressions as the item-by-item loop below.
+        t_wide = true;
+        const int K4 = K / 4, nq = Lc * K4;
 #pragma unroll 1
-    for (int i0 = tid; i0 < n; i0 += kB * kThreads) {
+        for (int qd = tid; qd < nq; qd += kThreads) {
+          const int i = qd / K4, d = 4 * (qd % K4), x = i * HK + d;
+          double rGi[4], rGl[4];
+          float rk[4], rq[4], rgate[4], rdE[4], rdQg[4], rdKd[4], rdeL[4], rdqP[4], rdkLP[4], rE[4], rQg[4], rKd[4];
+#pragma unroll
+          for (int e = 0; e < 4; ++e) rGi[e] = rb.G(Gb, i, d + e), rGl[e] = rb.G(Gb, Lc - 1, d + e);
+          ld4(kb + x, rk), ld4(qb + x, rq);
+          if (p.gdn2) ld4(bgb + x, rgate);
+          else rgate[0] = rgate[1] = rgate[2] = rgate[3] = sbeta[i];
+          ld4(dEb + x, rdE), ld4(dQgb + x, rdQg), ld4(dKdb + x, rdKd), ld4(deLb + x, rdeL), ld4(dqPb + x, rdqP);
+          ld4(dkLPb + x, rdkLP), ld4(Eb + x, rE), ld4(Qgb + x, rQg), ld4(Kdb + x, rKd);
+          float odq[4], odk[4], ode[4];
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float kk = rk[e], ee = rgate[e] * rk[e], qs = p.scale * rq[e];
+            const float dE = rdE[e], dQg = rdQg[e], dKd = rdKd[e], deL = rdeL[e], dqP = rdqP[e], dkLP = rdkLP[e];
+            sdG[i * K + d + e] = dE * rE[e] + dQg * rQg[e] - dKd * rKd[e] + ee * deL + qs * dqP - kk * dkLP;
+            const float eg = expf(float(rGi[e]));
+            const float de = dE * eg + deL;
+            odq[e] = p.scale * (dQg * eg + dqP);
+            odk[e] = dKd * expf(float(rGl[e] - rGi[e])) + dkLP + rgate[e] * de;
+            ode[e] = p.gdn2 ? de * kk : de;
+          }
+          st4(dqb + x, odq), st4(dkb + x, odk);
+          if (p.gdn2) st4(dbb + x, ode);
+          else st4(deLb + x, ode);
+        }
+      }
+    }
+#pragma unroll 1
+    for (int i0 = t_wide ? n : tid; i0 < n; i0 += kB * kThreads) {
       double rGi[kB], rGl[kB];
       float rk[kB], re[kB], rq[kB], rdE[kB], rdQg[kB], rdKd[kB], rdeL[kB], rdqP[kB], rdkLP[kB], rE[kB], rQg[kB], rKd[kB],
           rgate[kB];
@@ -715,8 +961,45 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
     Tg* dwb = rb.base_opt(static_cast<Tg*>(out.dw), V);
     constexpr int kBv = 8;
     const int nv = Lc * V, HV = rb.HV;
+    bool v_wide = false;
+    if constexpr (Mid::kWide) {
+      if (V % 4 == 0 && aligned(ws.du0, 16) && aligned(v, 8) && aligned(static_cast<Tin*>(out.dv), 8) &&
+          (!p.gdn2 || (aligned(wg, int(4 * sizeof(Tg))) && aligned(static_cast<Tg*>(out.dw), int(4 * sizeof(Tg)))))) {
+        // Rung 8: the dv pass by quads, 2 per batch (8 items, as below); per column the same products.
+        v_wide = true;
+        constexpr int kQB = 2;
+        const int V4 = V / 4, nq = Lc * V4;
 #pragma unroll 1
-    for (int i0 = tid; i0 < nv; i0 += kBv * kThreads) {
+        for (int q0 = tid; q0 < nq; q0 += kQB * kThreads) {
+          float rdu[kQB][4], rw[kQB][4], rv[kQB][4];
+#pragma unroll
+          for (int b = 0; b < kQB; ++b) {
+            const int qd = q0 + b * kThreads;
+            if (qd >= nq) break;
+            const int x = (qd / V4) * HV + 4 * (qd % V4);
+            ld4(du0b + x, rdu[b]);
+            if (p.gdn2) ld4(wgb + x, rw[b]), ld4(vb + x, rv[b]);
+          }
+#pragma unroll
+          for (int b = 0; b < kQB; ++b) {
+            const int qd = q0 + b * kThreads;
+            if (qd >= nq) break;
+            const int i = qd / V4;
+            const int x = i * HV + 4 * (qd % V4);
+            float o1[4], o2[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              o1[e] = p.gdn2 ? rw[b][e] * rdu[b][e] : sbeta[i] * rdu[b][e];
+              o2[e] = p.gdn2 ? rdu[b][e] * rv[b][e] : 0.f;
+            }
+            st4(dvb + x, o1);
+            if (p.gdn2) st4(dwb + x, o2);
+          }
+        }
+      }
+    }
+#pragma unroll 1
+    for (int i0 = v_wide ? nv : tid; i0 < nv; i0 += kBv * kThreads) {
       float rdu[kBv], rw[kBv], rv[kBv];
 #pragma unroll
       for (int b = 0; b < kBv; ++b) {

@@ -66,6 +66,7 @@ struct V4Mid {
   static constexpr bool kBatchLoads = false;  // rung 5's V5Mid sets it (bwd_common.cuh)
   static constexpr bool kUnrolledB9 = false;  // likewise
   static constexpr bool kRowBase = false;     // rung 7's V7Mid sets it (bwd_common.cuh, RowBase)
+  static constexpr bool kWide = false;        // rung 8's V8Mid sets it (bwd_common.cuh, full-width accesses)
 
   template <class Tg>
   static __device__ __forceinline__ bool run(const KParams& p, const BWs& ws, unsigned char* smem_raw, int tok0,
@@ -76,7 +77,8 @@ struct V4Mid {
   /// kBatch (rung 5's V5Mid): B9's k, q slab staging loads 8 items per thread before storing them.
   /// kLevels (rung 6's V6Mid): per-channel gates run B9 by levels on tensor cores (bwd_v6_tc_b9.cuh).
   /// kRB (rung 7's V7Mid): the [rows, W] arrays through per-block bases and 32-bit offsets (RowBase).
-  template <class Tg, bool kBatch, bool kLevels = false, bool kRB = false>
+  /// kW (rung 8's V8Mid, with kRB): de^L, dq^P, dk^{L,P} stored by column pairs (st_pair_w).
+  template <class Tg, bool kBatch, bool kLevels = false, bool kRB = false, bool kW = false>
   static __device__ __forceinline__ bool run_impl(const KParams& p, const BWs& ws, unsigned char* smem_raw,
                                                   int tok0, int Lc, const float* sbeta, const float (&accP)[4][4],
                                                   const float (&accA)[4][4]) {
@@ -119,7 +121,7 @@ struct V4Mid {
     __syncthreads();  // every read of the dA and T1 tiles (and of A) done
     if constexpr (kLevels) {
       if (!tc9) {
-        bwdc::b9_levels<Tg, kRB>(p, ws, smem_raw, tok0, Lc, sbeta, acc, accP);
+        bwdc::b9_levels<Tg, kRB, kW>(p, ws, smem_raw, tok0, Lc, sbeta, acc, accP);
         return true;
       }
     }
@@ -184,6 +186,23 @@ struct V4Mid {
       gemm64<true, true>(aDk, sYh, sYl, sKs, nullptr, m0, n0);
       gemm64<true, true>(aDkq, sZh, sZl, sQs, nullptr, m0, n0);
       const float scale = p.scale;
+      if constexpr (kW) {
+        static_assert(kRB, "kW addresses through RowBase");
+        const bwdc::RowBase rb(p, tok0, h);
+        auto store = [&](float* a, const float (&acc)[4][4]) {
+          bwdc::each_acc_pair(acc, m0, n0, [&](int r, int d, float x0, float x1) {
+            if (r < Lc) bwdc::st_pair_w(rb.base(a, K) + r * rb.HK + kk + d, x0, x1, kk + d, K);
+          });
+        };
+        store(ws.deL, aDe);
+        store(ws.dqP, aDq);
+#pragma unroll
+        for (int a = 0; a < 4; ++a)
+#pragma unroll
+          for (int b = 0; b < 4; ++b) aDk[a][b] += scale * aDkq[a][b];
+        store(ws.dkLP, aDk);
+        continue;
+      }
       each_acc(aDe, m0, n0, [&](int r, int d, float x) {
         if constexpr (kRB) {
           const bwdc::RowBase rb(p, tok0, h);
@@ -253,6 +272,20 @@ struct V7Mid : V6Mid {
   }
 };
 
+/// Rung 8 (bwd_v8_wide.cu): V7Mid with kWide: bwd_grads_tc's float32 fragment stores by column pairs
+/// (8 bytes where aligned), its stagings and tail by 4 consecutive columns per thread (16-byte float32,
+/// 8-byte bf16 loads and stores), run_impl's and b9_levels' outputs by pairs; the same values and
+/// floating-point operations in the same order, so rung 7's gradients bit for bit.
+struct V8Mid : V7Mid {
+  static constexpr bool kWide = true;
+  template <class Tg>
+  static __device__ __forceinline__ bool run(const KParams& p, const BWs& ws, unsigned char* smem_raw, int tok0,
+                                             int Lc, const float* sbeta, const float (&accP)[4][4],
+                                             const float (&accA)[4][4]) {
+    return run_impl<Tg, true, true, true, true>(p, ws, smem_raw, tok0, Lc, sbeta, accP, accA);
+  }
+};
+
 template <class Tg, class Mid>
 void launch_grads(const BwdCall& c, Profile& prof) {
   const KParams& p = c.p;
@@ -297,6 +330,11 @@ void bwdc::bwd_v6_grads(const BwdCall& c, Profile& prof) {
 void bwdc::bwd_v7_grads(const BwdCall& c, Profile& prof) {
   if (c.gate_dtype == 0) launch_grads<float, V7Mid>(c, prof);
   else launch_grads<bf16, V7Mid>(c, prof);
+}
+
+void bwdc::bwd_v8_grads(const BwdCall& c, Profile& prof) {
+  if (c.gate_dtype == 0) launch_grads<float, V8Mid>(c, prof);
+  else launch_grads<bf16, V8Mid>(c, prof);
 }
 
 }  // namespace linattn::cuda::detail

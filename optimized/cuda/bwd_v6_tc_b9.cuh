@@ -77,7 +77,8 @@ __device__ __forceinline__ void level_kstep(float (&acc)[4][4], const bf16* Ah, 
 /// Call after a barrier that ends every read of the product tiles (all of the overlay is free);
 /// returns after a barrier (the tail may overlay it again). kRowBase (rung 7): the staging's and the
 /// outputs' [rows, W] addresses by per-block bases and 32-bit offsets (bwd_common.cuh's RowBase).
-template <class Tg, bool kRowBase = false>
+/// kWide (rung 8, with kRowBase): the outputs stored by column pairs (st_pair_w: 8 bytes where aligned).
+template <class Tg, bool kRowBase = false, bool kWide = false>
 __device__ __forceinline__ void b9_levels(const KParams& p, const BWs& ws, unsigned char* smem_raw, int tok0, int Lc,
                                           const float* sbeta, const float (&accL)[4][4],
                                           const float (&accP)[4][4]) {
@@ -199,6 +200,24 @@ __device__ __forceinline__ void b9_levels(const KParams& p, const BWs& ws, unsig
     }
     // Diagonal terms (exp(0) = 1) in float32, and the slab's outputs
     const float scale = p.scale;
+    if constexpr (kWide) {
+      static_assert(kRowBase, "kWide addresses through RowBase");
+      const RowBase rb(p, tok0, h);
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int r = m0 + g + 8 * hh, c = n0 + nt * 8 + 2 * t, d = kk + c;
+          if (r < Lc) {
+            const int x = r * rb.HK + d;
+            st_pair_w(rb.base(ws.deL, K) + x, oDe[nt][2 * hh], oDe[nt][2 * hh + 1], d, K);
+            st_pair_w(rb.base(ws.dqP, K) + x, oDq[nt][2 * hh] + sdg[r] * bf(sKs[r * LT + c]),
+                      oDq[nt][2 * hh + 1] + sdg[r] * bf(sKs[r * LT + c + 1]), d, K);
+            st_pair_w(rb.base(ws.dkLP, K) + x, oDk[nt][2 * hh] + sdg[r] * (scale * bf(sQs[r * LT + c])),
+                      oDk[nt][2 * hh + 1] + sdg[r] * (scale * bf(sQs[r * LT + c + 1])), d, K);
+          }
+        }
+    } else {
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
@@ -220,6 +239,7 @@ __device__ __forceinline__ void b9_levels(const KParams& p, const BWs& ws, unsig
           ws.dkLP[x] = oDk[nt][e] + sdg[r] * (scale * bf(sQs[r * LT + c]));
         }
       }
+    }
   }
   __syncthreads();  // every read of the levels' shared memory done
 }

@@ -1,0 +1,61 @@
+// optimized/cuda/bwd_v8_wide.cu -- rung 8 of the CUDA backward ladder: rung 7 (bwd_v7_rowbase.cu) with
+// the chunk-gradient kernel's global loads and stores at full width (issue 6). Written in session 7.
+// NOT YET RUN ON A GPU; not `best`.
+//
+// What changes: only the width of global accesses. The grads kernel is bwd_grads_tc<Tg, V8Mid>
+// (bwd_v4_tc_tail.cu; V8Mid = V7Mid with Mid::kWide, bwd_common.cuh):
+//   - every float32 output of a fragment epilogue (dQg, dKd, dw_aux, du0, dE in bwd_grads_tc; de^L,
+//     dq^P, dk^{L,P} in V4Mid::run_impl and b9_levels) is stored by column pairs: the two adjacent
+//     columns a lane holds as one 8-byte store where both are in range and the address is 8-byte
+//     aligned, else one by one (st_pair_w);
+//   - the stagings of A, of the slab (do, v_new, dv_new, w, v, S, dS') and of E, the tail's (a)
+//     (k, q, b, dE, dQg, dKd, de^L, dq^P, dk^{L,P}, E, Qg, Kd; stores dq, dk, db / de^L) and its dv
+//     pass (du0, w, v; stores dv, dw) work on quads, 4 consecutive columns of one row per thread:
+//     one 16-byte load / store per float32 array, one 8-byte per bf16 one, and the bf16 hi / lo
+//     tiles written by 8-byte shared stores (put_split4). Taken when K (tail (a), E) or V (slab, dv
+//     pass) is a multiple of 4 and the arrays are aligned (cudaMalloc'ed workspace, PyTorch tensors);
+//     otherwise rung 7's item-by-item code runs (e.g. K = 36 takes the quads, V = 20 too, K = 17 not).
+//   - The slab staging also forms dgamma_d = sum_c S_dc dS'_dc by a butterfly over the 32 columns of
+//     a half row. Rung 7 adds columns xor 16, 8, 4, 2, 1 (one column per lane); rung 8 adds the same
+//     pairs in the same order: lanes xor 4, 2, 1 hold columns xor 16, 8, 4 (same element of the quad),
+//     then the quad's own columns xor 2 and xor 1 -- the same tree, so the same sums bit for bit.
+// The same values and the same floating-point operations in the same order as rung 7, so rung 7's
+// gradients bit for bit (test_cuda_backward: "CUDA v8 chunked backward gives rung 7 gradients bit for
+// bit"). Prepare, states and dstates are rung 7's (bwd_v3_front with the levels intra kernel).
+//
+// Why (measured on the H200, session 7 call 3, ncu of bwd_grads_tc<float, V7Mid>, DeltaNet B=8 T=4096
+// H=16 K=V=128: bench/logs_session7/call3/grads7_dn.*): the kernel is 7.2 of the backward's 9.6 ms;
+// 1.41 G executed warp instructions at IPC ~1, one block of 8 warps per SM, IMAD 22%. STG.E (4-byte
+// stores) 21.5 M executed, 143 M L2 sectors of which 67 M excess (each float32 output stored one
+// float per lane, two adjacent columns as two 4-byte stores); LDG.E (4-byte loads) 57.9 M executed
+// (the stagings loaded one float per item, each with its own address arithmetic). The same change
+// on the backward's states / state-gradient kernels (st_pair, commit e1e2f97) took them from 0.673 /
+// 0.851 ms to 0.49 / 0.65 ms.
+//
+// Static counts (nvcc 13.0 sm_90a, no GPU; RESULTS.md "Rung 8" has the commands and the table):
+// STATIC_COUNTS_PLACEHOLDER
+//
+// Range: rung 7's. Calls outside rung 3's range (float32 inputs, K < 16 or K > 128) run rung 2 through
+// bwd_v3_launch; calls with H * max(K, V, 64) >= 2^25 (32-bit offsets) run rung 6, as rung 7 does.
+// Workspace: rung 3's. Requires log-decays <= 0, as rung 6 (the host API checks; the device API not).
+#include <algorithm>
+
+#include "optimized/cuda/bwd_common.cuh"
+
+namespace linattn::cuda::detail {
+
+std::size_t bwd_v8_workspace_bytes(const KParams& p) { return bwd_v3_workspace_bytes(p); }
+
+void bwd_v8_launch(const BwdCall& c) {
+  const KParams& p = c.p;
+  if (p.N == 0) return;
+  if (!bwdc::in_rung3_range(c)) return bwd_v3_launch(c);  // outside the range: rung 2 (via rung 3)
+  // RowBase's 32-bit offsets, as rung 7: H W < 2^25 for W = K, V and C = 64; else rung 6.
+  const std::int64_t widest = std::max({std::int64_t(p.K), std::int64_t(p.V), std::int64_t(bwdc::C)});
+  if (std::int64_t(p.H) * widest >= (std::int64_t(1) << 25)) return bwd_v6_launch(c);
+  bwdc::Profile prof(c.stream, "bwd_v8");
+  bwdc::bwd_v3_front(c, prof, /*levels_intra=*/true);  // rung 5's to 7's front
+  if (p.num_chunks > 0) bwdc::bwd_v8_grads(c, prof);
+}
+
+}  // namespace linattn::cuda::detail
