@@ -379,6 +379,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v5_levels_front: return "bwd_v5_levels_front";
     case BwdVersion::v6_tc_b9: return "bwd_v6_tc_b9";
     case BwdVersion::v7_rowbase: return "bwd_v7_rowbase";
+    case BwdVersion::v8_wide: return "bwd_v8_wide";
   }
   return "?";
 }
@@ -403,6 +404,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v5_levels_front, detail::bwd_v5_workspace_bytes, detail::bwd_v5_launch},
     {BwdVersion::v6_tc_b9, detail::bwd_v6_workspace_bytes, detail::bwd_v6_launch},
     {BwdVersion::v7_rowbase, detail::bwd_v7_workspace_bytes, detail::bwd_v7_launch},
+    {BwdVersion::v8_wide, detail::bwd_v8_workspace_bytes, detail::bwd_v8_launch},
 };
 }  // namespace
 
@@ -429,7 +431,7 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version) {
   for (const BwdRung& r : kBwdLadder)
     if (r.version == version) rung = &r;
   if (!rung)
-    fail(fn, "version", "a version of the backward ladder (1, 2, 3, 4, 5, 6 or 7)", std::to_string(static_cast<int>(version)));
+    fail(fn, "version", "a version of the backward ladder (1, 2, 3, 4, 5, 6, 7 or 8)", std::to_string(static_cast<int>(version)));
 
   detail::BwdCall call;
   call.dtype = static_cast<int>(f.dtype);

@@ -183,10 +183,14 @@ enum class BwdVersion : int {
                        ///< float32 factors and epilogue); same range and bounds; 1.10x faster than
                        ///< v5 for KDA (15.63 ms), 1.11x for GDN2 (15.92), 1.02x for DeltaNet and GDN
                        ///< (same code there; B=8 T=4096, session 6 call 1); `best`
-  v7_rowbase = 7       ///< v6 with the chunk-gradient kernel's global addresses as per-block bases
+  v7_rowbase = 7,      ///< v6 with the chunk-gradient kernel's global addresses as per-block bases
                        ///< and 32-bit offsets (same values and operations: v6's gradients bit for
                        ///< bit; H * max(K, V, 64) >= 2^25 runs v6); written in session 6, NOT YET RUN
                        ///< ON A GPU, not `best` (RESULTS.md, "Rung 7")
+  v8_wide = 8          ///< v7 with the chunk-gradient kernel's global loads and stores at full width
+                       ///< (16- / 8-byte accesses where K, V and alignment allow; same values and
+                       ///< operations: v7's gradients bit for bit; the same fallbacks as v7); written
+                       ///< in session 7, NOT YET RUN ON A GPU, not `best` (RESULTS.md, "Rung 8")
 };
 
 const char* bwd_version_name(BwdVersion v);
