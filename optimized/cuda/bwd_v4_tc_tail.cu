@@ -187,22 +187,16 @@ struct V4Mid {
       gemm64<true, true>(aDkq, sZh, sZl, sQs, nullptr, m0, n0);
       const float scale = p.scale;
       if constexpr (kW) {
+        // Rung 8: de^L, dq^P (and dk^{L,P} below) by column pairs (st_pair_w), through RowBase.
         static_assert(kRB, "kW addresses through RowBase");
         const bwdc::RowBase rb(p, tok0, h);
-        auto store = [&](float* a, const float (&acc)[4][4]) {
-          bwdc::each_acc_pair(acc, m0, n0, [&](int r, int d, float x0, float x1) {
-            if (r < Lc) bwdc::st_pair_w(rb.base(a, K) + r * rb.HK + kk + d, x0, x1, kk + d, K);
-          });
-        };
-        store(ws.deL, aDe);
-        store(ws.dqP, aDq);
-#pragma unroll
-        for (int a = 0; a < 4; ++a)
-#pragma unroll
-          for (int b = 0; b < 4; ++b) aDk[a][b] += scale * aDkq[a][b];
-        store(ws.dkLP, aDk);
-        continue;
-      }
+        bwdc::each_acc_pair(aDe, m0, n0, [&](int r, int d, float x0, float x1) {
+          if (r < Lc) bwdc::st_pair_w(rb.base(ws.deL, K) + r * rb.HK + kk + d, x0, x1, kk + d, K);
+        });
+        bwdc::each_acc_pair(aDq, m0, n0, [&](int r, int d, float x0, float x1) {
+          if (r < Lc) bwdc::st_pair_w(rb.base(ws.dqP, K) + r * rb.HK + kk + d, x0, x1, kk + d, K);
+        });
+      } else {
       each_acc(aDe, m0, n0, [&](int r, int d, float x) {
         if constexpr (kRB) {
           const bwdc::RowBase rb(p, tok0, h);
@@ -215,11 +209,18 @@ struct V4Mid {
           if (r < Lc && kk + d < K) rb.base(ws.dqP, K)[r * rb.HK + kk + d] = x;
         } else if (r < Lc && kk + d < K) ws.dqP[row(r) * K + kk + d] = x;
       });
+      }
       // aDk and aDkq have the same layout: entry by entry
 #pragma unroll
       for (int a = 0; a < 4; ++a)
 #pragma unroll
         for (int b = 0; b < 4; ++b) aDk[a][b] += scale * aDkq[a][b];
+      if constexpr (kW) {
+        const bwdc::RowBase rb(p, tok0, h);
+        bwdc::each_acc_pair(aDk, m0, n0, [&](int r, int d, float x0, float x1) {
+          if (r < Lc) bwdc::st_pair_w(rb.base(ws.dkLP, K) + r * rb.HK + kk + d, x0, x1, kk + d, K);
+        });
+      } else
       each_acc(aDk, m0, n0, [&](int r, int d, float x) {
         if constexpr (kRB) {
           const bwdc::RowBase rb(p, tok0, h);
