@@ -313,6 +313,29 @@ __device__ __forceinline__ void each_acc_pair(const float (&acc)[4][4], int m0, 
     for (int hh = 0; hh < 2; ++hh) f(m0 + g + 8 * hh, n0 + nt * 8 + 2 * t, acc[nt][2 * hh], acc[nt][2 * hh + 1]);
 }
 
+/// x0, x1 into d[0], d[1] by one 8-byte store when col < W, for a row of an even number W of
+/// columns whose every even column is 8-byte aligned (col even): both columns in range or neither.
+__device__ __forceinline__ void st_pair_even(float* d, float x0, float x1, int col, int W) {
+  if (col < W) *reinterpret_cast<float2*>(d) = make_float2(x0, x1);
+}
+
+/// A fragment epilogue's float32 store by column pairs: element (r, c) of acc (each_acc's layout) to
+/// base[r * HW + col0 + c] for r < Lc, col0 + c < W. even (W even and base 8-byte aligned, so every
+/// pair is aligned and both or neither of its columns in range): st_pair_even, one bounds test and
+/// one 8-byte store per pair; else st_pair_w's test per pair.
+__device__ __forceinline__ void store_acc_pairs(float* base, int HW, int col0, int W, int Lc, bool even,
+                                                const float (&acc)[4][4], int m0, int n0) {
+  if (even) {
+    each_acc_pair(acc, m0, n0, [&](int r, int c, float x0, float x1) {
+      if (r < Lc) st_pair_even(base + r * HW + col0 + c, x0, x1, col0 + c, W);
+    });
+  } else {
+    each_acc_pair(acc, m0, n0, [&](int r, int c, float x0, float x1) {
+      if (r < Lc) st_pair_w(base + r * HW + col0 + c, x0, x1, col0 + c, W);
+    });
+  }
+}
+
 /// Whether a is aligned to `bytes` (a power of two).
 template <class T>
 __device__ __forceinline__ bool aligned(const T* a, int bytes) {
@@ -429,12 +452,16 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
   // row per thread by one 16-byte (float32) or 8-byte (bf16) load instead of 4 items of 4 or 2 bytes,
   // and the fragment epilogues store column pairs by 8 bytes (st_pair_w); else rung 7's code. The
   // same values and floating-point operations in the same order.
-  bool wideV = false, wideK = false;
+  bool wideV = false, wideK = false, evenK = false, evenV = false;
   if constexpr (Mid::kWide) {
     static_assert(Mid::kRowBase, "kWide addresses through RowBase");
     wideV = V % 4 == 0 && aligned(ws.vn, 16) && aligned(ws.dvn, 16) && aligned(ws.S, 16) && aligned(ws.dS, 16) &&
             aligned(dO, 8) && aligned(v, 8) && (!p.gdn2 || aligned(wg, int(4 * sizeof(Tg))));
     wideK = K % 4 == 0 && aligned(ws.E, 16);
+    // Column pairs: the workspace's float32 arrays are 8-byte aligned (cudaMalloc'ed, after 8-byte G
+    // items and whole float rows), so an even row width makes every pair aligned; checked anyway.
+    evenK = K % 2 == 0 && aligned(ws.dQg, 8) && aligned(ws.dKd, 8) && aligned(ws.dwa, 8) && aligned(ws.dE, 8);
+    evenV = V % 2 == 0 && aligned(ws.du0, 8);
   }
   bool a_wide = false;
   if constexpr (Mid::kWide) {
@@ -626,9 +653,7 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
         zero(accU);
         gemm64<true, true>(accU, sAh, sAl, sdvnh, sdvnl, m0, n0);
         if constexpr (Mid::kWide) {
-          each_acc_pair(accU, m0, n0, [&](int j, int c, float x0, float x1) {
-            if (j < Lc) st_pair_w(rb.base(ws.du0, V) + j * rb.HV + vv + c, x0, x1, vv + c, V);
-          });
+          store_acc_pairs(rb.base(ws.du0, V), rb.HV, vv, V, Lc, evenV, accU, m0, n0);
         } else
         each_acc(accU, m0, n0, [&](int j, int c, float x) {
           if constexpr (Mid::kRowBase) {
@@ -639,17 +664,15 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
     }
     // This K slab of dQg, dKd, dw_aux is complete.
     if constexpr (Mid::kWide) {
-      each_acc_pair(accQ, m0, n0, [&](int i, int d, float x0, float x1) {
-        if (i < Lc) st_pair_w(rb.base(ws.dQg, K) + i * rb.HK + kk + d, x0, x1, kk + d, K);
-      });
-      each_acc_pair(accK, m0, n0, [&](int i, int d, float x0, float x1) {
-        if (i < Lc) st_pair_w(rb.base(ws.dKd, K) + i * rb.HK + kk + d, x0, x1, kk + d, K);
-      });
-      each_acc_pair(accW, m0, n0, [&](int i, int d, float x0, float x1) {
-        x0 = -x0, x1 = -x1;
-        if (i < Lc) st_pair_w(rb.base(ws.dwa, K) + i * rb.HK + kk + d, x0, x1, kk + d, K);
-        put_split(sdwh, sdwl, i, d, x0);  // zero outside (the staged operands were)
-        put_split(sdwh, sdwl, i, d + 1, x1);
+      store_acc_pairs(rb.base(ws.dQg, K), rb.HK, kk, K, Lc, evenK, accQ, m0, n0);
+      store_acc_pairs(rb.base(ws.dKd, K), rb.HK, kk, K, Lc, evenK, accK, m0, n0);
+#pragma unroll
+      for (int a = 0; a < 4; ++a)
+#pragma unroll
+        for (int b = 0; b < 4; ++b) accW[a][b] = -accW[a][b];
+      store_acc_pairs(rb.base(ws.dwa, K), rb.HK, kk, K, Lc, evenK, accW, m0, n0);
+      each_acc(accW, m0, n0, [&](int i, int d, float x) {
+        put_split(sdwh, sdwl, i, d, x);  // zero outside (the staged operands were)
       });
     } else {
     each_acc(accQ, m0, n0, [&](int i, int d, float x) {
@@ -716,9 +739,7 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
     zero(accE);
     gemm64<true, true>(accE, sAh, sAl, sdwh, sdwl, m0, n0);
     if constexpr (Mid::kWide) {
-      each_acc_pair(accE, m0, n0, [&](int j, int d, float x0, float x1) {
-        if (j < Lc) st_pair_w(rb.base(ws.dE, K) + j * rb.HK + kk + d, x0, x1, kk + d, K);
-      });
+      store_acc_pairs(rb.base(ws.dE, K), rb.HK, kk, K, Lc, evenK, accE, m0, n0);
     } else
     each_acc(accE, m0, n0, [&](int j, int d, float x) {
       if constexpr (Mid::kRowBase) {

@@ -190,12 +190,9 @@ struct V4Mid {
         // Rung 8: de^L, dq^P (and dk^{L,P} below) by column pairs (st_pair_w), through RowBase.
         static_assert(kRB, "kW addresses through RowBase");
         const bwdc::RowBase rb(p, tok0, h);
-        bwdc::each_acc_pair(aDe, m0, n0, [&](int r, int d, float x0, float x1) {
-          if (r < Lc) bwdc::st_pair_w(rb.base(ws.deL, K) + r * rb.HK + kk + d, x0, x1, kk + d, K);
-        });
-        bwdc::each_acc_pair(aDq, m0, n0, [&](int r, int d, float x0, float x1) {
-          if (r < Lc) bwdc::st_pair_w(rb.base(ws.dqP, K) + r * rb.HK + kk + d, x0, x1, kk + d, K);
-        });
+        const bool even = K % 2 == 0 && bwdc::aligned(ws.deL, 8) && bwdc::aligned(ws.dqP, 8) && bwdc::aligned(ws.dkLP, 8);
+        bwdc::store_acc_pairs(rb.base(ws.deL, K), rb.HK, kk, K, Lc, even, aDe, m0, n0);
+        bwdc::store_acc_pairs(rb.base(ws.dqP, K), rb.HK, kk, K, Lc, even, aDq, m0, n0);
       } else {
       each_acc(aDe, m0, n0, [&](int r, int d, float x) {
         if constexpr (kRB) {
@@ -217,9 +214,8 @@ struct V4Mid {
         for (int b = 0; b < 4; ++b) aDk[a][b] += scale * aDkq[a][b];
       if constexpr (kW) {
         const bwdc::RowBase rb(p, tok0, h);
-        bwdc::each_acc_pair(aDk, m0, n0, [&](int r, int d, float x0, float x1) {
-          if (r < Lc) bwdc::st_pair_w(rb.base(ws.dkLP, K) + r * rb.HK + kk + d, x0, x1, kk + d, K);
-        });
+        const bool even = K % 2 == 0 && bwdc::aligned(ws.deL, 8) && bwdc::aligned(ws.dqP, 8) && bwdc::aligned(ws.dkLP, 8);
+        bwdc::store_acc_pairs(rb.base(ws.dkLP, K), rb.HK, kk, K, Lc, even, aDk, m0, n0);
       } else
       each_acc(aDk, m0, n0, [&](int r, int d, float x) {
         if constexpr (kRB) {

@@ -203,6 +203,8 @@ __device__ __forceinline__ void b9_levels(const KParams& p, const BWs& ws, unsig
     if constexpr (kWide) {
       static_assert(kRowBase, "kWide addresses through RowBase");
       const RowBase rb(p, tok0, h);
+      // Every pair aligned and both or neither column in range when K is even (store_acc_pairs).
+      const bool even = K % 2 == 0 && aligned(ws.deL, 8) && aligned(ws.dqP, 8) && aligned(ws.dkLP, 8);
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
@@ -210,11 +212,20 @@ __device__ __forceinline__ void b9_levels(const KParams& p, const BWs& ws, unsig
           const int r = m0 + g + 8 * hh, c = n0 + nt * 8 + 2 * t, d = kk + c;
           if (r < Lc) {
             const int x = r * rb.HK + d;
-            st_pair_w(rb.base(ws.deL, K) + x, oDe[nt][2 * hh], oDe[nt][2 * hh + 1], d, K);
-            st_pair_w(rb.base(ws.dqP, K) + x, oDq[nt][2 * hh] + sdg[r] * bf(sKs[r * LT + c]),
-                      oDq[nt][2 * hh + 1] + sdg[r] * bf(sKs[r * LT + c + 1]), d, K);
-            st_pair_w(rb.base(ws.dkLP, K) + x, oDk[nt][2 * hh] + sdg[r] * (scale * bf(sQs[r * LT + c])),
-                      oDk[nt][2 * hh + 1] + sdg[r] * (scale * bf(sQs[r * LT + c + 1])), d, K);
+            const float e0 = oDe[nt][2 * hh], e1 = oDe[nt][2 * hh + 1];
+            const float q0 = oDq[nt][2 * hh] + sdg[r] * bf(sKs[r * LT + c]);
+            const float q1 = oDq[nt][2 * hh + 1] + sdg[r] * bf(sKs[r * LT + c + 1]);
+            const float k0 = oDk[nt][2 * hh] + sdg[r] * (scale * bf(sQs[r * LT + c]));
+            const float k1 = oDk[nt][2 * hh + 1] + sdg[r] * (scale * bf(sQs[r * LT + c + 1]));
+            if (even) {
+              st_pair_even(rb.base(ws.deL, K) + x, e0, e1, d, K);
+              st_pair_even(rb.base(ws.dqP, K) + x, q0, q1, d, K);
+              st_pair_even(rb.base(ws.dkLP, K) + x, k0, k1, d, K);
+            } else {
+              st_pair_w(rb.base(ws.deL, K) + x, e0, e1, d, K);
+              st_pair_w(rb.base(ws.dqP, K) + x, q0, q1, d, K);
+              st_pair_w(rb.base(ws.dkLP, K) + x, k0, k1, d, K);
+            }
           }
         }
     } else {
