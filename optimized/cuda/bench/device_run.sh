@@ -102,7 +102,7 @@ for s in $stages; do
       echo "determinism test: $fails failures in ${DET_REPEATS:-50} runs" | tee "$OUT/bdeterminism.log" ;;
     bmutants)
       # Each planted bug of the backward (make_mutants.py, 11-16 rung 1, 21-24 rung 2, 41-49 rung 3, 51-55
-      # rung 4, 50 and 56-59 rung 5, 66-68 rung 6, 69-72 rung 7; 5 is shared with the forward)
+      # rung 4, 50 and 56-59 rung 5, 66-68 rung 6, 69-72 rung 7, 73-78 rung 8; 5 is shared with the forward)
       # must make the tests aimed at it fail.
       M=${MBIN:-build/mutants}/test_cuda_backward
       P32='CUDA v1 chunked backward equals the float64 reference backward for every operator in float32'
@@ -115,7 +115,7 @@ for s in $stages; do
       SZ='CUDA chunked backward is exact at the tuned and the largest head sizes up to K = V = 256'
       V3='CUDA v3 chunked backward on the forward tensor-core kernels equals the float64 reference backward for every operator in bfloat16'
       V4='CUDA v4 tensor-core B7 and B9 chunked backward equals the float64 reference backward for every operator in bfloat16'
-      # BMUT_ONLY=v3, v4, v5, v6 or v7: that rung's mutants alone (BMUT_V3_ONLY=1 is BMUT_ONLY=v3)
+      # BMUT_ONLY=v3, v4, v5, v6, v7 or v8: that rung's mutants alone (BMUT_V3_ONLY=1 is BMUT_ONLY=v3)
       only=${BMUT_ONLY:-}; [ -n "${BMUT_V3_ONLY:-}" ] && only=v3
       grp() { [ -z "$only" ] || [ "$only" = "$1" ]; }
       run_m() { local n=$1; shift; for t in "$@"; do
@@ -209,6 +209,20 @@ for s in $stages; do
         run_m 50 "$BIT7" "$V7"
         run_m 59 "$BIT7" "$V7"
         run_m 66 "$V7" "$BIT7"
+        fi
+        if grp v8; then
+        V8='CUDA v8 chunked backward with full-width global accesses equals the float64 reference backward for every operator in bfloat16'
+        BIT8='CUDA v8 chunked backward gives rung 7 gradients bit for bit'
+        run_m 0 "$V8" "$BIT8"
+        run_m 73 "$BIT8" "$V8"
+        run_m 74 "$BIT8" "$V8"
+        run_m 75 "$BIT8" "$V8"  # a reordered sum: BIT8 must fail; V8 may pass (within the bounds)
+        run_m 76 "$BIT8" "$V8"
+        run_m 77 "$BIT8" "$V8"
+        run_m 78 "$BIT8" "$V8"
+        echo "no mutant, compute-sanitizer racecheck and memcheck (rung 8's quads and pairs), $PK:"
+        LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool racecheck $M "$PK" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
+        LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$BIT8" 2>&1 | grep -E "ERROR SUMMARY" | head -2
         fi
       } 2>&1 | tee "$OUT/bmutants.log" ;;
     bbench)
