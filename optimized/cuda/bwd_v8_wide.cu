@@ -32,8 +32,19 @@
 // on the backward's states / state-gradient kernels (st_pair, commit e1e2f97) took them from 0.673 /
 // 0.851 ms to 0.49 / 0.65 ms.
 //
-// Static counts (nvcc 13.0 sm_90a, no GPU; RESULTS.md "Rung 8" has the commands and the table):
-// STATIC_COUNTS_PLACEHOLDER
+// Static counts (nvcc 13.0 sm_90a, nvdisasm 13.5, no GPU; RESULTS.md "Rung 8" has the commands and the
+// per-region table): bwd_grads_tc<float, V8Mid> 237 registers (V7Mid 255), no spill, no stack; 11,680
+// SASS instructions against 8,984 (it keeps rung 7's item-by-item code as the fallback of each quad
+// path); IMAD 2,090 against 1,736; STG 409 (201 STG.E, 180 STG.E.64, 4 STG.E.128, 24 STG.E.U16)
+// against 225 (201 / 0 / 0 / 24); LDG 424 (248 LDG.E, 32 LDG.E.128, 34 LDG.E.64, 110 LDG.E.U16)
+// against 376 (248 / 0 / 18 / 110). Every access stays ld.global / st.global in the PTX. Taken path,
+// loop bodies (V7 -> V8): slab staging 444 x 4 trips -> 491 x 2 per slab, tail (a) 574 -> 321, dv
+// pass 536 -> 233 (same trips), A 258 -> 120, E 193 -> 130. Estimated executed instructions at
+// K = V = 128, Lc = 64 (bodies x trips, rung 7's method): about 6.8k fewer per warp for DeltaNet and
+// 6.9k for KDA (-54k / -55k per block; rung 7's estimate 25.7k / 56.3k per warp), and global memory
+// instructions about 1,490 -> 420 per warp (DeltaNet). PTX of every rung 1-7 kernel unchanged.
+// Time: NOT measured; the L2-sector excess and the instruction count both fall, by how much in ms is
+// for the H200 (bench_backward.py --bwd-versions 7,8).
 //
 // Range: rung 7's. Calls outside rung 3's range (float32 inputs, K < 16 or K > 128) run rung 2 through
 // bwd_v3_launch; calls with H * max(K, V, 64) >= 2^25 (32-bit offsets) run rung 6, as rung 7 does.
