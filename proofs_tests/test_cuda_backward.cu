@@ -579,11 +579,11 @@ TEST_CASE("CUDA v8 chunked backward gives rung 7 gradients bit for bit") {
   // V is a multiple of 4 and the arrays are aligned; dgamma's butterfly in the same order) after rung
   // 7's prepare, states and dstates: every gradient of every operator must equal rung 7's. Cases: rung
   // 7's (pair_cases: K = V = 128 with two slabs, K = 100 V = 200 ragged, K = 17 V = 40 at T = 1 where
-  // the tail and E run item by item and half the pair stores are misaligned; H = 3 packed batch);
-  // K = 36 V = 20 (quads everywhere, V not a multiple of 8); K = 18 V = 22 (neither a multiple of 4:
-  // every staging item by item, pairs aligned on even rows only); a packed batch of ragged chunks with
-  // an odd number of rows B T H (GDN's float64 G then leaves the float32 workspace 8- but not 16-byte
-  // aligned: its quads fall back, KDA's do not).
+  // the tail and E run item by item and the odd K takes the per-pair test st_pair_w; H = 3 packed
+  // batch); K = 36 V = 20 (quads everywhere, V not a multiple of 8); K = 18 V = 22 (neither a multiple
+  // of 4: only A's staging by quads; every pair on the even path); a packed batch of ragged chunks
+  // with an odd number of rows B T H (GDN's float64 G then leaves the float32 workspace 8- but not
+  // 16-byte aligned: its quads fall back, KDA's do not).
   std::vector<Case> cases = pair_cases();
   cases.push_back(fixed_case(1, 200, 3, 48, 72, GateMode::random, true, 27, {0, 70, 71, 200}));
   cases.push_back(fixed_case(2, 150, 2, 36, 20, GateMode::random, true, 28));
