@@ -346,11 +346,12 @@ __device__ __forceinline__ void ld4(const float* a, float (&x)[4]) {
   const float4 v = *reinterpret_cast<const float4*>(a);
   x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
 }
-__device__ __forceinline__ void ld4(const bf16* a, float (&x)[4]) {
-  const uint2 v = *reinterpret_cast<const uint2*>(a);
+/// The four bf16 of an 8-byte word (element 0 at the lowest address) as floats.
+__device__ __forceinline__ void unpack4(uint2 v, float (&x)[4]) {
   x[0] = bf(__ushort_as_bfloat16(v.x & 0xffffu)), x[1] = bf(__ushort_as_bfloat16(v.x >> 16));
   x[2] = bf(__ushort_as_bfloat16(v.y & 0xffffu)), x[3] = bf(__ushort_as_bfloat16(v.y >> 16));
 }
+__device__ __forceinline__ void ld4(const bf16* a, float (&x)[4]) { unpack4(*reinterpret_cast<const uint2*>(a), x); }
 /// Four bf16 as one 8-byte word (element 0 at the lowest address).
 __device__ __forceinline__ uint2 pack4(bf16 a, bf16 b, bf16 c, bf16 d) {
   return make_uint2(unsigned(__bfloat16_as_ushort(a)) | (unsigned(__bfloat16_as_ushort(b)) << 16),

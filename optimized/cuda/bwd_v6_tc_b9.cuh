@@ -113,8 +113,55 @@ __device__ __forceinline__ void b9_levels(const KParams& p, const BWs& ws, unsig
     __syncthreads();  // dL, dP tiles written; the previous slab's k, q, e, G read
     // Stage the slab: k, q (bf16), e = beta k or b (.) k (float32, as the float32 B9's e_at), G.
     constexpr int kItems = 64 * 64 / kThreads, kB = 4;
+    bool staged = false;
+    if constexpr (kWide) {
+      const RowBase rb(p, tok0, h);
+      if (K % 4 == 0 && rb.KG == K && aligned(k, 8) && aligned(q, 8) && aligned(ws.G, 16) &&
+          (!p.gdn2 || aligned(bg, int(4 * sizeof(Tg))))) {
+        // Rung 8: by quads (row j = qd >> 4, channels dd .. dd + 3, dd = 4 (qd & 15)), 2 per batch:
+        // one 8-byte load of k and of q, one 16- / 8-byte load of b, two 16-byte loads of G; per
+        // element the same values and the same product e = gate k as the item loop below.
+        staged = true;
+        const double* Gb = rb.base(ws.G, rb.KG);
 #pragma unroll 1
-    for (int t0 = 0; t0 < kItems; t0 += kB) {
+        for (int t0 = 0; t0 < kItems / 4; t0 += 2) {
+          uint2 rk[2], rq[2];
+          float rgate[2][4];
+          double rG[2][4];
+#pragma unroll
+          for (int b = 0; b < 2; ++b) {
+            const int qd = tid + (t0 + b) * kThreads, j = qd >> 4, d = kk + 4 * (qd & 15);
+            const int x = j * rb.HK + d;
+            rk[b] = rq[b] = make_uint2(0u, 0u);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) rgate[b][e] = 0.f, rG[b][e] = 0.0;
+            if (j < Lc && d < K) {
+              rk[b] = *reinterpret_cast<const uint2*>(rb.base(k, K) + x);
+              rq[b] = *reinterpret_cast<const uint2*>(rb.base(q, K) + x);
+              if (p.gdn2) ld4(rb.base_opt(bg, K) + x, rgate[b]);
+              else rgate[b][0] = rgate[b][1] = rgate[b][2] = rgate[b][3] = sbeta[j];
+              const double2 g0 = *reinterpret_cast<const double2*>(Gb + j * rb.HKG + d);
+              const double2 g1 = *reinterpret_cast<const double2*>(Gb + j * rb.HKG + d + 2);
+              rG[b][0] = g0.x, rG[b][1] = g0.y, rG[b][2] = g1.x, rG[b][3] = g1.y;
+            }
+          }
+#pragma unroll
+          for (int b = 0; b < 2; ++b) {
+            const int qd = tid + (t0 + b) * kThreads, j = qd >> 4, dd = 4 * (qd & 15);
+            *reinterpret_cast<uint2*>(sKs + j * LT + dd) = rk[b];
+            *reinterpret_cast<uint2*>(sQs + j * LT + dd) = rq[b];
+            float kf[4];
+            unpack4(rk[b], kf);
+            *reinterpret_cast<float4*>(sE + j * 64 + dd) =
+                make_float4(rgate[b][0] * kf[0], rgate[b][1] * kf[1], rgate[b][2] * kf[2], rgate[b][3] * kf[3]);
+            *reinterpret_cast<double2*>(sG + j * 64 + dd) = make_double2(rG[b][0], rG[b][1]);
+            *reinterpret_cast<double2*>(sG + j * 64 + dd + 2) = make_double2(rG[b][2], rG[b][3]);
+          }
+        }
+      }
+    }
+#pragma unroll 1
+    for (int t0 = staged ? kItems : 0; t0 < kItems; t0 += kB) {
       bf16 rk[kB], rq[kB];
       float rgate[kB];
       double rG[kB];
