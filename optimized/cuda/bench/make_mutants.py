@@ -203,6 +203,10 @@ MUTANTS = [
      "          ld4(dEb + x, rdE), ld4(dQgb + x, rdQg),",
      "          ld4(p.mutant == 78 ? dQgb + x : dEb + x, rdE), ld4(dQgb + x, rdQg),",
      "bwd v8: the tail's quads load dQg where dE belongs"),
+    (79, "optimized/cuda/bwd_v6_tc_b9.cuh",
+     "              const double2 g1 = *reinterpret_cast<const double2*>(Gb + j * rb.HKG + d + 2);",
+     "              const double2 g1 = *reinterpret_cast<const double2*>(Gb + j * rb.HKG + d + (p.mutant == 79 ? 0 : 2));",
+     "bwd v8, per-channel gates: b9_levels' quad staging loads G of channels d, d + 1 for d + 2, d + 3"),
     # Rung 5 of the forward (v5_split.cu: the state pass alone, then the parallel output kernel).
     (61, "optimized/cuda/v5_split.cu",
      "  const float* Sc = sw.S + cw * K * V;",
