@@ -131,14 +131,14 @@ __device__ __forceinline__ void b9_levels(const KParams& p, const BWs& ws, unsig
 #pragma unroll
           for (int b = 0; b < 2; ++b) {
             const int qd = tid + (t0 + b) * kThreads, j = qd >> 4, d = kk + 4 * (qd & 15);
-            const int x = j * rb.HK + d;
+            const int xq = j * rb.HK + d;
             rk[b] = rq[b] = make_uint2(0u, 0u);
 #pragma unroll
             for (int e = 0; e < 4; ++e) rgate[b][e] = 0.f, rG[b][e] = 0.0;
             if (j < Lc && d < K) {
-              rk[b] = *reinterpret_cast<const uint2*>(rb.base(k, K) + x);
-              rq[b] = *reinterpret_cast<const uint2*>(rb.base(q, K) + x);
-              if (p.gdn2) ld4(rb.base_opt(bg, K) + x, rgate[b]);
+              rk[b] = *reinterpret_cast<const uint2*>(rb.base(k, K) + xq);
+              rq[b] = *reinterpret_cast<const uint2*>(rb.base(q, K) + xq);
+              if (p.gdn2) ld4(rb.base_opt(bg, K) + xq, rgate[b]);
               else rgate[b][0] = rgate[b][1] = rgate[b][2] = rgate[b][3] = sbeta[j];
               const double2 g0 = *reinterpret_cast<const double2*>(Gb + j * rb.HKG + d);
               const double2 g1 = *reinterpret_cast<const double2*>(Gb + j * rb.HKG + d + 2);
