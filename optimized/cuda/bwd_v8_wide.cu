@@ -6,11 +6,14 @@
 // (bwd_v4_tc_tail.cu; V8Mid = V7Mid with Mid::kWide, bwd_common.cuh):
 //   - every float32 output of a fragment epilogue (dQg, dKd, dw_aux, du0, dE in bwd_grads_tc; de^L,
 //     dq^P, dk^{L,P} in V4Mid::run_impl and b9_levels) is stored by column pairs: the two adjacent
-//     columns a lane holds as one 8-byte store where both are in range and the address is 8-byte
-//     aligned, else one by one (st_pair_w);
+//     columns a lane holds as one 8-byte store. Chosen per block (store_acc_pairs): with an even row
+//     width and an 8-byte aligned array every pair is aligned and in range or out as a whole, so one
+//     bounds test and one store (st_pair_even); else per pair, 8 bytes where aligned and both in
+//     range, else one by one (st_pair_w);
 //   - the stagings of A, of the slab (do, v_new, dv_new, w, v, S, dS') and of E, the tail's (a)
 //     (k, q, b, dE, dQg, dKd, de^L, dq^P, dk^{L,P}, E, Qg, Kd; stores dq, dk, db / de^L) and its dv
-//     pass (du0, w, v; stores dv, dw) work on quads, 4 consecutive columns of one row per thread:
+//     pass (du0, w, v; stores dv, dw), and b9_levels' slab staging for per-channel gates (k, q, b, G)
+//     work on quads, 4 consecutive columns of one row per thread:
 //     one 16-byte load / store per float32 array, one 8-byte per bf16 one, and the bf16 hi / lo
 //     tiles written by 8-byte shared stores (put_split4). Taken when K (tail (a), E) or V (slab, dv
 //     pass) is a multiple of 4 and the arrays are aligned (cudaMalloc'ed workspace, PyTorch tensors);
@@ -33,16 +36,17 @@
 // 0.851 ms to 0.49 / 0.65 ms.
 //
 // Static counts (nvcc 13.0 sm_90a, nvdisasm 13.5, no GPU; RESULTS.md "Rung 8" has the commands and the
-// per-region table): bwd_grads_tc<float, V8Mid> 237 registers (V7Mid 255), no spill, no stack; 11,680
-// SASS instructions against 8,984 (it keeps rung 7's item-by-item code as the fallback of each quad
-// path); IMAD 2,090 against 1,736; STG 409 (201 STG.E, 180 STG.E.64, 4 STG.E.128, 24 STG.E.U16)
-// against 225 (201 / 0 / 0 / 24); LDG 424 (248 LDG.E, 32 LDG.E.128, 34 LDG.E.64, 110 LDG.E.U16)
-// against 376 (248 / 0 / 18 / 110). Every access stays ld.global / st.global in the PTX. Taken path,
-// loop bodies (V7 -> V8): slab staging 444 x 4 trips -> 491 x 2 per slab, tail (a) 574 -> 321, dv
-// pass 536 -> 233 (same trips), A 258 -> 120, E 193 -> 130. Estimated executed instructions at
-// K = V = 128, Lc = 64 (bodies x trips, rung 7's method): about 6.8k fewer per warp for DeltaNet and
-// 6.9k for KDA (-54k / -55k per block; rung 7's estimate 25.7k / 56.3k per warp), and global memory
-// instructions about 1,490 -> 420 per warp (DeltaNet). PTX of every rung 1-7 kernel unchanged.
+// per-region table): bwd_grads_tc<float, V8Mid> 238 registers (bf16 gates 237; V7Mid 255), no spill,
+// no stack; 11,864 SASS instructions against 8,984 (it keeps rung 7's item-by-item code as the
+// fallback of each quad path); IMAD 2,138 against 1,736; STG 409 (201 STG.E, 180 STG.E.64, 4
+// STG.E.128, 24 STG.E.U16) against 225 (201 / 0 / 0 / 24); LDG 434 (248 LDG.E, 38 LDG.E.128, 38
+// LDG.E.64, 110 LDG.E.U16) against 376 (248 / 0 / 18 / 110). Every access stays ld.global / st.global
+// in the PTX. Taken path, loop bodies (V7 -> V8): slab staging 444 x 4 trips -> 495 x 2 per slab,
+// tail (a) 574 -> 321, dv pass 536 -> 233 (same trips), b9_levels' staging 173 x 4 -> 178 x 2, A 258
+// -> 120, E 193 -> 129. Estimated executed instructions at K = V = 128, Lc = 64 (bodies x trips,
+// rung 7's method): about 6.8k fewer per warp for DeltaNet and 7.6k for KDA (-54k / -61k per block;
+// rung 7's estimate 25.7k / 56.3k per warp), and global memory instructions about 1,490 -> 420 per
+// warp (DeltaNet). PTX of every rung 1-7 kernel unchanged.
 // Time: NOT measured; the L2-sector excess and the instruction count both fall, by how much in ms is
 // for the H200 (bench_backward.py --bwd-versions 7,8).
 //
