@@ -182,8 +182,10 @@ inline bool in_rung3_range(const BwdCall& c) { return c.dtype == 1 && c.p.K >= 1
 /// states, dstates on the forward's tensor-core kernels, each followed by prof.mark() (prepare and
 /// states only when there are chunks). Afterwards the workspace holds what bwd_v2_grads reads and
 /// c.dh0 is written; rung 4 reuses it as it is. levels_intra: prepare runs the forward's rung 4
-/// intra kernel (v4_intra_launch_with_A) instead of rung 3's (the backward's rung 5).
-void bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra = false);
+/// intra kernel (v4_intra_launch_with_A) instead of rung 3's (the backward's rung 5). wide_extras:
+/// bwd3_extras_wide (rung 8: quads, the same values bit for bit) where K % 4 == 0 and the arrays are
+/// aligned, else bwd3_extras.
+void bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra = false, bool wide_extras = false);
 /// Rung 4's chunk-gradient kernel (bwd_v4_tc_tail.cu: bwd_grads_tc with B7 and B9 on tensor cores),
 /// then prof.mark(); reads the workspace bwd_v3_front leaves. batch_loads: rung 5's variant (V5Mid:
 /// stagings, tail and V4Mid's B9 slabs load in batches, the per-channel float32 B9 unrolled;

@@ -103,6 +103,141 @@ __global__ void __launch_bounds__(kThreads) bwd3_extras(KParams p) {
 }
 
 // ------------------------------------------------------------------------------------------------
+// Rung 8's bwd3_extras at full width (issue 6): the same F1 and F2 values, every floating-point
+// operation per element as bwd3_extras' (float64 G_i = g_0 + ... + g_i summed in row order, E = (e k)
+// exp(G), Qg = (scale q) exp(G), Kd = k exp(G_last - G)), with wider accesses. Launched by
+// launch_extras only when extras_wide_ok holds (K % 4 == 0, K <= 128, the arrays aligned for the
+// vector accesses below, H K < 2^25 for the 32-bit offsets); otherwise bwd3_extras runs.
+//   - Quad (row i, channels d .. d + 3), d = 4 (tid % K4), K4 = K / 4; thread tid takes rows
+//     i0 = tid / K4, i0 + R, ... with R = kThreads / K4 >= 8, so at most C / 8 = 8 rows per thread
+//     and one division per block (K <= 128).
+//   - Every load of q, k, b and g (8-byte bf16, 16- / 8-byte gate quads) is issued at the start, before
+//     the scan, and held in registers as raw words.
+//   - The per-channel gates g are loaded by the same quads (one 16- or 8-byte load each, up front) and
+//     staged by two 16-byte shared stores; the scan is cumsum_log_decays' (one thread per channel, acc += g_i in row order) with 8 rows'
+//     shared loads issued ahead of their adds.
+//   - E, Qg, Kd by one 16-byte store each per quad, G (per-channel gates) by two 16-byte stores, at
+//     per-block bases and 32-bit offsets (bwd_common.cuh's RowBase).
+//   - kMode (extras_mode): 0 DeltaNet and scalar gates, 1 per-channel gates (KDA), 2 per-channel gates
+//     and GDN2's b, so that each holds only its own quads in registers.
+// ------------------------------------------------------------------------------------------------
+constexpr int kExtrasRows = C / (kThreads / 32);  // rows per thread at most (K4 <= 32)
+
+/// The raw words of one quad of a gate array: float4 (float32) or 4 bf16 in a uint2.
+template <class Tg>
+using Quad = std::conditional_t<std::is_same_v<Tg, float>, float4, uint2>;
+template <class Tg>
+__device__ __forceinline__ Quad<Tg> ld_quad(const Tg* a) {
+  return *reinterpret_cast<const Quad<Tg>*>(a);
+}
+__device__ __forceinline__ void quad_floats(float4 v, float (&x)[4]) { x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w; }
+__device__ __forceinline__ void quad_floats(uint2 v, float (&x)[4]) { bwdc::unpack4(v, x); }
+
+template <class Tg, int kMode>
+__global__ void __launch_bounds__(kThreads) bwd3_extras_wide(KParams p) {
+  constexpr bool chan = kMode >= 1, gdn2 = kMode == 2;  // per-channel gates (KDA, GDN2); GDN2's erase gate b
+  extern __shared__ __align__(16) double sGw[];  // [C][KGs] cumulative log-decays, then [C] beta (as float)
+  const int K = p.K, h = blockIdx.y;
+  const int KG = gate_width(p), KGs = KG ? KG : 1;
+  float* sbw = reinterpret_cast<float*>(sGw + C * KGs);
+  const int tid = threadIdx.x;
+  int tok0, Lc;
+  chunk_of(p, blockIdx.x, tok0, Lc);
+  const bwdc::RowBase rb(p, tok0, h);
+  const BWs ws = bwd_ws(p);
+  const bf16* qb = rb.base(static_cast<const bf16*>(p.q), K);
+  const bf16* kb = rb.base(static_cast<const bf16*>(p.k), K);
+  const Tg* bgb = rb.base_opt(static_cast<const Tg*>(p.b), K);
+  const Tg* gb = rb.base_opt(static_cast<const Tg*>(p.g), KG);
+  float *Eb = rb.base(ws.E, K), *Qgb = rb.base(ws.Qg, K), *Kdb = rb.base(ws.Kd, K);
+  double* Gb = rb.base(ws.G, KG);
+  const int K4 = K >> 2, R = kThreads / K4, i0 = tid / K4, d = 4 * (tid - i0 * K4);
+  const bool act = i0 < R;  // threads R K4 .. kThreads - 1 hold no quad
+  // Every q, k, b and (per-channel) g quad of this thread, before anything else.
+  uint2 rk[kExtrasRows], rq[kExtrasRows];
+  Quad<Tg> rbg[kExtrasRows], rg[kExtrasRows];
+#pragma unroll
+  for (int t = 0; t < kExtrasRows; ++t) {
+    const int i = i0 + t * R, x = i * rb.HK + d;
+    if (act && i < Lc) {
+      rk[t] = *reinterpret_cast<const uint2*>(kb + x), rq[t] = *reinterpret_cast<const uint2*>(qb + x);
+      if (gdn2) rbg[t] = ld_quad(bgb + x);
+      if (chan) rg[t] = ld_quad(gb + i * rb.HKG + d);
+    }
+  }
+  // F1's inputs: g in float64 (per-channel gates: the quads above), beta as float.
+  if (chan) {
+#pragma unroll
+    for (int t = 0; t < kExtrasRows; ++t) {
+      const int i = i0 + t * R;
+      if (act && i < Lc) {
+        float gf[4];
+        quad_floats(rg[t], gf);
+        *reinterpret_cast<double2*>(sGw + i * K + d) = make_double2(double(gf[0]), double(gf[1]));
+        *reinterpret_cast<double2*>(sGw + i * K + d + 2) = make_double2(double(gf[2]), double(gf[3]));
+      }
+    }
+  } else if (tid < Lc) {
+    sGw[tid] = KG ? double(ld(gb + tid * rb.HKG)) : 0.0;
+  }
+  if (tid < C) sbw[tid] = (!gdn2 && tid < Lc) ? ld(static_cast<const Tg*>(p.beta) + rb.r0 + tid * rb.H) : 0.f;
+  __syncthreads();
+  if (tid < KGs) {  // cumsum_log_decays: acc += g_i in row order, 8 rows' loads ahead of their adds
+    double acc = 0.0;
+    int i = 0;
+    for (; i + 8 <= Lc; i += 8) {
+      double gi[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) gi[e] = sGw[(i + e) * KGs + tid];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc += gi[e], sGw[(i + e) * KGs + tid] = acc;
+    }
+    for (; i < Lc; ++i) acc += sGw[i * KGs + tid], sGw[i * KGs + tid] = acc;
+  }
+  __syncthreads();
+  if (!act) return;
+  // G_last of the quad's channels (per-channel gates), or of the row (scalar gates, DeltaNet: 0).
+  double gl[4];
+  if (chan) {
+    const double2 a = *reinterpret_cast<const double2*>(sGw + (Lc - 1) * K + d);
+    const double2 b = *reinterpret_cast<const double2*>(sGw + (Lc - 1) * K + d + 2);
+    gl[0] = a.x, gl[1] = a.y, gl[2] = b.x, gl[3] = b.y;
+  } else {
+    gl[0] = gl[1] = gl[2] = gl[3] = sGw[Lc - 1];
+  }
+#pragma unroll
+  for (int t = 0; t < kExtrasRows; ++t) {
+    const int i = i0 + t * R, x = i * rb.HK + d;
+    if (i >= Lc) break;
+    double gi[4];
+    if (chan) {
+      const double2 a = *reinterpret_cast<const double2*>(sGw + i * K + d);
+      const double2 b = *reinterpret_cast<const double2*>(sGw + i * K + d + 2);
+      gi[0] = a.x, gi[1] = a.y, gi[2] = b.x, gi[3] = b.y;
+      // G of the quad (F1), as bwd3_extras' loop over Lc KG items.
+      *reinterpret_cast<double2*>(Gb + i * rb.HKG + d) = a;
+      *reinterpret_cast<double2*>(Gb + i * rb.HKG + d + 2) = b;
+    } else {
+      gi[0] = gi[1] = gi[2] = gi[3] = sGw[i];
+      if (KG && d == 0) Gb[i * rb.HKG] = gi[0];
+    }
+    float kf[4], qf[4], ef[4];
+    bwdc::unpack4(rk[t], kf), bwdc::unpack4(rq[t], qf);
+    if (gdn2) quad_floats(rbg[t], ef);
+    else ef[0] = ef[1] = ef[2] = ef[3] = sbw[i];
+    float oE[4], oQ[4], oK[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {  // F2 per channel, bwd3_extras' expressions
+      const float eg = expf(float(gi[e]));
+      oE[e] = ef[e] * kf[e] * eg;
+      oQ[e] = p.scale * qf[e] * eg;
+      oK[e] = kf[e] * expf(float(gl[e] - gi[e]));
+    }
+    bwdc::st4(Eb + x, oE), bwdc::st4(Qgb + x, oQ), bwdc::st4(Kdb + x, oK);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
 // B1, B3: the state gradient, chunks in reverse, on tensor cores (v2_state's pattern).
 // ------------------------------------------------------------------------------------------------
 template <int KP, int BV>
@@ -265,13 +400,35 @@ int dstates_bv(const KParams& p) {
   return long(p.N) * p.H * ((p.V + 63) / 64) >= 132 ? 64 : 32;
 }
 
+/// Whether bwd3_extras_wide<Tg, .> may run this call: GDN2 only with per-channel gates (its mode 2), K a multiple of 4 and at most 128 (at most 8 rows per
+/// thread), H K < 2^25 (32-bit offsets), and q, k (8 bytes), b and per-channel g (4 gate items), E,
+/// Qg, Kd and per-channel G (16 bytes) aligned for the quads. Row strides are then multiples of 4
+/// items, so every quad is aligned as its array.
 template <class Tg>
-void launch_extras(const BwdCall& c) {
+bool extras_wide_ok(const KParams& p) {
+  const BWs ws = bwd_ws(p);
+  auto al = [](const void* a, std::uintptr_t n) { return reinterpret_cast<std::uintptr_t>(a) % n == 0; };
+  const bool chan = p.gate == kGateChannel;
+  return (!p.gdn2 || chan) && p.K % 4 == 0 && p.K <= 128 && std::int64_t(p.H) * p.K < (std::int64_t(1) << 25) && al(p.q, 8) &&
+         al(p.k, 8) && (!p.gdn2 || al(p.b, 4 * sizeof(Tg))) && (!chan || al(p.g, 4 * sizeof(Tg))) &&
+         al(ws.E, 16) && al(ws.Qg, 16) && al(ws.Kd, 16) && (!chan || al(ws.G, 16));
+}
+
+/// bwd3_extras, or with wide (rung 8) bwd3_extras_wide where extras_wide_ok holds.
+template <class Tg>
+void launch_extras(const BwdCall& c, bool wide) {
   const KParams& p = c.p;
   const int KG = gate_width(p);
   const int bytes = int(sizeof(double) * C * (KG ? KG : 1) + sizeof(float) * C);
-  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(bwd3_extras<Tg>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  bwd3_extras<Tg><<<dim3(p.num_chunks, p.H), kThreads, bytes, c.stream>>>(p);
+  if (wide && extras_wide_ok<Tg>(p)) {
+    const int mode = p.gdn2 ? 2 : (p.gate == kGateChannel ? 1 : 0);
+    auto kern = mode == 2 ? bwd3_extras_wide<Tg, 2> : (mode == 1 ? bwd3_extras_wide<Tg, 1> : bwd3_extras_wide<Tg, 0>);
+    LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    kern<<<dim3(p.num_chunks, p.H), kThreads, bytes, c.stream>>>(p);
+  } else {
+    LINATTN_CUDA_CHECK(cudaFuncSetAttribute(bwd3_extras<Tg>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    bwd3_extras<Tg><<<dim3(p.num_chunks, p.H), kThreads, bytes, c.stream>>>(p);
+  }
   LINATTN_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -281,7 +438,7 @@ std::size_t bwd_v3_workspace_bytes(const KParams& p) {
   return std::max(tc_offset(p) + tc_workspace_bytes(p), bwd_v2_workspace_bytes(p));
 }
 
-void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra) {
+void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool wide_extras) {
   const KParams& p = c.p;
   const BWs bw = bwd_ws(p);
   void* tcws = static_cast<char*>(p.ws) + tc_offset(p);
@@ -295,8 +452,8 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra) {
   if (p.num_chunks > 0) {
     if (levels_intra) v4_intra_launch_with_A(fc, bw.A);
     else v3_intra_launch_with_A(fc, bw.A);
-    if (c.gate_dtype == 0) launch_extras<float>(c);
-    else launch_extras<bf16>(c);
+    if (c.gate_dtype == 0) launch_extras<float>(c, wide_extras);
+    else launch_extras<bf16>(c, wide_extras);
     prof.mark();
     tc_state_bwd_launch(fc, KP, bw.S, bw.vn);
     prof.mark();

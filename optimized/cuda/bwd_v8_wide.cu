@@ -69,7 +69,7 @@ void bwd_v8_launch(const BwdCall& c) {
   const std::int64_t widest = std::max({std::int64_t(p.K), std::int64_t(p.V), std::int64_t(bwdc::C)});
   if (std::int64_t(p.H) * widest >= (std::int64_t(1) << 25)) return bwd_v6_launch(c);
   bwdc::Profile prof(c.stream, "bwd_v8");
-  bwdc::bwd_v3_front(c, prof, /*levels_intra=*/true);  // rung 5's to 7's front
+  bwdc::bwd_v3_front(c, prof, /*levels_intra=*/true, /*wide_extras=*/true);  // rung 7's front, wide extras
   if (p.num_chunks > 0) bwdc::bwd_v8_grads(c, prof);
 }
 
