@@ -221,6 +221,8 @@ for s in $stages; do
         run_m 77 "$BIT8" "$V8"
         run_m 78 "$BIT8" "$V8"
         run_m 79 "$BIT8" "$V8"
+        run_m 85 "$BIT8" "$V8"  # rung 8's wide extras (prepare)
+        run_m 86 "$BIT8" "$V8"  # its G quads (KDA, GDN2)
         echo "no mutant, compute-sanitizer racecheck and memcheck (rung 8's quads and pairs), $PK:"
         LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool racecheck $M "$PK" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
         LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$BIT8" 2>&1 | grep -E "ERROR SUMMARY" | head -2

@@ -207,6 +207,15 @@ MUTANTS = [
      "              const double2 g1 = *reinterpret_cast<const double2*>(Gb + j * rb.HKG + d + 2);",
      "              const double2 g1 = *reinterpret_cast<const double2*>(Gb + j * rb.HKG + d + (p.mutant == 79 ? 0 : 2));",
      "bwd v8, per-channel gates: b9_levels' quad staging loads G of channels d, d + 1 for d + 2, d + 3"),
+    # Rung 8's prepare: bwd3_extras_wide (bwd_v3_async.cu; quads where K % 4 == 0 and aligned).
+    (85, "optimized/cuda/bwd_v3_async.cu",
+     "      oK[e] = kf[e] * expf(float(gl[e] - gi[e]));",
+     "      oK[e] = kf[p.mutant == 85 && e == 2 ? 1 : e] * expf(float(gl[e] - gi[e]));",
+     "bwd v8: the wide extras' Kd of each quad's third channel takes k of the second"),
+    (86, "optimized/cuda/bwd_v3_async.cu",
+     "      *reinterpret_cast<double2*>(Gb + i * rb.HKG + d + 2) = b;",
+     "      *reinterpret_cast<double2*>(Gb + i * rb.HKG + d + 2) = p.mutant == 86 ? a : b;",
+     "bwd v8, per-channel gates: the wide extras store G of channels d, d + 1 for d + 2, d + 3"),
     # Rung 5 of the forward (v5_split.cu: the state pass alone, then the parallel output kernel).
     (61, "optimized/cuda/v5_split.cu",
      "  const float* Sc = sw.S + cw * K * V;",
