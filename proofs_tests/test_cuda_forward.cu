@@ -48,7 +48,7 @@ bool gpu_ok(std::string& why) {
 
 const Op kOps[] = {Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2};
 const Version kVersions[] = {Version::v1_simple, Version::v2_tensorcore, Version::v3_async, Version::v4_levels,
-                             Version::v5_split};
+                             Version::v5_split, Version::v6_lean};
 
 // v5 splits the state pass from the output only where v4's state kernel would not fill the GPU
 // (v5_splits in v5_split.cu: fewer than 132 blocks of 64 value columns), else it runs v4. Every
@@ -225,6 +225,87 @@ TEST_CASE("CUDA v5 split forward with bfloat16 gates equals the reference on the
   SKIP_WITHOUT_GPU();
   REQUIRE(v5_split_forced());
   prop_matches_reference(Version::v5_split, DType::bf16, DType::bf16);
+}
+
+// v6 (v6_lean.cu) runs its own kernels for DeltaNet and GDN with bf16 inputs and v4 for KDA and GDN2
+// (checked bit for bit below), so these properties test the lean kernels on the first two operators.
+// Rounding differs from v4's: q and k enter the products exactly (v4 rounds scale q exp(G_i) and
+// k exp(G_C - G_i) to bf16), the row factors scale exp(G_i) and exp(G_C - G_i) (both <= scale and
+// <= 1: log-decays <= 0) multiply float32 values, and v_new exp(G_C - G_i) is rounded to bf16 once
+// where v4 rounds v_new and k exp(G_C - G_i) once each. Every product term carries at most as many
+// bf16 roundings (relative 2^-9 each) as in v4, of the same float32-accumulated sums, so the bounds
+// v4 is held to (tol(bf16), kShortTol for few output rows) hold for v6 as well.
+TEST_CASE("CUDA v6 lean chunked forward equals the float64 reference for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(Version::v6_lean, DType::bf16);
+}
+
+TEST_CASE("CUDA v6 lean chunked forward with bfloat16 gates equals the reference on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(Version::v6_lean, DType::bf16, DType::bf16);
+}
+
+// Outside its range (per-channel gates, float32 inputs, K < 16 or K > 128) v6 runs what `best` runs:
+// v4's kernels for KDA and GDN2 in bf16 with 16 <= K <= 128, v1's otherwise. Same kernels on the same
+// inputs, so o and the final state are bitwise equal to that rung's; and `best` is v4 / v1 there.
+TEST_CASE("CUDA v6 lean forward outside its range equals the rung best runs there bit for bit") {
+  SKIP_WITHOUT_GPU();
+  struct Probe {
+    Op op;
+    DType dt;
+    index_t K;
+    Version want;
+  };
+  const Probe probes[] = {{Op::kda, DType::bf16, 128, Version::v4_levels},
+                          {Op::gdn2, DType::bf16, 100, Version::v4_levels},
+                          {Op::kda, DType::bf16, 48, Version::v4_levels},
+                          {Op::delta_rule, DType::f32, 64, Version::v1_simple},
+                          {Op::gated_delta_rule, DType::f32, 128, Version::v1_simple},
+                          {Op::kda, DType::f32, 64, Version::v1_simple},
+                          {Op::gdn2, DType::f32, 40, Version::v1_simple},
+                          {Op::gated_delta_rule, DType::bf16, 8, Version::v1_simple},
+                          {Op::delta_rule, DType::bf16, 200, Version::v1_simple}};
+  std::uint64_t seed = 80;
+  for (const Probe& pr : probes)
+    for (DType gdt : {DType::f32, DType::bf16}) {
+      const Case c = fixed_case(2, 130, 2, pr.K, 72, GateMode::random, true, seed++);
+      const Problem<float> p = as_device_sees(cast_problem<float>(make_problem<double>(pr.op, c)), pr.dt, gdt);
+      auto run = [&](Version v) { return cuda::chunk_forward(pr.op, p.q, p.k, p.v, p.gates, p.opt, pr.dt, gdt, v); };
+      const auto v6 = run(Version::v6_lean), want = run(pr.want), best = run(Version::best);
+      INFO(ref::op_name(pr.op) << " " << dname(pr.dt) << " K " << pr.K << " gates " << dname(gdt) << ": v6 against "
+                               << cuda::version_name(pr.want) << " o " << compare(v6.o, want.o).str() << " state "
+                               << compare(v6.final_state, want.final_state).str());
+      REQUIRE(v6.o.numel() == want.o.numel());
+      CHECK(std::memcmp(v6.o.data(), want.o.data(), sizeof(float) * want.o.numel()) == 0);
+      CHECK(std::memcmp(v6.final_state.data(), want.final_state.data(), sizeof(float) * want.final_state.numel()) == 0);
+      CHECK(std::memcmp(best.o.data(), want.o.data(), sizeof(float) * want.o.numel()) == 0);
+    }
+}
+
+// In its range v6 must run its own kernels, not v4's: at K = V = 128 its outputs differ from v4's in
+// the last bits (the roundings above; scale = 128^-1/2 is not a power of two, so bf16(scale q) != scale
+// q) while both stay within the bf16 bound of each other.
+// (A v6 that silently fell back to v4 would pass every reference test; this one catches it.)
+TEST_CASE("CUDA v6 lean forward runs its own kernels for DeltaNet and GDN in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  for (Op op : {Op::delta_rule, Op::gated_delta_rule}) {
+    const Problem<float> p = as_device_sees(
+        cast_problem<float>(make_problem<double>(op, fixed_case(2, 200, 2, 128, 128, GateMode::random, true, 91))),
+        DType::bf16, DType::f32);
+    auto run = [&](Version v) { return cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, DType::f32, v); };
+    const auto v4 = run(Version::v4_levels), v6 = run(Version::v6_lean);
+    INFO(ref::op_name(op) << ": v6 against v4 o " << compare(v6.o, v4.o).str() << " state "
+                          << compare(v6.final_state, v4.final_state).str());
+    // DeltaNet: o differs (v4 rounds scale q to bf16, v6 does not), the state may not (k, v_new are v4's);
+    // GDN: both differ (v4 rounds k exp(G_C - G_i), v6 v_new exp(G_C - G_i)).
+    const bool same_o = std::memcmp(v6.o.data(), v4.o.data(), sizeof(float) * v4.o.numel()) == 0;
+    const bool same_state =
+        std::memcmp(v6.final_state.data(), v4.final_state.data(), sizeof(float) * v4.final_state.numel()) == 0;
+    CHECK_FALSE(same_o);
+    if (op == Op::gated_delta_rule) CHECK_FALSE(same_state);
+    CHECK(compare(v6.o, v4.o).within(5e-3));
+    CHECK(compare(v6.final_state, v4.final_state).within(5e-3));
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -106,6 +106,25 @@ def test_cuda_bfloat16_forward_equals_the_reference_of_the_rounded_inputs(op):
 
 
 @gpu
+@pytest.mark.parametrize("op", ["delta_rule", "gated_delta_rule"])
+def test_cuda_v6_lean_forward_is_exact_and_runs_rung_1_on_float32_inputs(op):
+    # version='v6_lean' (forward rung 6: its own kernels for DeltaNet and GDN with bfloat16 inputs)
+    # must reach the C++ call: bfloat16 inputs equal the reference of the rounded inputs to 1e-2, and
+    # float32 inputs (outside its range) give rung 1's outputs exactly, as 'best' does.
+    inp = lt.random_inputs(op, B=1, T=130, H=2, K=64, V=48, initial_state=True, dtype=np.float32, seed=17)
+    o, S = lc.chunk(op, **inp, dtype="bfloat16", version="v6_lean")
+    rounded = {k: (x.astype(np.float64) if isinstance(x, np.ndarray) else x) for k, x in inp.items()}
+    for name in ["q", "k", "v"]:
+        rounded[name] = round_to_bf16(inp[name]).astype(np.float64)
+    o_ref, S_ref = linattn.reference(op, **rounded)
+    lt.assert_close(o, o_ref, rtol_rms=1e-2, name="o (v6_lean, bfloat16)")
+    lt.assert_close(S, S_ref, rtol_rms=1e-2, name="final_state (v6_lean, bfloat16)")
+    o1, S1 = lc.chunk(op, **inp, version="v1_simple")
+    o6, S6 = lc.chunk(op, **inp, version="v6_lean")
+    assert np.array_equal(o6, o1) and np.array_equal(S6, S1)
+
+
+@gpu
 @pytest.mark.parametrize("op", OPS)
 def test_cuda_float32_backward_equals_the_reference_backward(op):
     inp = lt.random_inputs(op, B=1, T=150, H=2, K=40, V=24, cu_seqlens=3, initial_state=True,

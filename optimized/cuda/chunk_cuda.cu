@@ -20,6 +20,7 @@ const char* version_name(Version v) {
     case Version::v3_async: return "v3_async";
     case Version::v4_levels: return "v4_levels";
     case Version::v5_split: return "v5_split";
+    case Version::v6_lean: return "v6_lean";
   }
   return "?";
 }
@@ -173,6 +174,7 @@ const Rung kLadder[] = {
     {Version::v3_async, detail::v3_supports, detail::v3_workspace_bytes, detail::v3_launch},
     {Version::v4_levels, detail::v4_supports, detail::v4_workspace_bytes, detail::v4_launch},
     {Version::v5_split, detail::v5_supports, detail::v5_workspace_bytes, detail::v5_launch},
+    {Version::v6_lean, nullptr, detail::v6_workspace_bytes, detail::v6_launch},
 };
 
 }  // namespace

@@ -47,9 +47,13 @@ enum class Version : int {
                       ///< and A's off-diagonal blocks on tensor cores (revision 3). B=8 T=4096 H=16
                       ///< K=V=128, session 5 call 7: 0.919 / 0.953 / 1.734 / 1.745 ms for DeltaNet /
                       ///< GDN / KDA / GDN2 (fla, same run: 1.009 / 0.898 / 1.815 / 2.026)
-  v5_split = 5        ///< v4 with the state pass split from a parallel output kernel where v4's state
+  v5_split = 5,       ///< v4 with the state pass split from a parallel output kernel where v4's state
                       ///< kernel cannot fill the GPU (else v4); correct on the H200 but 12-20% slower
                       ///< where it splits (session 5 call 3), so not `best` (RESULTS.md, "Rung 5")
+  v6_lean = 6         ///< v4 for DeltaNet and GDN (bf16, 16 <= K <= 128) without the q~ / k~ workspace
+                      ///< tiles: the state kernel reads q, k and applies the row factors; other calls
+                      ///< run what `best` runs. Written in session 7, NOT YET RUN ON A GPU
+                      ///< (RESULTS.md, "Forward rung 6")
 };
 
 const char* version_name(Version v);

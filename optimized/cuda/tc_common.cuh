@@ -45,6 +45,12 @@ __host__ __device__ inline V2Ws v2_ws(const KParams& p, int KP) {
   return w;
 }
 
+/// Forward rung 6 (v6_lean.cu): the cumulative log2 decay G_i of every row of every chunk, [cw][64]
+/// float32, in a region of its own after V2Ws's arrays (tc_lean_workspace_bytes).
+__host__ __device__ inline float* lean_g(const KParams& p, int KP) {
+  return v2_ws(p, KP).gC + std::int64_t(p.num_chunks) * p.H * KP;
+}
+
 // ---------------------------------------------------------------------------------------------
 // A K x V state (S in v2_state, dS' in bwd_v3_async.cu's bwd3_dstates) held as mma accumulator
 // fragments st[SNT][4]: the warp owns m-tile sm (rows 16 sm + g8 + 8 (e >> 1)) and n-tiles
@@ -287,6 +293,11 @@ bool skip_kernel(const char* which);
 void tc_state_launch(const Call& c, int KP);
 inline int tc_pick_kp(int K) { return K <= 64 ? 64 : 128; }
 std::size_t tc_workspace_bytes(const KParams& p);
+/// Forward rung 6: tc_workspace_bytes plus lean_g's region.
+std::size_t tc_lean_workspace_bytes(const KParams& p);
+/// Forward rung 6's state kernel (v2_state's kLean: q, k from the inputs, row factors from lean_g);
+/// bf16 inputs, gate none or scalar, KP = 64 or 128.
+void tc_state_lean_launch(const Call& c, int KP);
 
 
 // ---------------------------------------------------------------------------------------------
@@ -447,8 +458,15 @@ __device__ __forceinline__ void load_vtile(VTile& t, const KParams& p, int tok0,
   }
 }
 
-template <int KP, int GATE, bool GDN2, class Tg, class Diag>
-__global__ void __launch_bounds__(kThreads) intra(KParams p, float* a_out) {
+/// The intra-chunk kernel's body. kLean (forward rung 6, v6_lean.cu; gate none or scalar only):
+/// phase 5 writes the chunk's cumulative log2 decays G_i (lean_g, 64 floats per (chunk, head))
+/// instead of the q~ = scale q exp(G) and k~ = k exp(G_C - G) tiles; the lean state kernel reads q
+/// and k from the inputs and applies those row factors itself. Everything else (w_aux, P, u,
+/// exp(G_C)) is the same computation. intra (kLean = false) is the kernel of rungs 3-5 and the
+/// backward, unchanged.
+template <int KP, int GATE, bool GDN2, class Tg, class Diag, bool kLean>
+__device__ __forceinline__ void intra_body(const KParams& p, float* a_out) {
+  static_assert(!kLean || (GATE != kGateChannel && !GDN2), "kLean: gate none or scalar (one factor per row)");
   constexpr bool CH = GATE == kGateChannel;
   using S = Smem<KP, CH, GDN2, Diag::kt_rows>;
   constexpr int LDK = S::LDK;
@@ -681,8 +699,10 @@ __global__ void __launch_bounds__(kThreads) intra(KParams p, float* a_out) {
       kv[t] = kv[t] * exp2f(GC[t] - G[t]);
     }
     *reinterpret_cast<uint4*>(sE + i * LDK + d8) = pack8(e);
-    st_global16(ws.qg + (cw * 64 + i) * KP + d8, pack8(qv));
-    st_global16(ws.kd + (cw * 64 + i) * KP + d8, pack8(kv));
+    if (!kLean) {
+      st_global16(ws.qg + (cw * 64 + i) * KP + d8, pack8(qv));
+      st_global16(ws.kd + (cw * 64 + i) * KP + d8, pack8(kv));
+    }
     if (i == 0) {
       float gcv[8];
 #pragma unroll
@@ -695,6 +715,7 @@ __global__ void __launch_bounds__(kThreads) intra(KParams p, float* a_out) {
     const int i = idx >> 3, j8 = (idx & 7) * 8;
     *reinterpret_cast<uint4*>(ws.P + (cw * 64 + i) * 64 + j8) = *reinterpret_cast<const uint4*>(sP + i * 72 + j8);
   }
+  if (kLean && tid < 64) lean_g(p, KP)[cw * 64 + tid] = Gs(tid);  // G_i in log2 units (0: DeltaNet)
   __syncthreads();
 
   // w_aux = A (e . exp(G)), staged in sQ (free now), stored with 16-byte vectors.
@@ -744,6 +765,17 @@ __global__ void __launch_bounds__(kThreads) intra(KParams p, float* a_out) {
 }
 
 template <int KP, int GATE, bool GDN2, class Tg, class Diag>
+__global__ void __launch_bounds__(kThreads) intra(KParams p, float* a_out) {
+  intra_body<KP, GATE, GDN2, Tg, Diag, false>(p, a_out);
+}
+
+/// Forward rung 6's intra kernel (intra_body with kLean): gate none or scalar.
+template <int KP, int GATE, class Tg, class Diag>
+__global__ void __launch_bounds__(kThreads) intra_lean(KParams p) {
+  intra_body<KP, GATE, false, Tg, Diag, true>(p, nullptr);
+}
+
+template <int KP, int GATE, bool GDN2, class Tg, class Diag>
 void launch_one(const Call& c, float* a_out) {
   constexpr int bytes = Smem<KP, GATE == kGateChannel, GDN2, Diag::kt_rows>::bytes;
   static_assert(bytes <= 227 * 1024, "shared memory");
@@ -764,6 +796,23 @@ void launch(const Call& c, float* a_out = nullptr) {
     if (c.p.gate == kGateScalar) return launch_one<KP, kGateScalar, false, Tg, Diag>(c, a_out);
     if (!c.p.gdn2) return launch_one<KP, kGateChannel, false, Tg, Diag>(c, a_out);
     return launch_one<KP, kGateChannel, true, Tg, Diag>(c, a_out);
+  };
+  if (c.gate_dtype == 0) go(float{});
+  else go(bf16{});
+}
+
+/// Forward rung 6's intra kernel for gate none or scalar (KP = tc_pick_kp(K)); workspace: V2Ws plus
+/// lean_g (the q~, k~ regions are left unwritten).
+template <class Diag, int KP>
+void launch_lean(const Call& c) {
+  if (c.p.num_chunks == 0) return;
+  auto go = [&](auto tg) {
+    using Tg = decltype(tg);
+    constexpr int bytes = Smem<KP, false, false, Diag::kt_rows>::bytes;
+    auto kern = c.p.gate == kGateScalar ? intra_lean<KP, kGateScalar, Tg, Diag> : intra_lean<KP, kGateNone, Tg, Diag>;
+    LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    kern<<<dim3(c.p.num_chunks, c.p.H), kThreads, bytes, c.stream>>>(c.p);
+    LINATTN_CUDA_CHECK(cudaGetLastError());
   };
   if (c.gate_dtype == 0) go(float{});
   else go(bf16{});

@@ -359,7 +359,10 @@ __global__ void __launch_bounds__(kThreads) v2_intra(KParams p) {
 // two-blocks-per-SM variant (LINATTN_STATE_OCC2=1, v2_state's NS = 1: one stage, no look-ahead).
 // kBulk (LINATTN_STATE_BULK=1, NS = 2 only): NS mbarriers (8 bytes each) in a 16-byte-aligned slot
 // after sVn; without kBulk the layout and size are unchanged.
-template <int KP, int BV, int NS = 2, bool kBulk = false>
+// kLean (forward rung 6, NS = 2): a second bf16 v_new tile sVk (v_new rows times exp(G_C - G_i), the
+// state update's operand) and NS stages of the chunk's 64 log2 decays G_i (sGl), after sBar; the
+// layout before them is the default's.
+template <int KP, int BV, int NS = 2, bool kBulk = false, bool kLean = false>
 struct StateSmem {
   static constexpr int LDK = ldk(KP);
   static constexpr int LDV = BV + 8;
@@ -375,7 +378,9 @@ struct StateSmem {
   static constexpr int sSl = sSh + KP * LDV * 2;     // bf16 [KP][LDV] lo part
   static constexpr int sVn = sSl + KP * LDV * 2;     // bf16 [64][LDV]
   static constexpr int sBar = sVn + 64 * LDV * 2;    // [NS] mbarrier (kBulk only)
-  static constexpr int bytes = sBar + (kBulk ? (NS * 8 + 15) / 16 * 16 : 0);
+  static constexpr int sVk = sBar + (kBulk ? (NS * 8 + 15) / 16 * 16 : 0);  // bf16 [64][LDV] (kLean)
+  static constexpr int sGl = sVk + (kLean ? 64 * LDV * 2 : 0);                // [NS] f32 [64] (kLean)
+  static constexpr int bytes = sGl + (kLean ? NS * 64 * 4 : 0);
   static_assert(sBar % 16 == 0, "mbarrier slot alignment");
 };
 
@@ -488,11 +493,21 @@ struct StateBwdOut {
 ///   ncu --section Occupancy --section LaunchStats -k regex:v2_state on bench_forward.py --versions 4
 ///     --shapes 8x4096x16x128x128 with LINATTN_STATE_OCC2=1: Block Limit Registers and Block Limit
 ///     Shared Mem should read 2, Theoretical Occupancy 25%.
-template <int KP, int BV, bool kBwd = false, bool kHt = false, int NS = 2, bool kPF = false, bool kBulk = false>
-__global__ void __launch_bounds__(kThreads, NS == 1 ? 2 : 0) v2_state(KParams p, StateBwdOut bwd) {
+///
+/// kLean (forward rung 6, v6_lean.cu: bf16 inputs, gate none or scalar; v2_state_lean below): no q~,
+/// k~ tiles. issue() stages the chunk's q and k rows from the inputs (zero-filled past the chunk's
+/// end and past K) into the Qg and Kd tiles and its G_i (lean_g) into sGl; then
+///   o_i = scale exp(G_i) (q_i S) + (P v_new)_i       (the row factor on the float32 accumulator of
+///                                                     q S, before P v_new is added)
+///   S'  = exp(G_C) S + k^T [exp(G_C - G_i) v_new_i]  (v_new rows scaled, then rounded to bf16, in sVk;
+///                                                     P v_new keeps the unscaled bf16 v_new of sVn)
+/// For DeltaNet (G = 0) the second factor is 1 and sVn serves both products.
+template <int KP, int BV, bool kBwd, bool kHt, int NS, bool kPF, bool kBulk, bool kLean>
+__device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOut& bwd) {
   static_assert(!kBulk || NS == 2, "kBulk: two stages (parity of chunk ci's barrier phase = (ci >> 1) & 1)");
   static_assert(NS != 1 || (!kBwd && !kBulk), "NS = 1 (LINATTN_STATE_OCC2): the forward only, cp.async tiles");
-  using S = StateSmem<KP, BV, NS, kBulk>;
+  static_assert(!kLean || (NS == 2 && !kBwd && !kHt && !kPF && !kBulk), "kLean: the default forward kernel only");
+  using S = StateSmem<KP, BV, NS, kBulk, kLean>;
   constexpr int LDK = S::LDK, LDV = S::LDV, LDU = S::LDU;
   extern __shared__ __align__(16) char smem[];
   bf16* sSh = reinterpret_cast<bf16*>(smem + S::sSh);
@@ -576,7 +591,32 @@ __global__ void __launch_bounds__(kThreads, NS == 1 ? 2 : 0) v2_state(KParams p,
       }
       return;
     }
-    cp_async_wqk_tiles<KP, !kBwd>(dW, dQ, dK, ws, cw, tid);
+    if constexpr (kLean) {  // W from the workspace; q, k rows of the chunk's tokens from the inputs
+      constexpr int PK = KP / 8;
+      const int tok0 = t_begin + ci * C, Lc = min(C, t_end - tok0);
+      const bf16* q = static_cast<const bf16*>(p.q);
+      const bf16* k = static_cast<const bf16*>(p.k);
+      for (int idx = tid; idx < 64 * PK; idx += kThreads) {
+        const int i = idx / PK, d8 = (idx % PK) * 8;
+        cp_async16(dW + i * LDK + d8, ws.w + (cw * 64 + i) * KP + d8);
+        const bool in = i < Lc && d8 < K;
+        const std::int64_t src = (std::int64_t(tok0 + i) * H + h) * K + d8;
+        if (K % 8 == 0) {
+          cp_async16(dQ + i * LDK + d8, in ? q + src : q, in ? 16 : 0);
+          cp_async16(dK + i * LDK + d8, in ? k + src : k, in ? 16 : 0);
+        } else {  // element-wise (rows not 16-byte aligned); visible after the loop-top barrier
+          for (int e = 0; e < 8; ++e) {
+            const bool ok = in && d8 + e < K;
+            dQ[i * LDK + d8 + e] = ok ? q[src + e] : __float2bfloat16(0.f);
+            dK[i * LDK + d8 + e] = ok ? k[src + e] : __float2bfloat16(0.f);
+          }
+        }
+      }
+      float* dGl = reinterpret_cast<float*>(base + S::sGl + stg * 64 * 4);
+      if (tid < 16) cp_async16(dGl + tid * 4, lean_g(p, KP) + cw * 64 + tid * 4);
+    } else {
+      cp_async_wqk_tiles<KP, !kBwd>(dW, dQ, dK, ws, cw, tid);
+    }
     if (!kBwd) cp_async_p_tile(dP, ws.P, cw, tid);
     for (int idx = tid; idx < 64 * (BV / 4); idx += kThreads) {
       const int i = idx / (BV / 4), c4 = (idx % (BV / 4)) * 4;
@@ -729,6 +769,18 @@ __global__ void __launch_bounds__(kThreads, NS == 1 ? 2 : 0) v2_state(KParams p,
         }
       }
     }
+    // kLean: row factors of rows 16 wm + g8 (r0) and + 8 (r1): scale exp(G_i) for q S, exp(G_C - G_i)
+    // for the state update's v_new (G in log2 units; G_C = G_63, constant past a ragged chunk's end).
+    float qf0 = 0.f, qf1 = 0.f, vf0 = 1.f, vf1 = 1.f;
+    bf16* sVk = reinterpret_cast<bf16*>(smem + S::sVk);
+    const bool lean_gated = kLean && p.gate == kGateScalar;  // DeltaNet: G = 0, exp(G_C - G_i) = 1
+    if constexpr (kLean) {
+      const float* sG_ = reinterpret_cast<const float*>(smem + S::sGl + stg * 64 * 4);
+      const int r0 = 16 * wm + g8;
+      const float g0 = sG_[r0], g1 = sG_[r0 + 8], gc = sG_[63];
+      qf0 = p.scale * exp2f(g0), qf1 = p.scale * exp2f(g1);
+      vf0 = exp2f(gc - g0), vf1 = exp2f(gc - g1);
+    }
 #pragma unroll
     for (int nt = 0; nt < ONT; ++nt) {
       const int i = 16 * wm + g8, col = 8 * (wn0 + nt) + 2 * t4;
@@ -738,6 +790,13 @@ __global__ void __launch_bounds__(kThreads, NS == 1 ? 2 : 0) v2_state(KParams p,
       ws_[nt][2] = u23.x - ws_[nt][2], ws_[nt][3] = u23.y - ws_[nt][3];
       *reinterpret_cast<unsigned*>(sVn + i * LDV + col) = pack_bf16(ws_[nt][0], ws_[nt][1]);
       *reinterpret_cast<unsigned*>(sVn + (i + 8) * LDV + col) = pack_bf16(ws_[nt][2], ws_[nt][3]);
+      if constexpr (kLean) {  // o = scale exp(G_i) (q S) before P v_new is added; v_new exp(G_C - G_i)
+        os_[nt][0] *= qf0, os_[nt][1] *= qf0, os_[nt][2] *= qf1, os_[nt][3] *= qf1;
+        if (lean_gated) {
+          *reinterpret_cast<unsigned*>(sVk + i * LDV + col) = pack_bf16(ws_[nt][0] * vf0, ws_[nt][1] * vf0);
+          *reinterpret_cast<unsigned*>(sVk + (i + 8) * LDV + col) = pack_bf16(ws_[nt][2] * vf1, ws_[nt][3] * vf1);
+        }
+      }
       if (kBwd) {
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
@@ -778,17 +837,19 @@ __global__ void __launch_bounds__(kThreads, NS == 1 ? 2 : 0) v2_state(KParams p,
         }
       }
 
-    // S = Diag(exp(G_C)) S + Kd^T v_new (rows 16 sm.. of S, n-tiles sn0..).
+    // S = Diag(exp(G_C)) S + Kd^T v_new (rows 16 sm.. of S, n-tiles sn0..); kLean: k^T of the scaled
+    // v_new (sVk) for scalar gates.
+    const bf16* sVs = lean_gated ? sVk : sVn;
     state_frag_decay(st, sgC, sm, g8);
 #pragma unroll
     for (int k0 = 0; k0 < 64; k0 += 16) {
       unsigned a[4];
       load_a_t(a, sKd, LDK, 16 * sm, k0);
-      mma_acc_b(st, a, sVn, LDV, k0, 8 * sn0);
+      mma_acc_b(st, a, sVs, LDV, k0, 8 * sn0);
       if (SNT % 2) {
         unsigned b[4];
         const int nn = 8 * sn0, sel = (nn >> 3) & 1;
-        load_b_kn(b, sVn, LDV, k0, nn & ~15);
+        load_b_kn(b, sVs, LDV, k0, nn & ~15);
         mma_bf16(st[SNT - 1], a, sel ? b[2] : b[0], sel ? b[3] : b[1]);
       }
     }
@@ -803,6 +864,17 @@ __global__ void __launch_bounds__(kThreads, NS == 1 ? 2 : 0) v2_state(KParams p,
   if ((!kBwd || kHt) && p.ht) {
     state_frag_store(st, p.ht, sbase, K, V, sm, sn0, v0, g8, t4);
   }
+}
+
+template <int KP, int BV, bool kBwd = false, bool kHt = false, int NS = 2, bool kPF = false, bool kBulk = false>
+__global__ void __launch_bounds__(kThreads, NS == 1 ? 2 : 0) v2_state(KParams p, StateBwdOut bwd) {
+  v2_state_body<KP, BV, kBwd, kHt, NS, kPF, kBulk, false>(p, bwd);
+}
+
+/// Forward rung 6's state kernel (v2_state_body's kLean; two stages, cp.async tiles).
+template <int KP, int BV>
+__global__ void __launch_bounds__(kThreads) v2_state_lean(KParams p) {
+  v2_state_body<KP, BV, false, false, 2, false, false, true>(p, StateBwdOut{});
 }
 
 int pick_bv(const KParams& p) {
@@ -889,6 +961,17 @@ void launch_state(const Call& c, StateBwdOut bwd = {}) {
   LINATTN_CUDA_CHECK(cudaGetLastError());
 }
 
+template <int KP, int BV>
+void launch_state_lean(const Call& c) {
+  constexpr int bytes = StateSmem<KP, BV, 2, false, true>::bytes;
+  static_assert(bytes <= 227 * 1024, "lean state kernel shared memory over the sm_90 limit");
+  auto kern = v2_state_lean<KP, BV>;
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  const int nvt = (c.p.V + BV - 1) / BV;
+  kern<<<dim3(c.p.N, c.p.H, nvt), kThreads, bytes, c.stream>>>(c.p);
+  LINATTN_CUDA_CHECK(cudaGetLastError());
+}
+
 template <int KP>
 void launch_kp(const Call& c) {
   if (c.p.num_chunks > 0 && !skip_kernel("intra")) {
@@ -930,6 +1013,19 @@ void tc_state_launch(const Call& c, int KP) {
   return launch_state<128, 16>(c);
 }
 
+void tc_state_lean_launch(const Call& c, int KP) {
+  if (skip_kernel("state")) return;
+  const int bv = pick_bv(c.p);  // the default kernel's tile widths (no knobs: NS = 2, 3-d grid)
+  if (KP == 64) {
+    if (bv == 64) return launch_state_lean<64, 64>(c);
+    if (bv == 32) return launch_state_lean<64, 32>(c);
+    return launch_state_lean<64, 16>(c);
+  }
+  if (bv == 64) return launch_state_lean<128, 64>(c);
+  if (bv == 32) return launch_state_lean<128, 32>(c);
+  return launch_state_lean<128, 16>(c);
+}
+
 void tc_state_bwd_launch(const Call& c, int KP, float* s_out, float* vn_out) {
   const StateBwdOut bwd{s_out, vn_out};
   const int bv = pick_bv(c.p);
@@ -961,6 +1057,10 @@ std::size_t tc_workspace_bytes(const KParams& p) {
   const int KP = tc_pick_kp(p.K);
   const std::size_t blocks = std::size_t(p.num_chunks) * p.H;
   return blocks * (3 * 64 * KP * 2 + 64 * 64 * 2 + 64 * std::size_t(vpad(p.V)) * 4 + KP * 4) + 256;
+}
+
+std::size_t tc_lean_workspace_bytes(const KParams& p) {
+  return tc_workspace_bytes(p) + std::size_t(p.num_chunks) * p.H * 64 * 4;
 }
 
 bool v2_supports(const Call& c, std::string* why) {

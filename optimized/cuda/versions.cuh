@@ -45,6 +45,12 @@ void v5_launch(Call c);
 /// Whether v5 splits the state pass from the output for this call (otherwise it runs v4).
 bool v5_splits(const KParams& p);
 
+// v6_lean.cu (written in session 7, not yet run on a GPU): v4 for DeltaNet and GDN without the q~ / k~
+// workspace tiles (bf16 inputs, 16 <= K <= 128, gate none or scalar); every other call runs what
+// `best` runs (v4, else v1), so it takes every call.
+std::size_t v6_workspace_bytes(const KParams& p);
+void v6_launch(Call c);
+
 /// One backward call: the forward's parameters (o and ht unused) plus dL/do, dL/dS_T and the
 /// gradient outputs (q, k, v, do and their gradients in `dtype`; gates and theirs in `gate_dtype`;
 /// states float32).

@@ -32,7 +32,8 @@ for s in $stages; do
         ( time timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 "$TEST" "$F" ) 2>&1 | tee "$OUT/sanitize_$tool.log" | tail -8
       done ;;
     mutants)
-      # Each planted bug (make_mutants.py) must make the tests aimed at it fail.
+      # Each planted bug (make_mutants.py) must make the tests aimed at it fail. MUT_ONLY=v6: forward
+      # rung 6's mutants alone (80-84, with the no-bug baseline on the same tests).
       M=${MBIN:-build/mutants}/test_cuda_forward
       P1='CUDA v1 chunked forward equals the float64 reference for every operator in float32'
       P2='CUDA v2 tensor-core chunked forward equals the float64 reference for every operator in bfloat16'
@@ -53,6 +54,19 @@ for s in $stages; do
           [ "$n" = 0 ] && printf '%s\n' "=== $t" "$o" >> "$OUT/mutant0_full.log"
           r=$(printf '%s\n' "$o" | grep -E "^test cases|^All tests passed" | tail -1)
           echo "mutant $n | $t | ${r:-no summary (crash or timeout)}"; done; }
+      P6='CUDA v6 lean chunked forward equals the float64 reference for every operator in bfloat16'
+      OWN6='CUDA v6 lean forward runs its own kernels for DeltaNet and GDN in bfloat16'
+      OUT6='CUDA v6 lean forward outside its range equals the rung best runs there bit for bit'
+      # Rung 6 (v6_lean.cu): 80-82 and 84 break GDN only (DeltaNet's factors are scale and 1), 83 both.
+      mut_v6() {
+        run_m 0 "$P6" "$OWN6" "$OUT6" "$RG" "$CT"
+        run_m 80 "$P6" "$RG"
+        run_m 81 "$P6" "$RG"
+        run_m 82 "$P6" "$RG"
+        run_m 83 "$P6" "$RG" "$CT"
+        run_m 84 "$P6" "$RG"
+      }
+      if [ "${MUT_ONLY:-}" = v6 ]; then mut_v6 2>&1 | tee "$OUT/mutants_v6.log"; continue; fi
       {
         run_m 0 "$P1" "$P3"
         run_m 1 "$P1"
@@ -81,6 +95,7 @@ for s in $stages; do
         run_m 65 "$P5" "$RG"
         echo "mutant 63 under compute-sanitizer racecheck, $PK:"
         LINATTN_MUTANT=63 timeout 120 compute-sanitizer --tool racecheck $M "$PK" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
+        mut_v6
       } 2>&1 | tee "$OUT/mutants.log" ;;
     btests)
       echo "=== backward tests: $BTEST"
