@@ -111,10 +111,10 @@ __global__ void __launch_bounds__(kThreads) bwd3_extras(KParams p) {
 //   - Quad (row i, channels d .. d + 3), d = 4 (tid % K4), K4 = K / 4; thread tid takes rows
 //     i0 = tid / K4, i0 + R, ... with R = kThreads / K4 >= 8, so at most C / 8 = 8 rows per thread
 //     and one division per block (K <= 128).
-//   - Every load of q, k, b and g (8-byte bf16, 16- / 8-byte gate quads) is issued at the start, before
-//     the scan, and held in registers as raw words.
-//   - The per-channel gates g are loaded by the same quads (one 16- or 8-byte load each, up front) and
-//     staged by two 16-byte shared stores; the scan is cumsum_log_decays' (one thread per channel, acc += g_i in row order) with 8 rows'
+//   - The per-channel gates g are loaded first, by the same quads (one 16- or 8-byte load each, all
+//     of a thread's at once), and staged in float64 by two 16-byte shared stores; then every q, k, b
+//     quad of the thread is loaded (8-byte bf16, 16- / 8-byte gate quads) and held in registers as raw
+//     words while the block scans; the scan is cumsum_log_decays' (one thread per channel, acc += g_i in row order) with 8 rows'
 //     shared loads issued ahead of their adds.
 //   - E, Qg, Kd by one 16-byte store each per quad, G (per-channel gates) by two 16-byte stores, at
 //     per-block bases and 32-bit offsets (bwd_common.cuh's RowBase).
@@ -153,20 +153,16 @@ __global__ void __launch_bounds__(kThreads) bwd3_extras_wide(KParams p) {
   double* Gb = rb.base(ws.G, KG);
   const int K4 = K >> 2, R = kThreads / K4, i0 = tid / K4, d = 4 * (tid - i0 * K4);
   const bool act = i0 < R;  // threads R K4 .. kThreads - 1 hold no quad
-  // Every q, k, b and (per-channel) g quad of this thread, before anything else.
-  uint2 rk[kExtrasRows], rq[kExtrasRows];
-  Quad<Tg> rbg[kExtrasRows], rg[kExtrasRows];
-#pragma unroll
-  for (int t = 0; t < kExtrasRows; ++t) {
-    const int i = i0 + t * R, x = i * rb.HK + d;
-    if (act && i < Lc) {
-      rk[t] = *reinterpret_cast<const uint2*>(kb + x), rq[t] = *reinterpret_cast<const uint2*>(qb + x);
-      if (gdn2) rbg[t] = ld_quad(bgb + x);
-      if (chan) rg[t] = ld_quad(gb + i * rb.HKG + d);
-    }
-  }
-  // F1's inputs: g in float64 (per-channel gates: the quads above), beta as float.
+  // F1's inputs: per-channel gates g by the same quads as below (one 16- or 8-byte load each, staged
+  // in float64 by two 16-byte shared stores) first, so that their registers are free again before
+  // the q, k, b quads are loaded.
   if (chan) {
+    Quad<Tg> rg[kExtrasRows];
+#pragma unroll
+    for (int t = 0; t < kExtrasRows; ++t) {
+      const int i = i0 + t * R;
+      if (act && i < Lc) rg[t] = ld_quad(gb + i * rb.HKG + d);
+    }
 #pragma unroll
     for (int t = 0; t < kExtrasRows; ++t) {
       const int i = i0 + t * R;
@@ -181,6 +177,17 @@ __global__ void __launch_bounds__(kThreads) bwd3_extras_wide(KParams p) {
     sGw[tid] = KG ? double(ld(gb + tid * rb.HKG)) : 0.0;
   }
   if (tid < C) sbw[tid] = (!gdn2 && tid < Lc) ? ld(static_cast<const Tg*>(p.beta) + rb.r0 + tid * rb.H) : 0.f;
+  // Every q, k, b quad of this thread, in flight during the scan.
+  uint2 rk[kExtrasRows], rq[kExtrasRows];
+  Quad<Tg> rbg[kExtrasRows];
+#pragma unroll
+  for (int t = 0; t < kExtrasRows; ++t) {
+    const int i = i0 + t * R, x = i * rb.HK + d;
+    if (act && i < Lc) {
+      rk[t] = *reinterpret_cast<const uint2*>(kb + x), rq[t] = *reinterpret_cast<const uint2*>(qb + x);
+      if (gdn2) rbg[t] = ld_quad(bgb + x);
+    }
+  }
   __syncthreads();
   if (tid < KGs) {  // cumsum_log_decays: acc += g_i in row order, 8 rows' loads ahead of their adds
     double acc = 0.0;
