@@ -114,12 +114,15 @@ __global__ void __launch_bounds__(kThreads) bwd3_extras(KParams p) {
 //   - The per-channel gates g are loaded first, by the same quads (one 16- or 8-byte load each, all
 //     of a thread's at once), and staged in float64 by two 16-byte shared stores; then every q, k, b
 //     quad of the thread is loaded (8-byte bf16, 16- / 8-byte gate quads) and held in registers as raw
-//     words while the block scans; the scan is cumsum_log_decays' (one thread per channel, acc += g_i in row order) with 8 rows'
-//     shared loads issued ahead of their adds.
+//     words while the block scans. The scan is cumsum_log_decays' (one thread per channel, acc += g_i
+//     in row order), with 8 rows' shared loads issued ahead of their adds.
 //   - E, Qg, Kd by one 16-byte store each per quad, G (per-channel gates) by two 16-byte stores, at
 //     per-block bases and 32-bit offsets (bwd_common.cuh's RowBase).
-//   - kMode (extras_mode): 0 DeltaNet and scalar gates, 1 per-channel gates (KDA), 2 per-channel gates
-//     and GDN2's b, so that each holds only its own quads in registers.
+//   - kMode (launch_extras picks it): 0 DeltaNet and scalar gates, 1 per-channel gates (KDA), 2
+//     per-channel gates and GDN2's b, so that each holds only its own quads in registers (64 / 80 /
+//     127 registers with float gates: 4 / 3 / 2 blocks per SM).
+//   - Per element the same values as bwd3_extras; with scalar gates the compiler forms exp(G_i) and
+//     exp(G_last - G_i) once per row of a quad (the same expression of the same value).
 // ------------------------------------------------------------------------------------------------
 constexpr int kExtrasRows = C / (kThreads / 32);  // rows per thread at most (K4 <= 32)
 

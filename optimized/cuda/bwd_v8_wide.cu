@@ -1,8 +1,10 @@
 // optimized/cuda/bwd_v8_wide.cu -- rung 8 of the CUDA backward ladder: rung 7 (bwd_v7_rowbase.cu) with
-// the chunk-gradient kernel's global loads and stores at full width (issue 6). Written in session 7.
+// the global loads and stores of the chunk-gradient kernel and of the prepare's extras kernel at full
+// width (issue 6). Written in session 7.
 // NOT YET RUN ON A GPU; not `best`.
 //
-// What changes: only the width of global accesses. The grads kernel is bwd_grads_tc<Tg, V8Mid>
+// What changes: only the width of global accesses (the grads kernel and, below, the prepare's extras
+// kernel). The grads kernel is bwd_grads_tc<Tg, V8Mid>
 // (bwd_v4_tc_tail.cu; V8Mid = V7Mid with Mid::kWide, bwd_common.cuh):
 //   - every float32 output of a fragment epilogue (dQg, dKd, dw_aux, du0, dE in bwd_grads_tc; de^L,
 //     dq^P, dk^{L,P} in V4Mid::run_impl and b9_levels) is stored by column pairs: the two adjacent
@@ -24,7 +26,18 @@
 //     then the quad's own columns xor 2 and xor 1 -- the same tree, so the same sums bit for bit.
 // The same values and the same floating-point operations in the same order as rung 7, so rung 7's
 // gradients bit for bit (test_cuda_backward: "CUDA v8 chunked backward gives rung 7 gradients bit for
-// bit"). Prepare, states and dstates are rung 7's (bwd_v3_front with the levels intra kernel).
+// bit"). States and dstates are rung 7's. Prepare is rung 7's (bwd_v3_front with the levels intra
+// kernel) except for its extras kernel (F1 in float64, E, Qg, Kd), which rung 8 asks at full width
+// (bwd_v3_front's wide_extras): bwd3_extras_wide<Tg, kMode> (bwd_v3_async.cu) where K % 4 == 0 and
+// q, k, b, g, E, Qg, Kd, G are aligned for quads (cudaMalloc'ed / PyTorch arrays; GDN with an odd
+// row count B T H leaves E unaligned), else rung 7's bwd3_extras. Quads of 4 channels of one row
+// per thread, one division per block instead of one per element, the per-channel gates' loads and
+// then every q, k, b load issued before the scan, 16-byte E, Qg, Kd and G stores at RowBase offsets;
+// the same floating-point operations per element and the float64 scan in row order. Static (K =
+// 128, Lc = 64, per block): about 30k -> 7.5k executed warp instructions for DeltaNet and 52k ->
+// 14k for KDA; global memory instructions per warp 160 -> 40 (DeltaNet), 224 -> 64 (KDA); bytes
+// moved unchanged. 64 / 80 / 127 registers (DeltaNet-GDN / KDA / GDN2, float gates), no spill.
+// Measured before (session 7): bwd3_extras 0.431 ms DeltaNet, 1.281 ms KDA (B=8 T=4096 H=16 K=V=128).
 //
 // Why (measured on the H200, session 7 call 3, ncu of bwd_grads_tc<float, V7Mid>, DeltaNet B=8 T=4096
 // H=16 K=V=128: bench/logs_session7/call3/grads7_dn.*): the kernel is 7.2 of the backward's 9.6 ms;
@@ -48,7 +61,7 @@
 // rung 7's estimate 25.7k / 56.3k per warp), and global memory instructions about 1,490 -> 420 per
 // warp (DeltaNet). PTX of every rung 1-7 kernel unchanged.
 // Time: NOT measured; the L2-sector excess and the instruction count both fall, by how much in ms is
-// for the H200 (bench_backward.py --bwd-versions 7,8).
+// for the H200 (bench_backward.py --bwd-versions 7,8; LINATTN_BWD_PROFILE=1 for prepare and grads).
 //
 // Range: rung 7's. Calls outside rung 3's range (float32 inputs, K < 16 or K > 128) run rung 2 through
 // bwd_v3_launch; calls with H * max(K, V, 64) >= 2^25 (32-bit offsets) run rung 6, as rung 7 does.
