@@ -589,6 +589,8 @@ TEST_CASE("CUDA v8 chunked backward gives rung 7 gradients bit for bit") {
   cases.push_back(fixed_case(2, 150, 2, 36, 20, GateMode::random, true, 28));
   cases.push_back(fixed_case(1, 90, 3, 18, 22, GateMode::mixed, true, 29));
   cases.push_back(fixed_case(1, 201, 3, 32, 64, GateMode::random, true, 30, {0, 1, 64, 129, 130, 201}));
+  // An odd V (review7): du0's pairs on the per-pair path st_pair_w (V odd), its last column alone.
+  cases.push_back(fixed_case(1, 90, 2, 24, 23, GateMode::random, true, 31));
   check_rungs_agree(cuda::BwdVersion::v7_rowbase, cuda::BwdVersion::v8_wide, cases, kOps);
 }
 

@@ -319,6 +319,18 @@ TEST_CASE("CUDA chunked forward is exact at the tuned and the largest head sizes
   for (const auto& kv : sizes) check_case(fixed_case(1, 130, 2, kv[0], kv[1], GateMode::random, true, seed++));
 }
 
+TEST_CASE("CUDA chunked forward with 32 and 64 column value tiles at K = 64 and 128 equals the reference") {
+  SKIP_WITHOUT_GPU();
+  // The state kernels pick their value-tile width by how many blocks fill the 132 SMs (pick_bv: 64
+  // columns when N H ceil(V / 64) >= 132, else 32 when N H ceil(V / 32) >= 132, else 16); the other
+  // fixed cases and the properties are small and run 16. Every rung (v6's lean state kernel among
+  // them) at 64 columns with KP = 64 (66 sequences x 2 heads) and KP = 128 (17 x 8), and at 32 columns
+  // with KP = 128 (33 x 2 heads, V = 64).
+  check_case(fixed_case(66, 70, 2, 64, 64, GateMode::random, true, 61));
+  check_case(fixed_case(17, 70, 8, 128, 128, GateMode::random, true, 62));
+  check_case(fixed_case(33, 70, 2, 128, 64, GateMode::random, true, 63));
+}
+
 TEST_CASE("CUDA tensor-core chunked forward is exact for K in 16 to 128 with V up to 256") {
   SKIP_WITHOUT_GPU();
   // The sizes above with V > 128 have K outside the tensor-core range (they run v1), and the

@@ -37,6 +37,7 @@ for t in 'CUDA v6 lean chunked forward equals the float64 reference for every op
          'CUDA v6 lean chunked forward with bfloat16 gates equals the reference on the rounded gates' \
          'CUDA v6 lean forward outside its range equals the rung best runs there bit for bit' \
          'CUDA v6 lean forward runs its own kernels for DeltaNet and GDN in bfloat16' \
+         'CUDA chunked forward with 32 and 64 column value tiles at K = 64 and 128 equals the reference' \
          'CUDA chunked forward with ragged last chunks equals the reference for lengths around 64' \
          'CUDA chunked forward of a packed batch of many short sequences equals the reference'; do one $F fwd "$t"; done
 timeout 90 python3 optimized/cuda/bench/bench_forward.py --lib $L --fla .fla --ops delta_rule,gated_delta_rule --versions 4,6 --sweep-versions 4,6 --split --rep 40 --json /tmp/l/fbench46.json > /tmp/l/fbench46.log 2>&1
