@@ -42,15 +42,16 @@ for t in 'CUDA v6 lean chunked forward equals the float64 reference for every op
          'CUDA chunked forward of a packed batch of many short sequences equals the reference'; do one $F fwd "$t"; done
 timeout 90 python3 optimized/cuda/bench/bench_forward.py --lib $L --fla .fla --ops delta_rule,gated_delta_rule --versions 4,6 --sweep-versions 4,6 --split --rep 40 --json /tmp/l/fbench46.json > /tmp/l/fbench46.log 2>&1
 echo "[$(el) s] forward speed"; sed -n '/^summary/,$p' /tmp/l/fbench46.log | grep -v softmax
-# 3. Sanitizers on the packed batches (every rung of each ladder in those tests), if time is left.
+# 3. memcheck on the packed batches (every rung of each ladder in those tests), if time is left;
+#    racecheck (the backward's takes ~130 s) belongs to the second call.
 PKF='CUDA chunked forward of a packed batch of many short sequences equals the reference'
 PKB='CUDA chunked backward of a packed batch of many short sequences equals the reference'
-for tool in memcheck racecheck; do
-  [ $(el) -gt 430 ] && break
-  timeout 60 compute-sanitizer --tool $tool --error-exitcode 9 $F "$PKF" 2>&1 | grep SUMMARY | sed "s/^/[$(el) s] forward $tool: /"
-  timeout 70 compute-sanitizer --tool $tool --error-exitcode 9 $BT "$PKB" 2>&1 | grep SUMMARY | sed "s/^/[$(el) s] backward $tool: /"
-done
+if [ $(el) -lt 480 ]; then
+  timeout 40 compute-sanitizer --tool memcheck --error-exitcode 9 $F "$PKF" 2>&1 | grep SUMMARY | sed "s/^/[$(el) s] forward memcheck: /"
+  timeout 40 compute-sanitizer --tool memcheck --error-exitcode 9 $BT "$PKB" 2>&1 | grep SUMMARY | sed "s/^/[$(el) s] backward memcheck: /"
+fi
 tar -cJf $OUT/logs.tar.xz -C /tmp/l .
 # Second call (not here): every test case of both binaries (device_run.sh tests btests, BIN=/tmp/b;
-# btests takes ~330 s with rungs 1-8: give it its own call), then the mutants: MBIN=/tmp/m
-# BMUT_ONLY=v8 ... bmutants and MUT_ONLY=v6 ... mutants (RESULTS.md "Rung 8", "Forward rung 6").
+# btests took 220+ s with rungs 1-7 in session 7 and more with rung 8: give it its own call, with
+# racecheck on the packed batches), then the mutants: MBIN=/tmp/m BMUT_ONLY=v8 ... bmutants and
+# MUT_ONLY=v6 ... mutants (RESULTS.md "Rung 8", "Forward rung 6").
