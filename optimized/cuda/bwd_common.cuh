@@ -377,6 +377,27 @@ __device__ __forceinline__ void put_split4(bf16* hi, bf16* lo, int r, int c, con
   *reinterpret_cast<uint2*>(lo + r * LT + c) = pack4(l[0], l[1], l[2], l[3]);
 }
 
+/// Rung 8's staging of a 64 x 64 float32 tile by quads into its hi / lo bf16 tiles (put_split4): item
+/// (i, d) is base[i * HW + col0 + d] for i < Lc and col0 + d < W, else 0; quad qd = tid + t * kThreads
+/// (t < 4) holds row qd >> 4, columns 4 (qd & 15) .. + 3, one 16-byte load each. Requires base 16-byte
+/// aligned and HW, col0, W multiples of 4 (a quad is wholly in range or wholly out). A (col0 = 0, W = C)
+/// and each K slab of E use it.
+__device__ __forceinline__ void stage_quads(bf16* hi, bf16* lo, const float* base, int HW, int col0, int W, int Lc,
+                                            int tid) {
+  float x[4][4];
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    const int qd = tid + t * kThreads, i = qd >> 4, d = 4 * (qd & 15);
+    if (i < Lc && col0 + d < W) ld4(base + i * HW + col0 + d, x[t]);
+    else x[t][0] = x[t][1] = x[t][2] = x[t][3] = 0.f;
+  }
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    const int qd = tid + t * kThreads;
+    put_split4(hi, lo, qd >> 4, 4 * (qd & 15), x[t]);
+  }
+}
+
 /// Rung 2's choice of B7 and B9: both in float32 in bwd_grads_tc itself (run is never called).
 struct NoMid {
   static constexpr bool kOwn = false;
@@ -469,20 +490,8 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
   bool a_wide = false;
   if constexpr (Mid::kWide) {
     if (aligned(ws.A, 16)) {
-      // Rung 8: quad qd = tid + t * kThreads holds row qd >> 4, columns 4 (qd & 15) .. + 3.
-      a_wide = true;
-      float a[4][4];
-#pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        const int qd = tid + t * kThreads, i = qd >> 4, j = 4 * (qd & 15);
-        if (i < Lc) ld4(rb.base(ws.A, C) + i * rb.HC + j, a[t]);
-        else a[t][0] = a[t][1] = a[t][2] = a[t][3] = 0.f;
-      }
-#pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        const int qd = tid + t * kThreads;
-        put_split4(sAh, sAl, qd >> 4, 4 * (qd & 15), a[t]);
-      }
+      a_wide = true;  // rung 8: by quads
+      stage_quads(sAh, sAl, rb.base(ws.A, C), rb.HC, 0, C, Lc, tid);
     }
   }
   if (a_wide) {
@@ -700,18 +709,7 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
     if constexpr (Mid::kWide) {
       if (wideK) {
         e_wide = true;  // rung 8: quads as A's staging
-        float e[4][4];
-#pragma unroll
-        for (int t = 0; t < 4; ++t) {
-          const int qd = tid + t * kThreads, i = qd >> 4, d = 4 * (qd & 15);
-          if (i < Lc && kk + d < K) ld4(rb.base(ws.E, K) + i * rb.HK + kk + d, e[t]);
-          else e[t][0] = e[t][1] = e[t][2] = e[t][3] = 0.f;
-        }
-#pragma unroll
-        for (int t = 0; t < 4; ++t) {
-          const int qd = tid + t * kThreads;
-          put_split4(sEh, sEl, qd >> 4, 4 * (qd & 15), e[t]);
-        }
+        stage_quads(sEh, sEl, rb.base(ws.E, K), rb.HK, kk, K, Lc, tid);
       }
     }
     if (e_wide) {
