@@ -425,10 +425,10 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version) {
   require_b(!any || f.op == Op::gdn2 || a.dbeta, "dbeta", "a device pointer", "null");
   require_b(!any || f.op != Op::gdn2 || (a.db && a.dw), "db, dw", "device pointers for gdn2", "null");
   require_b(p.N == 0 || a.dh0, "dh0", "a device pointer ([N, H, K, V] float32)", "null");
-  // best = rung 6 (RESULTS.md "Rungs 5 and 6", session 6 calls 1-3 on the H200: every backward
-  // test, sanitizers, 20 determinism repeats, mutants 50, 56-59, 66-68; 1.47-2.02x faster than
-  // rung 4); calls outside its range run rung 2, and float32 inputs inside rung 2 take rung 1's kernels.
-  if (version == BwdVersion::best) version = BwdVersion::v7_rowbase;
+  // best = rung 8 (RESULTS.md "Rung 8", session 8 calls 1-2 on the H200: its tests and every
+  // other backward test, memcheck; bit for bit with rung 7, 1.27-1.38x faster); calls outside its
+  // range run rung 2 (or rung 6 outside the 32-bit offsets), float32 inputs inside rung 2 take rung 1's kernels.
+  if (version == BwdVersion::best) version = BwdVersion::v8_wide;
   const BwdRung* rung = nullptr;
   for (const BwdRung& r : kBwdLadder)
     if (r.version == version) rung = &r;

@@ -157,9 +157,9 @@ ref::RecurrentOutput<float> chunk_gdn2(const Tensor<float>& q, const Tensor<floa
 // float32 (cumulative log-decays in float64) whatever the input type.
 // ------------------------------------------------------------------------------------------------
 
-/// The rungs of the backward ladder. `best` picks v7_rowbase (which, like v3_async to v6, runs
-/// v2_tensorcore outside its range: float32 inputs, K < 16 or K > 128; RESULTS.md "Rung 7, measured",
-/// session 7 calls 1-3 on the H200).
+/// The rungs of the backward ladder. `best` picks v8_wide (which, like v3_async to v7, runs
+/// v2_tensorcore outside its range: float32 inputs, K < 16 or K > 128; RESULTS.md "Rung 8", session 8
+/// calls 1-2 on the H200).
 enum class BwdVersion : int {
   best = 0,
   v1_simple = 1,     ///< four plain FFMA kernels (prepare; states; state gradients; chunk gradients)
@@ -189,12 +189,13 @@ enum class BwdVersion : int {
                        ///< (same code there; B=8 T=4096, session 6 call 1); `best`
   v7_rowbase = 7,      ///< v6 with the chunk-gradient kernel's global addresses as per-block bases
                        ///< and 32-bit offsets (same values and operations: v6's gradients bit for
-                       ///< bit; H * max(K, V, 64) >= 2^25 runs v6); written in session 6, NOT YET RUN
-                       ///< ON A GPU, not `best` (RESULTS.md, "Rung 7")
+                       ///< bit; H * max(K, V, 64) >= 2^25 runs v6); 1.10-1.15x faster than v6 (DeltaNet
+                       ///< 9.67 ms; session 7 calls 1-3) (RESULTS.md, "Rung 7")
   v8_wide = 8          ///< v7 with the chunk-gradient kernel's global loads and stores at full width
                        ///< (16- / 8-byte accesses where K, V and alignment allow; same values and
-                       ///< operations: v7's gradients bit for bit; the same fallbacks as v7); written
-                       ///< in session 7, NOT YET RUN ON A GPU, not `best` (RESULTS.md, "Rung 8")
+                       ///< operations: v7's gradients bit for bit; the same fallbacks as v7); 1.35x
+                       ///< faster than v7 for DeltaNet (9.20 -> 6.82 ms), 1.27-1.38x for GDN, KDA,
+                       ///< GDN2 (session 8 call 1); `best` (RESULTS.md, "Rung 8")
 };
 
 const char* bwd_version_name(BwdVersion v);

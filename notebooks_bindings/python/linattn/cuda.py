@@ -96,8 +96,9 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     linattn.reference_backward ('dq', 'dk', 'dv', 'dh0' and the gates'), float32.
     version picks a rung of the backward ladder: 'best', 'bwd_v1_simple', 'bwd_v2_tensorcore'
     (float32-accurate gate gradients and dh0 with bf16 inputs), 'bwd_v3_async', 'bwd_v4_tc_tail',
-    'bwd_v5_levels_front', 'bwd_v6_tc_b9', 'bwd_v7_rowbase' (the one 'best' picks; optimized/cuda/RESULTS.md),
-    'bwd_v8_wide' (rung 7 with full-width global accesses, the same gradients; not yet run on a GPU).
+    'bwd_v5_levels_front', 'bwd_v6_tc_b9', 'bwd_v7_rowbase',
+    'bwd_v8_wide' (rung 7 with full-width global accesses, the same gradients; the one 'best' picks;
+    optimized/cuda/RESULTS.md).
     output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"
     _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})
