@@ -45,6 +45,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 
 #include "optimized/cuda/bwd_common.cuh"
 #include "optimized/cuda/tc_common.cuh"
@@ -451,7 +452,12 @@ std::size_t bwd_v3_workspace_bytes(const KParams& p) {
 void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool wide_extras) {
   const KParams& p = c.p;
   const BWs bw = bwd_ws(p);
-  void* tcws = static_cast<char*>(p.ws) + tc_offset(p);
+  // A training forward's saved workspace (c.saved_ws: rung 4's intra outputs, chunk_cuda.hpp
+  // SavedForward) replaces the backward's own tc region, whose intra launch is then skipped.
+  if (c.saved_ws && !levels_intra)
+    throw std::logic_error("linattn::cuda: bwd_v3_front: a saved forward holds rung 4's intra outputs, "
+                           "but this prepare runs rung 3's (backward_device should have refused it)");
+  void* tcws = c.saved_ws ? c.saved_ws : static_cast<char*>(p.ws) + tc_offset(p);
   Call fc;  // the forward's view of the call: its workspace, no o or ht
   fc.p = p;
   fc.p.ws = tcws;
@@ -460,7 +466,10 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
   fc.dtype = c.dtype, fc.gate_dtype = c.gate_dtype, fc.stream = c.stream;
   const int KP = tc_pick_kp(p.K);
   if (p.num_chunks > 0) {
-    if (levels_intra) v4_intra_launch_with_A(fc, bw.A);
+    if (c.saved_ws)  // A as the saved intra kernel wrote it, where the later kernels read it (bw.A)
+      LINATTN_CUDA_CHECK(cudaMemcpyAsync(bw.A, c.saved_A, sizeof(float) * std::size_t(p.B) * p.T * p.H * C,
+                                         cudaMemcpyDeviceToDevice, c.stream));
+    else if (levels_intra) v4_intra_launch_with_A(fc, bw.A);
     else v3_intra_launch_with_A(fc, bw.A);
     if (c.gate_dtype == 0) launch_extras<float>(c, wide_extras);
     else launch_extras<bf16>(c, wide_extras);

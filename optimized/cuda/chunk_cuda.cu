@@ -5,8 +5,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 
 #include "optimized/cuda/versions.cuh"
 
@@ -211,6 +213,111 @@ void forward_device(const DeviceArgs& a, Version version) {
   rung->launch(call);
 }
 
+// ------------------------------------------------------------------------------------------------
+// Saved forward (issue 6; chunk_cuda.hpp, SavedForward): the training forward keeps rung 4's intra
+// outputs and A; the backward's rungs 5-8 read them instead of launching that kernel again.
+// ------------------------------------------------------------------------------------------------
+
+SavedForward::~SavedForward() { release(); }
+
+SavedForward::SavedForward(SavedForward&& o) noexcept { *this = std::move(o); }
+
+SavedForward& SavedForward::operator=(SavedForward&& o) noexcept {
+  if (this == &o) return *this;
+  release();
+  buf_ = o.buf_, bytes_ = o.bytes_, a_offset_ = o.a_offset_, filled_ = o.filled_;
+  op_ = o.op_, dtype_ = o.dtype_, gate_dtype_ = o.gate_dtype_;
+  B_ = o.B_, T_ = o.T_, H_ = o.H_, K_ = o.K_, V_ = o.V_, N_ = o.N_, scale_ = o.scale_;
+  cu_seqlens_ = std::move(o.cu_seqlens_);
+  q_ = o.q_, k_ = o.k_, v_ = o.v_, g_ = o.g_, beta_ = o.beta_, b_ = o.b_, w_ = o.w_;
+  intra_rung_ = o.intra_rung_, kp_ = o.kp_;
+  o.buf_ = nullptr, o.bytes_ = 0, o.a_offset_ = 0, o.filled_ = false;
+  o.cu_seqlens_.clear();
+  return *this;
+}
+
+void SavedForward::release() {
+  if (buf_) cudaFree(buf_);  // no throw: called by the destructor
+  buf_ = nullptr, bytes_ = 0, a_offset_ = 0, filled_ = false;
+}
+
+namespace {
+const char* dtype_str(DType d) { return d == DType::f32 ? "float32" : "bfloat16"; }
+/// tc workspace bytes (v4_workspace_bytes = tc_workspace_bytes) and A's offset and bytes of a call.
+struct SavedLayout {
+  std::size_t a_offset, a_bytes;
+  std::size_t total() const { return a_offset + a_bytes; }
+};
+SavedLayout saved_layout(const KParams& p) {
+  return {align256(detail::v4_workspace_bytes(p)), sizeof(float) * std::size_t(p.B) * p.T * p.H * kChunk};
+}
+std::string call_str(Op op, DType dt, DType gdt, std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t K,
+                     std::int64_t V, std::int64_t N, float scale) {
+  return std::string(ref::op_name(op)) + ", " + dtype_str(dt) + " inputs, " + dtype_str(gdt) + " gates, B = " +
+         std::to_string(B) + ", T = " + std::to_string(T) + ", H = " + std::to_string(H) + ", K = " +
+         std::to_string(K) + ", V = " + std::to_string(V) + ", N = " + std::to_string(N) + ", scale = " +
+         num_str(scale);
+}
+}  // namespace
+
+std::size_t SavedForward::bytes_needed(const DeviceArgs& a) {
+  return saved_layout(plan_call(a, "linattn::cuda::SavedForward::bytes_needed").p).total();
+}
+
+std::string SavedForward::describe() const {
+  if (!filled_) return "an empty SavedForward (moved from, released or never filled)";
+  return "a SavedForward of (" + call_str(op_, dtype_, gate_dtype_, B_, T_, H_, K_, V_, N_, scale_) +
+         ", intra rung " + std::to_string(intra_rung_) + ", KP = " + std::to_string(kp_) + ")";
+}
+
+void forward_device(const DeviceArgs& a, Version version, SavedForward* save) {
+  if (!save) return forward_device(a, version);
+  const std::string fn = "linattn::cuda::forward_device";
+  Plan pl = plan_call(a, fn);
+  KParams& p = pl.p;
+  const std::int64_t numel_qk = a.B * a.T * a.H * a.K;
+  require(numel_qk == 0 || (a.q && a.k && a.v && a.o), "q, k, v, o", "device pointers", "null");
+  detail::Call call;
+  call.p = p;
+  call.dtype = static_cast<int>(a.dtype);
+  call.gate_dtype = static_cast<int>(a.gate_dtype);
+  call.stream = static_cast<cudaStream_t>(a.stream);
+  // The saved workspace is rung 4's intra kernel's (what the backward's rungs 5-8 prepare with).
+  if (version != Version::best && version != Version::v4_levels)
+    fail(fn, "version", "best or v4_levels when saving for the backward (the saved workspace is rung 4's intra kernel's)",
+         version_name(version));
+  std::string why;
+  if (!detail::v4_supports(call, &why))
+    fail(fn, "save", "a call that forward rung 4 (v4_levels) takes, whose intra-chunk outputs are saved", why);
+
+  // Memory: reused when large enough; a new allocation is filled with NaN bits, so that a part the
+  // intra kernel fails to write cannot pass for a value.
+  const SavedLayout lay = saved_layout(p);
+  save->filled_ = false;
+  if (save->bytes_ < lay.total()) {
+    save->release();
+    LINATTN_CUDA_CHECK(cudaMalloc(&save->buf_, lay.total()));
+    save->bytes_ = lay.total();
+    LINATTN_CUDA_CHECK(cudaMemsetAsync(save->buf_, 0xff, lay.total(), call.stream));
+  }
+  save->a_offset_ = lay.a_offset;
+  save->op_ = a.op, save->dtype_ = a.dtype, save->gate_dtype_ = a.gate_dtype;
+  save->B_ = a.B, save->T_ = a.T, save->H_ = a.H, save->K_ = a.K, save->V_ = a.V, save->N_ = p.N;
+  save->scale_ = a.scale;
+  save->cu_seqlens_.assign(pl.cu.begin(), pl.cu.end());
+  save->q_ = a.q, save->k_ = a.k, save->v_ = a.v, save->g_ = a.g, save->beta_ = a.beta, save->b_ = a.b, save->w_ = a.w;
+  save->intra_rung_ = static_cast<int>(Version::v4_levels);
+  save->kp_ = a.K <= 64 ? 64 : 128;  // tc_pick_kp
+
+  char* base = static_cast<char*>(workspace().get(pl.table_bytes() + 256));  // the chunk table only
+  pl.place(base, call.stream);
+  call.p = p;
+  call.p.ws = save->buf_;
+  if (p.N > 0)
+    detail::v4_launch_saving(call, reinterpret_cast<float*>(static_cast<char*>(save->buf_) + lay.a_offset));
+  save->filled_ = true;
+}
+
 namespace {
 
 std::uint16_t to_bf16_bits(float x) {
@@ -410,7 +517,27 @@ const BwdRung kBwdLadder[] = {
 };
 }  // namespace
 
-void backward_device(const DeviceBwdArgs& a, BwdVersion version) {
+void backward_device(const DeviceBwdArgs& a, BwdVersion version) { backward_device(a, version, nullptr); }
+
+namespace {
+/// Refuses (linattn::Error naming 'saved') a saved forward that is empty, that differs from this
+/// call (`differs`: what differs, empty if nothing), or a backward rung whose prepare is not forward
+/// rung 4's intra kernel (chunk_cuda.hpp, SavedForward).
+void check_saved(const std::string& fn, const DeviceArgs& f, std::int64_t N, BwdVersion version,
+                 const SavedForward& s, const std::string& differs) {
+  const std::string want = "a SavedForward filled by forward_device for this call (" +
+                           call_str(f.op, f.dtype, f.gate_dtype, f.B, f.T, f.H, f.K, f.V, N, f.scale) + ")";
+  if (s.empty()) fail(fn, "saved", want, s.describe());
+  if (!differs.empty()) fail(fn, "saved", want, s.describe() + ", which differs in " + differs);
+  const bool v3_front_hook = version == BwdVersion::v5_levels_front && std::getenv("LINATTN_BWD5_V3_FRONT");
+  if (static_cast<int>(version) < static_cast<int>(BwdVersion::v5_levels_front) || v3_front_hook)
+    fail(fn, "saved", "a backward rung whose prepare is forward rung 4's intra kernel (best, 5, 6, 7, 8)",
+         std::string("a saved forward given to ") + bwd_version_name(version) +
+             (v3_front_hook ? " with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel)" : ""));
+}
+}  // namespace
+
+void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForward* saved) {
   const std::string fn = "linattn::cuda::backward_device";
   Plan pl = plan_call(a.fwd, fn);
   KParams& p = pl.p;
@@ -442,12 +569,39 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version) {
   call.do_ = a.do_, call.dht = a.dht, call.dh0 = a.dh0;
   call.dq = a.dq, call.dk = a.dk, call.dv = a.dv;
   call.dg = a.dg, call.dbeta = a.dbeta, call.db = a.db, call.dw = a.dw;
+  if (saved) {  // a training forward's intra outputs (SavedForward): checked, then read in place of that kernel
+    const SavedForward& s = *saved;
+    std::string diff;
+    auto differs = [&](bool same, const std::string& what) { if (!same && diff.empty()) diff = what; };
+    if (!s.empty()) {
+      differs(s.op_ == f.op, "op (" + std::string(ref::op_name(s.op_)) + " against " + ref::op_name(f.op) + ")");
+      differs(s.dtype_ == f.dtype && s.gate_dtype_ == f.gate_dtype, "dtype or gate dtype");
+      differs(s.B_ == f.B && s.T_ == f.T && s.H_ == f.H && s.K_ == f.K && s.V_ == f.V, "shape (B, T, H, K, V)");
+      differs(std::memcmp(&s.scale_, &f.scale, sizeof(float)) == 0, "scale");
+      differs(s.N_ == p.N && s.cu_seqlens_ == std::vector<std::int64_t>(pl.cu.begin(), pl.cu.end()),
+              "sequences (N or cu_seqlens)");
+      differs(s.q_ == f.q && s.k_ == f.k && s.v_ == f.v && s.g_ == f.g && s.beta_ == f.beta && s.b_ == f.b &&
+                  s.w_ == f.w,
+              "the device pointers of q, k, v or the gates (another forward's inputs)");
+      differs(s.intra_rung_ == static_cast<int>(Version::v4_levels) && s.kp_ == (f.K <= 64 ? 64 : 128),
+              "intra rung or KP");
+    }
+    check_saved(fn, f, p.N, version, s, diff);
+    call.saved_ws = s.buf_;
+    call.saved_A = reinterpret_cast<const float*>(static_cast<const char*>(s.buf_) + s.a_offset_);
+  }
   const std::size_t ws_bytes = rung->workspace_bytes(p);
   char* base = static_cast<char*>(workspace_bwd().get(pl.table_bytes() + align256(ws_bytes) + 256));
   pl.place(base, call.stream);
   call.p = p;
   if (p.N == 0) return;
   rung->launch(call);
+}
+
+void poison_device_workspaces() {
+  for (Workspace* ws : {&workspace(), &workspace_bwd()})
+    if (ws->ptr) LINATTN_CUDA_CHECK(cudaMemset(ws->ptr, 0xff, ws->bytes));
+  LINATTN_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 namespace {

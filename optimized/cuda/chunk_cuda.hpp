@@ -18,6 +18,12 @@
 //     comes back widened to float. Not a fast path: it allocates, copies and synchronises.
 // The ladder of kernel versions (Version) is kept selectable so every rung stays tested; each
 // version's file (v1_simple.cu, ...) says what it changes and what it measured.
+//
+// Training (issue 6): forward_device(args, version, &saved) is a forward that also keeps, in a
+// SavedForward, what the backward's first kernel ("prepare": the forward's rung 4 intra-chunk
+// kernel launched again with A) would recompute; backward_device(args, version, &saved) then skips
+// that kernel (rungs 5-8) and gives the same gradients bit for bit. See SavedForward below for
+// what it holds, its memory (0.82 GiB at B=8 T=4096 H=16 K=V=128) and its checks.
 #pragma once
 
 #include <cstdint>
@@ -89,6 +95,15 @@ struct DeviceArgs {
 /// device) and throws linattn::Error for bad arguments, std::runtime_error for CUDA failures.
 /// Uses a process-wide, grow-only workspace (not thread-safe).
 void forward_device(const DeviceArgs& args, Version version = Version::best);
+
+class SavedForward;
+/// The training forward: forward_device, and `save` (not null) keeps the intra-chunk kernel's
+/// workspace and A = (I + L)^-1 for backward_device (SavedForward). The forward runs rung 4
+/// (v4_levels): `version` must be best or v4_levels and the call one v4_levels takes (bf16 inputs,
+/// 16 <= K <= 128), else linattn::Error naming 'version' or 'save'. o and the final state are
+/// those of forward_device(args, v4_levels) bit for bit (the same kernels on the same values; only
+/// the workspace's address differs). `save`'s memory is reused when large enough, else reallocated.
+void forward_device(const DeviceArgs& args, Version version, SavedForward* save);
 
 /// True when a CUDA device can be used; otherwise `why` says what is missing.
 bool device_available(std::string* why = nullptr);
@@ -224,6 +239,75 @@ struct DeviceBwdArgs {
 /// grow-only workspace (about (12 K + 3 V + 128) floats per token and head plus two K x V states
 /// per chunk and head; not thread-safe).
 void backward_device(const DeviceBwdArgs& args, BwdVersion version = BwdVersion::best);
+
+/// What a training forward keeps for its backward (issue 6; optimized/cuda/README.md, "Saved
+/// forward"). Move-only; owns device memory (freed by the destructor or release()):
+///   * the forward's tensor-core workspace (tc_common.cuh's chunk-major V2Ws: w_aux, q~ = scale q
+///     exp(G), k~ = k exp(G_C - G), P, u, exp(G_C)) exactly as rung 4's intra kernel wrote it;
+///   * A = (I + L)^-1 of every chunk, float32 [B * T * H, 64] (the intra kernel's a_out).
+/// Bytes, with NC chunks (sum over sequences of ceil(T_n / 64)), KP = 64 for K <= 64 else 128 and
+/// VP = V rounded up to a multiple of 64:
+///   align256(NC H (384 KP + 8192 + 256 VP + 4 KP) + 256) + 256 B T H
+/// (the first term is tc_workspace_bytes); at B=8 T=4096 H=16 K=V=128: 742,392,064 + 134,217,728 =
+/// 876,609,792 bytes (836.0 MiB) per call -- what fla keeps for its own backward is of this order.
+/// It also records the call it belongs to: op, dtype, gate dtype, B, T, H, K, V, scale, the
+/// sequences (N and a copy of cu_seqlens), the device pointers of q, k, v and the gates, the intra
+/// rung (4) and KP. backward_device(args, version, &saved) checks every one of them against its
+/// call (and that the backward rung's prepare is rung 4's intra kernel: rungs 5-8) and throws a
+/// linattn::Error naming 'saved' with what was expected and what came otherwise; an empty
+/// (moved-from, released or never filled) object is refused the same way. It cannot see whether
+/// the VALUES behind the same pointers changed since the forward: the caller must not modify q,
+/// k, v or the gates between the two calls, and must order the two calls' streams.
+class SavedForward {
+ public:
+  SavedForward() = default;
+  ~SavedForward();
+  SavedForward(SavedForward&& o) noexcept;
+  SavedForward& operator=(SavedForward&& o) noexcept;
+  SavedForward(const SavedForward&) = delete;
+  SavedForward& operator=(const SavedForward&) = delete;
+
+  /// True until a training forward fills it, and again after a move from it or release().
+  bool empty() const { return !filled_; }
+  /// Device bytes held (the allocation, which may exceed bytes_needed after reuse).
+  std::size_t bytes() const { return bytes_; }
+  /// The bytes a training forward of these arguments needs (formula above). Checks nothing.
+  static std::size_t bytes_needed(const DeviceArgs& args);
+  /// Frees the device memory; the object becomes empty.
+  void release();
+  /// One line naming the call it was filled for (or "empty"), for messages.
+  std::string describe() const;
+
+ private:
+  friend void forward_device(const DeviceArgs&, Version, SavedForward*);
+  friend void backward_device(const DeviceBwdArgs&, BwdVersion, const SavedForward*);
+  void* buf_ = nullptr;          // device: the tc workspace, then A at a_offset_
+  std::size_t bytes_ = 0, a_offset_ = 0;
+  bool filled_ = false;
+  // The call it was filled for.
+  Op op_ = Op::delta_rule;
+  DType dtype_ = DType::f32, gate_dtype_ = DType::f32;
+  std::int64_t B_ = 0, T_ = 0, H_ = 0, K_ = 0, V_ = 0, N_ = 0;
+  float scale_ = 0.f;
+  std::vector<std::int64_t> cu_seqlens_;
+  const void *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *g_ = nullptr, *beta_ = nullptr, *b_ = nullptr,
+             *w_ = nullptr;
+  int intra_rung_ = 0, kp_ = 0;
+};
+
+/// The backward of a training forward: backward_device, with the prepare's intra-chunk kernel
+/// skipped and its outputs read from `saved` (the workspace in place; A copied into the backward's
+/// workspace with one device-to-device copy, since the later kernels address it there). `saved`
+/// must be a SavedForward filled by forward_device(args.fwd, ., &saved) for this very call and
+/// `version` a rung whose prepare is that kernel (best, v5_levels_front to v8_wide); else
+/// linattn::Error naming 'saved'. The gradients equal backward_device(args, version)'s bit for bit.
+/// `saved` is only read: several backward calls may use it.
+void backward_device(const DeviceBwdArgs& args, BwdVersion version, const SavedForward* saved);
+
+/// Test hook: fills the process-wide workspaces of forward_device and backward_device with NaN bits
+/// (0xff bytes) and synchronises, so that a kernel that reads what no kernel of the next call wrote
+/// fails instead of finding the previous call's values.
+void poison_device_workspaces();
 
 /// Host convenience, the counterpart of chunk_forward and of cpu::chunk_backward: validates as the
 /// CPU backward does (ref::validate_recurrent, then do_ and dht: shape and finiteness), copies to

@@ -37,6 +37,9 @@ std::size_t v4_workspace_bytes(const KParams& p);
 void v4_launch(Call c);
 /// v4's intra-chunk kernel alone (tc_common.cuh's workspace; KP = tc_pick_kp(K)), for v5.
 void v4_intra_launch(const Call& c, int KP);
+/// The training forward (chunk_cuda.hpp, SavedForward): v4_launch with the intra kernel also writing
+/// A to a_out; c.p.ws is the saved buffer's tc workspace, which stays as the intra kernel left it.
+void v4_launch_saving(const Call& c, float* a_out);
 
 // v5_split.cu (correct on the H200; 12-20% slower than v4 where it splits, so not `best`)
 bool v5_supports(const Call& c, std::string* why);
@@ -64,6 +67,11 @@ struct BwdCall {
   int dtype = 0;
   int gate_dtype = 0;
   cudaStream_t stream = nullptr;
+  /// A training forward's saved outputs of rung 4's intra kernel (chunk_cuda.hpp, SavedForward), or
+  /// null: bwd_v3_front with levels_intra then reads this tc workspace and copies saved_A to its A
+  /// instead of launching the intra kernel (backward_device checked that they belong to this call).
+  void* saved_ws = nullptr;
+  const float* saved_A = nullptr;
 };
 
 // bwd_v1_simple.cu
