@@ -1,10 +1,12 @@
 // optimized/cuda/bench/capi.cu -- a C ABI over linattn::cuda::forward_device and backward_device,
 // built as the shared library liblinattn_cuda_capi.so, so that the Python benchmark drivers
 // (bench_forward.py, bench_backward.py) can call
-// the kernels with ctypes on the very tensors it hands to flash-linear-attention and PyTorch.
+// the kernels with ctypes on the very tensors it hands to flash-linear-attention and PyTorch; also the
+// saved forward (linattn_cuda_forward_save, linattn_cuda_backward_saved, linattn_cuda_saved_free).
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <stdexcept>
 
 #include "optimized/cuda/chunk_cuda.hpp"
 
@@ -92,6 +94,57 @@ int linattn_cuda_backward(const LinattnBwdArgs* a, int version, char* err, int e
     return 1;
   }
 }
+
+// Saved forward (issue 6; chunk_cuda.hpp, SavedForward): a training forward that keeps forward rung
+// 4's intra outputs and A, and a backward that reads them instead of recomputing them. The handle is
+// an opaque linattn::cuda::SavedForward* owned by the caller (linattn_cuda_saved_free).
+
+/// forward_device(args, version, saved): *saved null makes a new SavedForward (stored in *saved);
+/// otherwise the one there is refilled (its memory reused when large enough). Returns 0 on success;
+/// otherwise 1 and the message in err (a new object is then freed and *saved left null).
+int linattn_cuda_forward_save(const LinattnArgs* a, int version, void** saved, char* err, int errlen) {
+  linattn::cuda::SavedForward* fresh = nullptr;
+  try {
+    if (!saved) throw std::invalid_argument("linattn_cuda_forward_save: argument 'saved' expected a pointer to a handle but got null");
+    auto* s = static_cast<linattn::cuda::SavedForward*>(*saved);
+    if (!s) s = fresh = new linattn::cuda::SavedForward;
+    linattn::cuda::forward_device(device_args(a), static_cast<linattn::cuda::Version>(version), s);
+    *saved = s;
+    return 0;
+  } catch (const std::exception& e) {
+    delete fresh;
+    if (err && errlen > 0) std::snprintf(err, std::size_t(errlen), "%s", e.what());
+    return 1;
+  }
+}
+
+/// backward_device(args, version, saved) with the handle linattn_cuda_forward_save filled for this
+/// call. Returns 0 on success; otherwise 1 and the message in err.
+int linattn_cuda_backward_saved(const LinattnBwdArgs* a, int version, const void* saved, char* err, int errlen) {
+  try {
+    linattn::cuda::DeviceBwdArgs d;
+    d.fwd = device_args(&a->fwd);
+    d.do_ = a->do_, d.dht = a->dht;
+    d.dq = a->dq, d.dk = a->dk, d.dv = a->dv;
+    d.dg = a->dg, d.dbeta = a->dbeta, d.db = a->db, d.dw = a->dw;
+    d.dh0 = a->dh0;
+    static const linattn::cuda::SavedForward kEmpty;  // null handle: refused as an empty object
+    const auto* s = saved ? static_cast<const linattn::cuda::SavedForward*>(saved) : &kEmpty;
+    linattn::cuda::backward_device(d, static_cast<linattn::cuda::BwdVersion>(version), s);
+    return 0;
+  } catch (const std::exception& e) {
+    if (err && errlen > 0) std::snprintf(err, std::size_t(errlen), "%s", e.what());
+    return 1;
+  }
+}
+
+/// Device bytes a handle holds (0 for null).
+std::int64_t linattn_cuda_saved_bytes(const void* saved) {
+  return saved ? std::int64_t(static_cast<const linattn::cuda::SavedForward*>(saved)->bytes()) : 0;
+}
+
+/// Frees a handle of linattn_cuda_forward_save and its device memory (null: nothing).
+void linattn_cuda_saved_free(void* saved) { delete static_cast<linattn::cuda::SavedForward*>(saved); }
 
 const char* linattn_cuda_version_name(int version) {
   return linattn::cuda::version_name(static_cast<linattn::cuda::Version>(version));
