@@ -1,6 +1,6 @@
 // proofs_tests/test_cuda_backward.cu -- the CUDA chunked backward (optimized/cuda: rung 1
 // bwd_v1_simple.cu, rung 2 bwd_v2_tensorcore.cu, rung 3 bwd_v3_async.cu, rung 4 bwd_v4_tc_tail.cu,
-// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu, rung 8 bwd_v8_wide.cu; host API
+// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu, rung 8 bwd_v8_wide.cu, rung 9 bwd_v9_noextras.cu; host API
 // cuda::chunk_backward) equals the
 // float64 reference backward
 // (reference/recurrent_backward.hpp, itself proven by finite differences in
@@ -43,7 +43,9 @@
 //   On the H200 (session 6 call 1) both rungs' worst error ratios equal rung 4's to the second digit
 //   except GDN2's dw (4.9e-3 against 3.7e-3), all under the bounds. Rung 7 (rung 6 with the grads
 //   kernel's addresses as per-block bases and 32-bit offsets) computes rung 6's values: its bounds,
-//   and bit-identity with rung 6 tested below.
+//   and bit-identity with rung 6 tested below. Rungs 8 (full-width global accesses) and 9 (G, E, Qg,
+//   Kd formed in the grads kernel, no extras kernel) compute rung 7's values: the same bounds, and
+//   bit-identity with the rung below each tested below.
 // Every gradient buffer is filled with NaN before the launch (the host API does it), so an element
 // a kernel does not write fails (a non-finite value counts as an infinite error).
 // Without a usable GPU every test that needs one says why (Catch2 WARN) and returns, so CTest
@@ -94,20 +96,22 @@ const Op kOps[] = {Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2};
 const cuda::BwdVersion kRungs[] = {cuda::BwdVersion::v1_simple, cuda::BwdVersion::v2_tensorcore,
                                    cuda::BwdVersion::v3_async, cuda::BwdVersion::v4_tc_tail,
                                    cuda::BwdVersion::v5_levels_front, cuda::BwdVersion::v6_tc_b9,
-                                   cuda::BwdVersion::v7_rowbase, cuda::BwdVersion::v8_wide};
+                                   cuda::BwdVersion::v7_rowbase, cuda::BwdVersion::v8_wide,
+                                   cuda::BwdVersion::v9_noextras};
 
-/// Rungs 3 to 8 share rung 3's range (bf16 inputs, 16 <= K <= 128) and bounds.
+/// Rungs 3 to 9 share rung 3's range (bf16 inputs, 16 <= K <= 128) and bounds.
 bool rung3_family(cuda::BwdVersion ver) {
   return ver == cuda::BwdVersion::v3_async || ver == cuda::BwdVersion::v4_tc_tail ||
          ver == cuda::BwdVersion::v5_levels_front || ver == cuda::BwdVersion::v6_tc_b9 ||
-         ver == cuda::BwdVersion::v7_rowbase || ver == cuda::BwdVersion::v8_wide;
+         ver == cuda::BwdVersion::v7_rowbase || ver == cuda::BwdVersion::v8_wide ||
+         ver == cuda::BwdVersion::v9_noextras;
 }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
 
 /// Rung 3's bounds with bf16 inputs (file comment), also rungs 4 to 8: dq, dk, dv, dh0; the gate gradients.
 constexpr double kV3Tol = 1e-2, kV3TolGates = 2e-2;
 
-/// The bound of the file comment for gradient `name` of a call with head size K. Rungs 3 to 8 get
+/// The bound of the file comment for gradient `name` of a call with head size K. Rungs 3 to 9 get
 /// their looser bounds only where they run their own kernels (bf16, 16 <= K <= 128); elsewhere they
 /// run rung 2 and are held to rung 2's bounds.
 double tol(const std::string& name, DType dt, DType gdt, cuda::BwdVersion ver, index_t K) {
@@ -317,7 +321,7 @@ void prop_matches_reference(DType dt, DType gdt, cuda::BwdVersion ver = cuda::Bw
       if (v2 && *rc::gen::weightedElement<bool>({{3, false}, {1, true}})) lim.max_K = lim.max_V = 150;
       lim.max_T = *rc::gen::weightedElement<index_t>({{4, 70}, {1, 200}});
       b.c = *gen_case(lim);
-      // Rungs 3 to 8 run their own kernels for 16 <= K <= 128 (else rung 2's): K from there, up to
+      // Rungs 3 to 9 run their own kernels for 16 <= K <= 128 (else rung 2's): K from there, up to
       // 128 in one case of four.
       if (v3) b.c.K = *rc::gen::inRange<index_t>(16, *rc::gen::weightedElement<index_t>({{3, 41}, {1, 129}}));
       b.with_dht = *rc::gen::weightedElement<bool>({{3, true}, {1, false}});
@@ -410,7 +414,7 @@ TEST_CASE("CUDA v3 chunked backward on the forward tensor-core kernels with bflo
 }
 
 namespace {
-/// Rung `ver` (3 to 8) outside rung 3's range gives rung 2's gradients bit for bit: float32 inputs
+/// Rung `ver` (3 to 9) outside rung 3's range gives rung 2's gradients bit for bit: float32 inputs
 /// (rung 2 runs rung 1), and bf16 inputs with K = 8 and K = 200.
 void check_outside_range_is_rung2(cuda::BwdVersion ver) {
   const std::tuple<DType, index_t> calls[] = {{DType::f32, 64}, {DType::bf16, 8}, {DType::bf16, 200}};
@@ -597,6 +601,44 @@ TEST_CASE("CUDA v8 chunked backward gives rung 7 gradients bit for bit") {
 TEST_CASE("CUDA v8 chunked backward outside rung 3 range runs rung 2 bit for bit") {
   SKIP_WITHOUT_GPU();
   check_outside_range_is_rung2(cuda::BwdVersion::v8_wide);
+}
+
+TEST_CASE("CUDA v9 chunked backward with G E Qg Kd formed in the grads kernel equals the float64 reference backward for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::f32, cuda::BwdVersion::v9_noextras);
+}
+
+TEST_CASE("CUDA v9 chunked backward with G E Qg Kd formed in the grads kernel and bfloat16 gates equals the reference backward on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::bf16, cuda::BwdVersion::v9_noextras);
+}
+
+TEST_CASE("CUDA v9 chunked backward gives rung 8 gradients bit for bit") {
+  SKIP_WITHOUT_GPU();
+  // Rung 9 launches no extras kernel: its grads kernel forms G (the float64 row-order cumsum of g per
+  // chunk) and E, Qg, Kd with the extras kernel's expressions where rung 8 loads them (bwd_common.cuh,
+  // Mid::kNoExtras): every gradient of every operator must equal rung 8's. Cases: rung 8's bit test's
+  // (K = V = 128 two slabs; K = 100 V = 200 ragged; K = 17 V = 40 at T = 1, item by item; packed
+  // ragged batches with an odd row count B T H; K = 36 V = 20 quads; K = 18 V = 22 item-by-item E
+  // and tail; an odd V), and log-decays at -30 and -1000 (extreme: exp(G) underflows to 0 in float32
+  // while G_last - G_i stays finite) and at 0 (zero: G = 0, E = e k, Qg = scale q, Kd = k exactly),
+  // a quad case (K = 64) and an item case (K = 22 V = 30, ragged packed batch) each.
+  std::vector<Case> cases = pair_cases();
+  cases.push_back(fixed_case(1, 200, 3, 48, 72, GateMode::random, true, 27, {0, 70, 71, 200}));
+  cases.push_back(fixed_case(2, 150, 2, 36, 20, GateMode::random, true, 28));
+  cases.push_back(fixed_case(1, 90, 3, 18, 22, GateMode::mixed, true, 29));
+  cases.push_back(fixed_case(1, 201, 3, 32, 64, GateMode::random, true, 30, {0, 1, 64, 129, 130, 201}));
+  cases.push_back(fixed_case(1, 90, 2, 24, 23, GateMode::random, true, 31));
+  cases.push_back(fixed_case(1, 150, 2, 64, 64, GateMode::extreme, true, 32));
+  cases.push_back(fixed_case(1, 150, 2, 64, 64, GateMode::zero, true, 33));
+  cases.push_back(fixed_case(1, 131, 3, 22, 30, GateMode::extreme, true, 34, {0, 67, 131}));
+  cases.push_back(fixed_case(1, 131, 3, 22, 30, GateMode::zero, false, 35, {0, 67, 131}));
+  check_rungs_agree(cuda::BwdVersion::v8_wide, cuda::BwdVersion::v9_noextras, cases, kOps);
+}
+
+TEST_CASE("CUDA v9 chunked backward outside rung 3 range runs rung 2 bit for bit") {
+  SKIP_WITHOUT_GPU();
+  check_outside_range_is_rung2(cuda::BwdVersion::v9_noextras);
 }
 
 // ---------------------------------------------------------------------------------------------

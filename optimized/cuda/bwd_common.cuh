@@ -184,8 +184,10 @@ inline bool in_rung3_range(const BwdCall& c) { return c.dtype == 1 && c.p.K >= 1
 /// c.dh0 is written; rung 4 reuses it as it is. levels_intra: prepare runs the forward's rung 4
 /// intra kernel (v4_intra_launch_with_A) instead of rung 3's (the backward's rung 5). wide_extras:
 /// bwd3_extras_wide (rung 8: quads, the same values bit for bit) where K % 4 == 0 and the arrays are
-/// aligned, else bwd3_extras.
-void bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra = false, bool wide_extras = false);
+/// aligned, else bwd3_extras. extras false (rung 9): no extras kernel at all (G, E, Qg, Kd not written:
+/// rung 9's grads kernel forms them).
+void bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra = false, bool wide_extras = false,
+                  bool extras = true);
 /// Rung 4's chunk-gradient kernel (bwd_v4_tc_tail.cu: bwd_grads_tc with B7 and B9 on tensor cores),
 /// then prof.mark(); reads the workspace bwd_v3_front leaves. batch_loads: rung 5's variant (V5Mid:
 /// stagings, tail and V4Mid's B9 slabs load in batches, the per-channel float32 B9 unrolled;
@@ -201,6 +203,10 @@ void bwd_v7_grads(const BwdCall& c, Profile& prof);
 /// Rung 8's chunk-gradient kernel (bwd_v4_tc_tail.cu's V8Mid: rung 7's, its global loads and stores at
 /// full width, Mid::kWide), then prof.mark(); the same range as bwd_v7_grads.
 void bwd_v8_grads(const BwdCall& c, Profile& prof);
+/// Rung 9's chunk-gradient kernel (bwd_v4_tc_tail.cu's V9Mid: rung 8's, forming G, E, Qg, Kd itself,
+/// Mid::kNoExtras), then prof.mark(); reads what bwd_v3_front(.., extras = false) leaves (no G, E, Qg,
+/// Kd); the same range as bwd_v7_grads.
+void bwd_v9_grads(const BwdCall& c, Profile& prof);
 
 // ------------------------------------------------------------------------------------------------
 // Rung 2's chunk-gradient kernel bwd_grads_tc (B2, B4-B11 per (chunk, head); bwd_v2_tensorcore.cu's
@@ -398,6 +404,18 @@ __device__ __forceinline__ void stage_quads(bf16* hi, bf16* lo, const float* bas
   }
 }
 
+// ------------------------------------------------------------------------------------------------
+// Rung 9 (Mid::kNoExtras; issue 6; bwd_v9_noextras.cu says why): bwd_grads_tc forms F1 (G, float64)
+// and F2's scaled E, Qg, Kd itself instead of reading what the prepare's extras kernel wrote, with
+// bwd3_extras' expressions (bwd_v3_async.cu), so the same float32 values bit for bit.
+// ------------------------------------------------------------------------------------------------
+/// F2: E_id = (e_i k_id) exp(G_id), e = beta_i (b_id for GDN2); bwd3_extras' `gate * kv * eg`.
+__device__ __forceinline__ float form_E(float gate, float kv, double Gi) { return gate * kv * expf(float(Gi)); }
+/// F2: Qg_id = (scale q_id) exp(G_id); bwd3_extras' `p.scale * q * eg`.
+__device__ __forceinline__ float form_Qg(float scale, float qv, double Gi) { return scale * qv * expf(float(Gi)); }
+/// F2: Kd_id = k_id exp(G_last,d - G_id), the difference in float64; bwd3_extras' `kv * expf(float(Gl - Gi))`.
+__device__ __forceinline__ float form_Kd(float kv, double Gi, double Gl) { return kv * expf(float(Gl - Gi)); }
+
 /// Rung 2's choice of B7 and B9: both in float32 in bwd_grads_tc itself (run is never called).
 struct NoMid {
   static constexpr bool kOwn = false;
@@ -405,6 +423,7 @@ struct NoMid {
   static constexpr bool kUnrolledB9 = false;  // the float32 B9 with the gate kind a run-time test
   static constexpr bool kRowBase = false;     // 64-bit row(i) * W + d per item (rung 7's V7Mid sets it)
   static constexpr bool kWide = false;        // 4-byte global accesses (rung 8's V8Mid sets it; needs kRowBase)
+  static constexpr bool kNoExtras = false;    // E, Qg, Kd, G read from the workspace (rung 9's V9Mid forms them)
   template <class Tg>
   static __device__ bool run(const KParams&, const BWs&, unsigned char*, int, int, const float*, const float (&)[4][4],
                              const float (&)[4][4]) {
@@ -462,6 +481,40 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
 
   for (int i = tid; i < C; i += nt) sbeta[i] = (!p.gdn2 && i < Lc) ? ld(beta + row(i)) : 0.f;
   for (int d = tid; d < 2 * 256; d += nt) sdgam[d] = 0.f;
+  if constexpr (Mid::kNoExtras) {
+    // Rung 9: F1 of this (chunk, head) here instead of in the prepare's extras kernel: G_i = g_0 + ...
+    // + g_i in float64, per channel in row order from acc = 0 (bwd3_extras' cumsum_log_decays, the
+    // same adds), written to ws.G, from which the rest of the kernel reads it as in rung 8. The
+    // 64 x K float64 G (64 KB at K = 128) does not fit beside the kernel's 167,424 bytes of shared
+    // memory under 227 KB, so it goes through ws.G, block-private: written and read by this block only.
+    // The g items are staged in float64 over the tiles (free until A's staging below).
+    static_assert(Mid::kRowBase, "kNoExtras addresses through RowBase");
+    const int KG = rb.KG;
+    if (KG) {
+      double* sGx = reinterpret_cast<double*>(smem_raw);  // [Lc][KG]
+      const Tg* gb = rb.base_opt(static_cast<const Tg*>(p.g), KG);
+      const int R = kThreads / KG, i0 = tid / KG, d = tid - i0 * KG;  // KG <= 128: R >= 2 rows per pass
+      if (i0 < R) {
+#pragma unroll 8
+        for (int i = i0; i < Lc; i += R) sGx[i * KG + d] = double(ld(gb + i * rb.HKG + d));
+      }
+      __syncthreads();
+      if (tid < KG) {  // one thread per channel: acc += g_i in row order, 8 rows' loads ahead of their adds
+        double* Gb = rb.base(ws.G, KG);
+        double acc = 0.0;
+        int i = 0;
+        for (; i + 8 <= Lc; i += 8) {
+          double gi[8];
+#pragma unroll
+          for (int e = 0; e < 8; ++e) gi[e] = sGx[(i + e) * KG + tid];
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc += gi[e], Gb[(i + e) * rb.HKG + tid] = acc;
+        }
+        for (; i < Lc; ++i) acc += sGx[i * KG + tid], Gb[i * rb.HKG + tid] = acc;
+      }
+      __syncthreads();  // the scratch read before the tiles are written; G written for the whole block
+    }
+  }
   // Mid::kBatchLoads (the backward's rung 5): the stagings below issue the global loads of several
   // items before storing any, so a thread waits one memory latency per batch instead of one per item
   // (optimized/cuda/bench/analysis_bwd_grads.md: the item-by-item loops were not unrolled and each
@@ -481,7 +534,10 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
     static_assert(Mid::kRowBase, "kWide addresses through RowBase");
     wideV = V % 4 == 0 && aligned(ws.vn, 16) && aligned(ws.dvn, 16) && aligned(ws.S, 16) && aligned(ws.dS, 16) &&
             aligned(dO, 8) && aligned(v, 8) && (!p.gdn2 || aligned(wg, int(4 * sizeof(Tg))));
-    wideK = K % 4 == 0 && aligned(ws.E, 16);
+    if constexpr (Mid::kNoExtras)  // rung 9: E formed from k, beta | b and G by quads
+      wideK = K % 4 == 0 && aligned(k, 8) && (!p.gdn2 || aligned(bg, int(4 * sizeof(Tg)))) && (!chan || aligned(ws.G, 16));
+    else
+      wideK = K % 4 == 0 && aligned(ws.E, 16);
     // Column pairs: the workspace's float32 arrays are 8-byte aligned (cudaMalloc'ed, after 8-byte G
     // items and whole float rows), so an even row width makes every pair aligned; checked anyway.
     evenK = K % 2 == 0 && aligned(ws.dQg, 8) && aligned(ws.dKd, 8) && aligned(ws.dwa, 8) && aligned(ws.dE, 8);
@@ -709,6 +765,40 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
     if constexpr (Mid::kWide) {
       if (wideK) {
         e_wide = true;  // rung 8: quads as A's staging
+        if constexpr (Mid::kNoExtras) {
+          // Rung 9: stage_quads' quads, each formed as bwd3_extras forms E (form_E) instead of loaded.
+          const Tin* kb = rb.base(k, K);
+          const Tg* bgb = rb.base_opt(bg, K);
+          const double* Gb = rb.base_opt(ws.G, rb.KG);
+          float xe[4][4];
+#pragma unroll
+          for (int t = 0; t < 4; ++t) {
+            const int qd = tid + t * kThreads, i = qd >> 4, d = kk + 4 * (qd & 15), x = i * rb.HK + d;
+            if (i < Lc && d < K) {
+              float kf[4], gf[4];
+              double gi[4];
+              ld4(kb + x, kf);
+              if (p.gdn2) ld4(bgb + x, gf);
+              else gf[0] = gf[1] = gf[2] = gf[3] = sbeta[i];
+              if (chan) {
+                const double2 a = *reinterpret_cast<const double2*>(Gb + i * rb.HKG + d);
+                const double2 b = *reinterpret_cast<const double2*>(Gb + i * rb.HKG + d + 2);
+                gi[0] = a.x, gi[1] = a.y, gi[2] = b.x, gi[3] = b.y;
+              } else {
+                gi[0] = gi[1] = gi[2] = gi[3] = rb.G(Gb, i, 0);
+              }
+#pragma unroll
+              for (int e = 0; e < 4; ++e) xe[t][e] = form_E(gf[e], kf[e], gi[e]);
+            } else {
+              xe[t][0] = xe[t][1] = xe[t][2] = xe[t][3] = 0.f;
+            }
+          }
+#pragma unroll
+          for (int t = 0; t < 4; ++t) {
+            const int qd = tid + t * kThreads;
+            put_split4(sEh, sEl, qd >> 4, 4 * (qd & 15), xe[t]);
+          }
+        } else
         stage_quads(sEh, sEl, rb.base(ws.E, K), rb.HK, kk, K, Lc, tid);
       }
     }
@@ -719,7 +809,12 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
 #pragma unroll
       for (int t = 0; t < kItems; ++t) {
         const int idx = tid + t * kThreads, i = idx >> 6, d = idx & 63;
-        if constexpr (Mid::kRowBase) e[t] = (i < Lc && kk + d < K) ? rb.base(ws.E, K)[i * rb.HK + kk + d] : 0.f;
+        if constexpr (Mid::kNoExtras) {  // rung 9: formed (form_E)
+          const int x = i * rb.HK + kk + d;
+          e[t] = (i < Lc && kk + d < K) ? form_E(p.gdn2 ? ld(rb.base_opt(bg, K) + x) : sbeta[i], ld(rb.base(k, K) + x),
+                                                 rb.G(rb.base_opt(ws.G, rb.KG), i, kk + d))
+                                        : 0.f;
+        } else if constexpr (Mid::kRowBase) e[t] = (i < Lc && kk + d < K) ? rb.base(ws.E, K)[i * rb.HK + kk + d] : 0.f;
         else e[t] = (i < Lc && kk + d < K) ? ws.E[row(i) * K + kk + d] : 0.f;
       }
 #pragma unroll
@@ -905,8 +1000,8 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
     if constexpr (Mid::kWide) {
       if (K % 4 == 0 && aligned(k, 8) && aligned(q, 8) && (!p.gdn2 || aligned(bg, int(4 * sizeof(Tg)))) &&
           aligned(ws.dE, 16) && aligned(ws.dQg, 16) && aligned(ws.dKd, 16) && aligned(ws.deL, 16) &&
-          aligned(ws.dqP, 16) && aligned(ws.dkLP, 16) && aligned(ws.E, 16) && aligned(ws.Qg, 16) &&
-          aligned(ws.Kd, 16) && aligned(dq, 8) && aligned(dk, 8) &&
+          aligned(ws.dqP, 16) && aligned(ws.dkLP, 16) &&
+          (Mid::kNoExtras || (aligned(ws.E, 16) && aligned(ws.Qg, 16) && aligned(ws.Kd, 16))) && aligned(dq, 8) && aligned(dk, 8) &&
           (!p.gdn2 || aligned(static_cast<Tg*>(out.db), int(4 * sizeof(Tg))))) {
         // Rung 8: (a) by quads (row i, channels d .. d + 3), one vector load or store per array; per
         // channel the same expressions as the item-by-item loop below.
@@ -923,7 +1018,15 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
           if (p.gdn2) ld4(bgb + x, rgate);
           else rgate[0] = rgate[1] = rgate[2] = rgate[3] = sbeta[i];
           ld4(dEb + x, rdE), ld4(dQgb + x, rdQg), ld4(dKdb + x, rdKd), ld4(deLb + x, rdeL), ld4(dqPb + x, rdqP);
-          ld4(dkLPb + x, rdkLP), ld4(Eb + x, rE), ld4(Qgb + x, rQg), ld4(Kdb + x, rKd);
+          ld4(dkLPb + x, rdkLP);
+          if constexpr (Mid::kNoExtras) {  // rung 9: E, Qg, Kd formed as bwd3_extras forms them
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              rE[e] = form_E(rgate[e], rk[e], rGi[e]), rQg[e] = form_Qg(p.scale, rq[e], rGi[e]),
+              rKd[e] = form_Kd(rk[e], rGi[e], rGl[e]);
+          } else {
+            ld4(Eb + x, rE), ld4(Qgb + x, rQg), ld4(Kdb + x, rKd);
+          }
           float odq[4], odk[4], ode[4];
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
@@ -956,7 +1059,13 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
         rGi[b] = rb.G(Gb, i, d), rGl[b] = rb.G(Gb, Lc - 1, d);
         rk[b] = ld(kb + x), re[b] = (p.gdn2 ? ld(bgb + x) : sbeta[i]) * ld(kb + x), rq[b] = p.scale * ld(qb + x);
         rdE[b] = dEb[x], rdQg[b] = dQgb[x], rdKd[b] = dKdb[x], rdeL[b] = deLb[x], rdqP[b] = dqPb[x], rdkLP[b] = dkLPb[x];
-        rE[b] = Eb[x], rQg[b] = Qgb[x], rKd[b] = Kdb[x];
+        if constexpr (Mid::kNoExtras) {  // rung 9: formed as bwd3_extras forms them
+          rE[b] = form_E(p.gdn2 ? ld(bgb + x) : sbeta[i], ld(kb + x), rGi[b]);
+          rQg[b] = form_Qg(p.scale, ld(qb + x), rGi[b]);
+          rKd[b] = form_Kd(ld(kb + x), rGi[b], rGl[b]);
+        } else {
+          rE[b] = Eb[x], rQg[b] = Qgb[x], rKd[b] = Kdb[x];
+        }
         rgate[b] = p.gdn2 ? ld(bgb + x) : sbeta[i];
       }
 #pragma unroll
@@ -1151,6 +1260,11 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
     const int HK = rb.HK;
     for (int d = tid; d < K; d += nt) {
       float kdk = 0.f;
+      if constexpr (Mid::kNoExtras) {  // rung 9: Kd formed as bwd3_extras forms it
+        const Tin* kb = rb.base(k, K);
+        const double Gl = rb.G(Gb, Lc - 1, d);
+        for (int i = 0; i < Lc; ++i) kdk += dKdb[i * HK + d] * form_Kd(ld(kb + i * HK + d), rb.G(Gb, i, d), Gl);
+      } else
       for (int i = 0; i < Lc; ++i) kdk += dKdb[i * HK + d] * Kdb[i * HK + d];
       float acc = kdk + (sdgam[d] + sdgam[256 + d]) * expf(float(rb.G(Gb, Lc - 1, d)));
       for (int i = Lc - 1; i >= 0; --i) {

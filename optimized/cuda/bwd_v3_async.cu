@@ -449,7 +449,7 @@ std::size_t bwd_v3_workspace_bytes(const KParams& p) {
   return std::max(tc_offset(p) + tc_workspace_bytes(p), bwd_v2_workspace_bytes(p));
 }
 
-void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool wide_extras) {
+void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool wide_extras, bool extras) {
   const KParams& p = c.p;
   const BWs bw = bwd_ws(p);
   // A training forward's saved workspace (c.saved_ws: rung 4's intra outputs, chunk_cuda.hpp
@@ -471,7 +471,9 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
                                          cudaMemcpyDeviceToDevice, c.stream));
     else if (levels_intra) v4_intra_launch_with_A(fc, bw.A);
     else v3_intra_launch_with_A(fc, bw.A);
-    if (c.gate_dtype == 0) launch_extras<float>(c, wide_extras);
+    if (!extras) {
+      // rung 9: its grads kernel forms G, E, Qg, Kd (bwd_common.cuh, Mid::kNoExtras)
+    } else if (c.gate_dtype == 0) launch_extras<float>(c, wide_extras);
     else launch_extras<bf16>(c, wide_extras);
     prof.mark();
     tc_state_bwd_launch(fc, KP, bw.S, bw.vn);

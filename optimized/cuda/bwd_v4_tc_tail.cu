@@ -67,6 +67,7 @@ struct V4Mid {
   static constexpr bool kUnrolledB9 = false;  // likewise
   static constexpr bool kRowBase = false;     // rung 7's V7Mid sets it (bwd_common.cuh, RowBase)
   static constexpr bool kWide = false;        // rung 8's V8Mid sets it (bwd_common.cuh, full-width accesses)
+  static constexpr bool kNoExtras = false;    // rung 9's V9Mid sets it (bwd_common.cuh, F1 and F2 formed in the kernel)
 
   template <class Tg>
   static __device__ __forceinline__ bool run(const KParams& p, const BWs& ws, unsigned char* smem_raw, int tok0,
@@ -283,6 +284,13 @@ struct V8Mid : V7Mid {
   }
 };
 
+/// Rung 9 (bwd_v9_noextras.cu): V8Mid with kNoExtras: bwd_grads_tc forms G (float64, per chunk) and
+/// E, Qg, Kd itself with bwd3_extras' expressions instead of reading them from the prepare's extras
+/// kernel, which is not launched; the same values, so rung 8's gradients bit for bit. run is V8Mid's.
+struct V9Mid : V8Mid {
+  static constexpr bool kNoExtras = true;
+};
+
 template <class Tg, class Mid>
 void launch_grads(const BwdCall& c, Profile& prof) {
   const KParams& p = c.p;
@@ -332,6 +340,11 @@ void bwdc::bwd_v7_grads(const BwdCall& c, Profile& prof) {
 void bwdc::bwd_v8_grads(const BwdCall& c, Profile& prof) {
   if (c.gate_dtype == 0) launch_grads<float, V8Mid>(c, prof);
   else launch_grads<bf16, V8Mid>(c, prof);
+}
+
+void bwdc::bwd_v9_grads(const BwdCall& c, Profile& prof) {
+  if (c.gate_dtype == 0) launch_grads<float, V9Mid>(c, prof);
+  else launch_grads<bf16, V9Mid>(c, prof);
 }
 
 }  // namespace linattn::cuda::detail

@@ -489,6 +489,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v6_tc_b9: return "bwd_v6_tc_b9";
     case BwdVersion::v7_rowbase: return "bwd_v7_rowbase";
     case BwdVersion::v8_wide: return "bwd_v8_wide";
+    case BwdVersion::v9_noextras: return "bwd_v9_noextras";
   }
   return "?";
 }
@@ -514,6 +515,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v6_tc_b9, detail::bwd_v6_workspace_bytes, detail::bwd_v6_launch},
     {BwdVersion::v7_rowbase, detail::bwd_v7_workspace_bytes, detail::bwd_v7_launch},
     {BwdVersion::v8_wide, detail::bwd_v8_workspace_bytes, detail::bwd_v8_launch},
+    {BwdVersion::v9_noextras, detail::bwd_v9_workspace_bytes, detail::bwd_v9_launch},
 };
 }  // namespace
 
@@ -560,7 +562,7 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
   for (const BwdRung& r : kBwdLadder)
     if (r.version == version) rung = &r;
   if (!rung)
-    fail(fn, "version", "a version of the backward ladder (1, 2, 3, 4, 5, 6, 7 or 8)", std::to_string(static_cast<int>(version)));
+    fail(fn, "version", "a version of the backward ladder (1, 2, 3, 4, 5, 6, 7, 8 or 9)", std::to_string(static_cast<int>(version)));
 
   detail::BwdCall call;
   call.dtype = static_cast<int>(f.dtype);

@@ -206,11 +206,15 @@ enum class BwdVersion : int {
                        ///< and 32-bit offsets (same values and operations: v6's gradients bit for
                        ///< bit; H * max(K, V, 64) >= 2^25 runs v6); 1.10-1.15x faster than v6 (DeltaNet
                        ///< 9.67 ms; session 7 calls 1-3) (RESULTS.md, "Rung 7")
-  v8_wide = 8          ///< v7 with the chunk-gradient kernel's global loads and stores at full width
+  v8_wide = 8,         ///< v7 with the chunk-gradient kernel's global loads and stores at full width
                        ///< (16- / 8-byte accesses where K, V and alignment allow; same values and
                        ///< operations: v7's gradients bit for bit; the same fallbacks as v7); 1.35x
                        ///< faster than v7 for DeltaNet (9.20 -> 6.82 ms), 1.27-1.38x for GDN, KDA,
                        ///< GDN2 (session 8 call 1); `best` (RESULTS.md, "Rung 8")
+  v9_noextras = 9      ///< v8 without the prepare's extras kernel: the chunk-gradient kernel forms G
+                       ///< (float64, per chunk) and E, Qg, Kd itself with the extras kernel's
+                       ///< expressions (same values: v8's gradients bit for bit; the same fallbacks
+                       ///< as v8); written in session 8, NOT YET RUN ON A GPU (RESULTS.md, "Rung 9")
 };
 
 const char* bwd_version_name(BwdVersion v);

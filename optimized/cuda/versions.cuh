@@ -112,6 +112,11 @@ void bwd_v7_launch(const BwdCall& c);
 std::size_t bwd_v8_workspace_bytes(const KParams& p);
 void bwd_v8_launch(const BwdCall& c);
 
+// bwd_v9_noextras.cu (rung 8 without the prepare's extras kernel: the chunk-gradient kernel forms G,
+// E, Qg, Kd itself; written in session 8, not yet run on a GPU; the same fallbacks as rung 8)
+std::size_t bwd_v9_workspace_bytes(const KParams& p);
+void bwd_v9_launch(const BwdCall& c);
+
 // Reused by the backward's rung 3 from the forward's tensor-core rungs (bf16 inputs, 16 <= K <= 128;
 // c.p.ws is the tensor-core workspace of tc_common.cuh, V2Ws):
 /// v3_async.cu: v3's intra-chunk kernel, which also writes A = (I + L)^-1 of every chunk to a_out

@@ -117,7 +117,7 @@ for s in $stages; do
       echo "determinism test: $fails failures in ${DET_REPEATS:-50} runs" | tee "$OUT/bdeterminism.log" ;;
     bmutants)
       # Each planted bug of the backward (make_mutants.py, 11-16 rung 1, 21-24 rung 2, 41-49 rung 3, 51-55
-      # rung 4, 50 and 56-59 rung 5, 66-68 rung 6, 69-72 rung 7, 73-79 rung 8; 5 is shared with the forward)
+      # rung 4, 50 and 56-59 rung 5, 66-68 rung 6, 69-72 rung 7, 73-79 and 85-86 rung 8, 87-91 rung 9; 5 is shared with the forward)
       # must make the tests aimed at it fail.
       M=${MBIN:-build/mutants}/test_cuda_backward
       P32='CUDA v1 chunked backward equals the float64 reference backward for every operator in float32'
@@ -130,7 +130,7 @@ for s in $stages; do
       SZ='CUDA chunked backward is exact at the tuned and the largest head sizes up to K = V = 256'
       V3='CUDA v3 chunked backward on the forward tensor-core kernels equals the float64 reference backward for every operator in bfloat16'
       V4='CUDA v4 tensor-core B7 and B9 chunked backward equals the float64 reference backward for every operator in bfloat16'
-      # BMUT_ONLY=v3, v4, v5, v6, v7 or v8: that rung's mutants alone (BMUT_V3_ONLY=1 is BMUT_ONLY=v3)
+      # BMUT_ONLY=v3, v4, v5, v6, v7, v8 or v9: that rung's mutants alone (BMUT_V3_ONLY=1 is BMUT_ONLY=v3)
       only=${BMUT_ONLY:-}; [ -n "${BMUT_V3_ONLY:-}" ] && only=v3
       grp() { [ -z "$only" ] || [ "$only" = "$1" ]; }
       run_m() { local n=$1; shift; for t in "$@"; do
@@ -241,6 +241,19 @@ for s in $stages; do
         echo "no mutant, compute-sanitizer racecheck and memcheck (rung 8's quads and pairs), $PK:"
         LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool racecheck $M "$PK" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
         LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$BIT8" 2>&1 | grep -E "ERROR SUMMARY" | head -2
+        fi
+        if grp v9; then
+        V9='CUDA v9 chunked backward with G E Qg Kd formed in the grads kernel equals the float64 reference backward for every operator in bfloat16'
+        BIT9='CUDA v9 chunked backward gives rung 8 gradients bit for bit'
+        run_m 0 "$V9" "$BIT9"
+        run_m 87 "$BIT9" "$V9"  # the tail's Kd quads
+        run_m 88 "$BIT9" "$V9"  # E's quads without beta
+        run_m 89 "$BIT9" "$V9"  # G's cumsum one row late
+        run_m 90 "$BIT9" "$V9"  # (b)'s Kd without decay: dg alone
+        run_m 91 "$BIT9" "$V9"  # the item tail's Qg without scale (K = 17, 18, 22)
+        echo "no mutant, compute-sanitizer racecheck and memcheck (rung 9's G scratch and scan), $PK:"
+        LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool racecheck $M "$PK" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
+        LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$BIT9" 2>&1 | grep -E "ERROR SUMMARY" | head -2
         fi
       } 2>&1 | tee "$OUT/bmutants.log" ;;
     bbench)
