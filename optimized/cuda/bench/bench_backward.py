@@ -7,6 +7,9 @@ B=8 T=4096 H=16 K=V=128 bf16 (float32 gates) by default.
 
 The loss is L = <do, o> + <dht, S_T> (random do bf16, dht float32). Before timing, every linattn
 gradient is compared with fla's (relative RMS). Times are medians of triton.testing.do_bench.
+For backward rungs 5 and up (and 0 = best) also the saved forward (chunk_cuda.hpp, SavedForward):
+rows "linattn forward (saving)" and "linattn forward (saving) + backward (saved) v{ver}", after a
+check that its o and gradients equal the recompute path's (max |difference| printed; must be 0).
 fla's source is not part of linattn: pass its checkout with --fla.
 
 Usage: python3 bench_backward.py --lib build/cuda/optimized/cuda/liblinattn_cuda_capi.so --fla .fla
@@ -36,10 +39,14 @@ class BwdArgs(ctypes.Structure):  # mirrors LinattnBwdArgs in capi.cu
 GATES = {"delta_rule": ["beta"], "gated_delta_rule": ["g", "beta"], "kda": ["g", "beta"], "gdn2": ["g", "b", "w"]}
 
 
-def linattn_backward(lin, op, x, do, dht, scale, ver):
-    """Allocate the gradients and the argument block once; returns (run, grads)."""
+def linattn_backward(lin, op, x, do, dht, scale, ver, saved=None):
+    """Allocate the gradients and the argument block once; returns (run, grads). With `saved` (a
+    ctypes.c_void_p handle of linattn_cuda_forward_save) the backward reads that saved forward."""
     lin.lib.linattn_cuda_backward.argtypes = [ctypes.POINTER(BwdArgs), ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
     lin.lib.linattn_cuda_backward.restype = ctypes.c_int
+    lin.lib.linattn_cuda_backward_saved.argtypes = [ctypes.POINTER(BwdArgs), ctypes.c_int, ctypes.c_void_p,
+                                                    ctypes.c_char_p, ctypes.c_int]
+    lin.lib.linattn_cuda_backward_saved.restype = ctypes.c_int
     q = x["q"]
     B, T, H, K = q.shape
     V = x["v"].shape[-1]
@@ -59,12 +66,104 @@ def linattn_backward(lin, op, x, do, dht, scale, ver):
         setattr(a, "d" + n, grads[n].data_ptr() if n in grads else None)
     a.dh0 = grads["h0"].data_ptr()
     ref, fn, err = ctypes.byref(a), lin.lib.linattn_cuda_backward, lin.err
+    fn_saved = lin.lib.linattn_cuda_backward_saved
 
     def run():
         if fn(ref, ver, err, 4096) != 0:
             raise RuntimeError(err.value.decode())
+
+    def run_saved():
+        if fn_saved(ref, ver, saved, err, 4096) != 0:
+            raise RuntimeError(err.value.decode())
+    run = run if saved is None else run_saved
     run.args = a
     return run, grads
+
+
+def linattn_forward_save(lin, op, x, scale, ver):
+    """The training forward (linattn_cuda_forward_save) with its own o, final state and saved handle,
+    argument block built once; returns (run, o, ht, handle). Free the handle with linattn_cuda_saved_free."""
+    lin.lib.linattn_cuda_forward_save.argtypes = [ctypes.POINTER(Args), ctypes.c_int, ctypes.POINTER(ctypes.c_void_p),
+                                                  ctypes.c_char_p, ctypes.c_int]
+    lin.lib.linattn_cuda_forward_save.restype = ctypes.c_int
+    lin.lib.linattn_cuda_saved_free.argtypes = [ctypes.c_void_p]
+    lin.lib.linattn_cuda_saved_bytes.argtypes = [ctypes.c_void_p]
+    lin.lib.linattn_cuda_saved_bytes.restype = ctypes.c_int64
+    _, o, ht = lin.prepare(op, x, scale, ver)  # buffers and the argument block of forward_device
+    run_plain = _
+    a = run_plain.args
+    handle = ctypes.c_void_p()
+    ref, fn, err, hp = ctypes.byref(a), lin.lib.linattn_cuda_forward_save, lin.err, ctypes.byref(handle)
+
+    def run():
+        if fn(ref, ver, hp, err, 4096) != 0:
+            raise RuntimeError(err.value.decode())
+    run.args = a
+    return run, o, ht, handle
+
+
+def max_abs_diffs(a, b):
+    """{name: max |a - b|} over the shared keys (inf where exactly one side is non-finite or shapes differ)."""
+    out = {}
+    for n in a:
+        x, y = a[n].float(), b[n].float()
+        if x.shape != y.shape or not torch.equal(torch.isfinite(x), torch.isfinite(y)):
+            out[n] = float("inf")
+        else:
+            f = torch.isfinite(x)
+            out[n] = (x[f] - y[f]).abs().max().item() if f.any() else 0.0
+    return out
+
+
+_SAVING_TIMED = set()
+
+
+def saved_rows(lin, op, x, do, dht, scale, ver, s, record, timed, results, run_f, o):
+    """The saved forward (chunk_cuda.hpp, SavedForward): the training forward that keeps forward rung
+    4's intra outputs and A, then backward rung `ver` reading them. Before timing: its o against
+    forward_device's and its gradients against the recompute backward's, both max |difference|
+    (must be 0: the same kernels on the same values). Rows: 'linattn forward (saving)' alone, and
+    'linattn forward (saving) + backward (saved) v{ver}'."""
+    handle = None
+    try:
+        run_fs, o_s, _, handle = linattn_forward_save(lin, op, x, scale, 4)
+        run_r, g_r = linattn_backward(lin, op, x, do, dht, scale, ver)
+        for t in g_r.values():
+            t.fill_(float("nan"))
+        run_f()
+        run_r()
+        run_fs()
+        run_s, g_s = linattn_backward(lin, op, x, do, dht, scale, ver, saved=handle)
+        for t in g_s.values():
+            t.fill_(float("nan"))
+        run_s()
+        torch.cuda.synchronize()
+        do_ = max_abs_diffs({"o": o_s}, {"o": o})["o"]
+        dg = max_abs_diffs(g_s, g_r)
+        worst = max([do_] + list(dg.values()))
+        check = (f"saved vs recompute max |diff|: o {do_:g} " + " ".join(f"d{n} {e:g}" for n, e in dg.items()) +
+                 ("" if worst == 0 else " NOT BIT-EQUAL") +
+                 f"; saved {lin.lib.linattn_cuda_saved_bytes(handle) / 2**20:.1f} MiB")
+        results.setdefault("saved_check", []).append({"shape": s, "op": op, "bwd_version": ver, "text": check})
+        if (s, op) not in _SAVING_TIMED:  # once per shape and op
+            record(s, op, "linattn forward (saving)", timed(run_fs))
+            _SAVING_TIMED.add((s, op))
+
+        def fsb():
+            run_fs()
+            run_s()
+        record(s, op, f"linattn forward (saving) + backward (saved) v{ver}", timed(fsb), check)
+        os.environ["LINATTN_BWD_PROFILE"] = "1"  # the saved backward's kernels (its prepare: A's copy + extras)
+        run_s()
+        torch.cuda.synchronize()
+        os.environ.pop("LINATTN_BWD_PROFILE", None)
+        del g_r, g_s
+    except Exception:
+        os.environ.pop("LINATTN_BWD_PROFILE", None)
+        print(f"[linattn saved v{ver}] {op} failed:\n{traceback.format_exc()}", flush=True)
+    finally:
+        if handle is not None:
+            lin.lib.linattn_cuda_saved_free(handle)
 
 
 def main():
@@ -186,6 +285,8 @@ def main():
                 except Exception:
                     os.environ.pop("LINATTN_BWD_PROFILE", None)
                     print(f"[linattn bwd v{ver}] {op} failed:\n{traceback.format_exc()}", flush=True)
+                if ver == 0 or ver >= 5:  # the rungs whose prepare is forward rung 4's intra kernel
+                    saved_rows(lin, op, x, do, dht, scale, ver, s, record, timed, results, run_f, o)
             del x, fla_x, o, ht, ref
             torch.cuda.empty_cache()
         # Softmax attention: causal SDPA forward + backward on [B, H, T, D] views.
