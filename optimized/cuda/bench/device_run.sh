@@ -6,7 +6,7 @@
 # cannot eat the whole call. Usage: bash optimized/cuda/bench/device_run.sh [stages...]
 #   stages: tests sanitize mutants bench (default: all) for the forward; btests bsanitize bmutants
 #   bbench for the backward (test_cuda_backward, its sanitizer runs and planted bugs,
-#   bench_backward.py). BENCH_ARGS adds
+#   bench_backward.py); smutants for the saved forward's planted bugs (test_cuda_saved). BENCH_ARGS adds
 #   arguments to bench_forward.py, BBENCH_ARGS to bench_backward.py.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -256,6 +256,23 @@ for s in $stages; do
         LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$BIT9" 2>&1 | grep -E "ERROR SUMMARY" | head -2
         fi
       } 2>&1 | tee "$OUT/bmutants.log" ;;
+    smutants)
+      # The saved forward's planted bugs (make_mutants.py 95-97; chunk_cuda.hpp, SavedForward) against
+      # test_cuda_saved (built in the mutant tree: --target test_cuda_saved): each must fail SV (bit for
+      # bit with the recompute path) and SP (the reference property); mutant 0 must pass all three.
+      M=${MBIN:-build/mutants}/test_cuda_saved
+      SV='CUDA saving forward gives the forward output bit for bit and the saved backward gives the recompute backward gradients bit for bit'
+      SP='CUDA saved backward after a saving forward equals the float64 reference backward within the rung 3 bounds'
+      S2='CUDA saved backward can be run twice from one saved forward with the same gradients'
+      run_s() { local n=$1; shift; for t in "$@"; do
+          r=$(LINATTN_MUTANT=$n RC_PARAMS="seed=20261130 max_success=30" timeout 90 $M "$t" 2>&1 | grep -E "^test cases|^All tests passed" | tail -1)
+          echo "mutant $n | $t | ${r:-no summary (crash or timeout)}"; done; }
+      {
+        run_s 0 "$SV" "$SP" "$S2"
+        run_s 95 "$SV" "$SP"  # the saving forward does not write A
+        run_s 96 "$SV" "$S2"  # the saved backward reads its own (poisoned) tc region
+        run_s 97 "$SV" "$SP"  # A read one row late
+      } 2>&1 | tee "$OUT/smutants.log" ;;
     bbench)
       echo "=== backward bench"
       timeout ${BBENCH_TIMEOUT:-330} python3 optimized/cuda/bench/bench_backward.py --lib $LIB --fla .fla --json "$OUT/bbench.json" ${BBENCH_ARGS:-} 2>&1 | tee "$OUT/bbench.log" | grep -v "^\s*$"

@@ -4,7 +4,7 @@
 Copies the source tree to DEST (default /tmp/linattn_mutants), plants every mutation below behind a
 run-time switch (environment variable LINATTN_MUTANT=<n>, read by forward_device), and configures a
 build there; the committed sources are never touched. Build with
-  cmake --build DEST/build --target test_cuda_forward test_cuda_backward -j2
+  cmake --build DEST/build --target test_cuda_forward test_cuda_backward test_cuda_saved -j2
 and run the test binary with LINATTN_MUTANT=n: each mutant must make the named tests fail, and
 LINATTN_MUTANT unset must pass (device_run.sh's 'mutants' stage does this on the GPU machine).
 """
@@ -340,6 +340,21 @@ MUTANTS = [
      "aDk[a][b] += scale * aDkq[a][b];",
      "aDk[a][b] += (p.mutant == 55 ? 1.f : scale) * aDkq[a][b];",
      "bwd v4: B9's dk^{L,P} forgets the factor scale on M2^T q"),
+    # The saved forward (chunk_cuda.hpp, SavedForward; test_cuda_saved). Tests poison the workspaces
+    # before every backward and a new SavedForward starts as NaN bits, so each shows as NaN or a
+    # bit difference in the saved path alone.
+    (95, "optimized/cuda/v4_levels.cu",
+     "  v4_intra_launch_with_A(c, a_out);  // the saved A (chunk_cuda.hpp, SavedForward)",
+     "  v4_intra_launch_with_A(c, c.p.mutant == 95 ? nullptr : a_out);  // the saved A (chunk_cuda.hpp, SavedForward)",
+     "saved forward: the saving forward's intra kernel does not write A (the saved A keeps its NaN poison)"),
+    (96, "optimized/cuda/bwd_v3_async.cu",
+     "  void* tcws = c.saved_ws ? c.saved_ws : static_cast<char*>(p.ws) + tc_offset(p);",
+     "  void* tcws = c.saved_ws && p.mutant != 96 ? c.saved_ws : static_cast<char*>(p.ws) + tc_offset(p);",
+     "saved backward: the intra launch is skipped but the states / dstates kernels read the backward's own tc region (not the saved workspace)"),
+    (97, "optimized/cuda/bwd_v3_async.cu",
+     "cudaMemcpyAsync(bw.A, c.saved_A, sizeof(float) * std::size_t(p.B) * p.T * p.H * C,",
+     "cudaMemcpyAsync(bw.A, c.saved_A + (p.mutant == 97 ? C : 0), sizeof(float) * (std::size_t(p.B) * p.T * p.H - (p.mutant == 97 ? 1 : 0)) * C,",
+     "saved backward: A read from the saved buffer one row late (a wrong offset; the last row keeps the poison)"),
 ]
 
 HOOKS = [
