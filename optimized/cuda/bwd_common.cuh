@@ -409,12 +409,19 @@ __device__ __forceinline__ void stage_quads(bf16* hi, bf16* lo, const float* bas
 // and F2's scaled E, Qg, Kd itself instead of reading what the prepare's extras kernel wrote, with
 // bwd3_extras' expressions (bwd_v3_async.cu), so the same float32 values bit for bit.
 // ------------------------------------------------------------------------------------------------
+// The products are __fmul_rn (PTX mul.rn.f32): the value of bwd3_extras' plain product (no sum follows
+// it there, so nothing was fused), and never fused here into a following add by nvcc or ptxas (a plain
+// mul.f32 may be: e.g. E - bf16(E) in put_split's lo part, which would then differ from rung 8's).
 /// F2: E_id = (e_i k_id) exp(G_id), e = beta_i (b_id for GDN2); bwd3_extras' `gate * kv * eg`.
-__device__ __forceinline__ float form_E(float gate, float kv, double Gi) { return gate * kv * expf(float(Gi)); }
+__device__ __forceinline__ float form_E(float gate, float kv, double Gi) {
+  return __fmul_rn(__fmul_rn(gate, kv), expf(float(Gi)));
+}
 /// F2: Qg_id = (scale q_id) exp(G_id); bwd3_extras' `p.scale * q * eg`.
-__device__ __forceinline__ float form_Qg(float scale, float qv, double Gi) { return scale * qv * expf(float(Gi)); }
+__device__ __forceinline__ float form_Qg(float scale, float qv, double Gi) {
+  return __fmul_rn(__fmul_rn(scale, qv), expf(float(Gi)));
+}
 /// F2: Kd_id = k_id exp(G_last,d - G_id), the difference in float64; bwd3_extras' `kv * expf(float(Gl - Gi))`.
-__device__ __forceinline__ float form_Kd(float kv, double Gi, double Gl) { return kv * expf(float(Gl - Gi)); }
+__device__ __forceinline__ float form_Kd(float kv, double Gi, double Gl) { return __fmul_rn(kv, expf(float(Gl - Gi))); }
 
 /// Rung 2's choice of B7 and B9: both in float32 in bwd_grads_tc itself (run is never called).
 struct NoMid {
