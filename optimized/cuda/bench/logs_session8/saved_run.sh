@@ -22,7 +22,7 @@ L=/tmp/b/liblinattn_cuda_capi.so S=/tmp/b/test_cuda_saved
 res() { grep -E '^All tests|^test cases' "$1" | tail -1; }
 one() {  # binary, tag, test name
   local n; n=$2_$(echo "$3" | md5sum | cut -c1-6)
-  timeout 60 $1 "$3" > /tmp/l/$n.log 2>&1; echo "[$(el) s] $2 | $3 | $(res /tmp/l/$n.log)"; }
+  timeout 90 $1 "$3" > /tmp/l/$n.log 2>&1; echo "[$(el) s] $2 | $3 | $(res /tmp/l/$n.log)"; }
 {
 # 1. Every test case of test_cuda_saved (bit for bit, twice from one save, the reference property,
 #    the refusals).
