@@ -412,10 +412,9 @@ __device__ __forceinline__ void stage_quads(bf16* hi, bf16* lo, const float* bas
 // The products are __fmul_rn (PTX mul.rn.f32): the value of bwd3_extras' plain product (no sum follows
 // it there, so nothing was fused), and never fused here into a following add by nvcc or ptxas (a plain
 // mul.f32 may be: e.g. E - bf16(E) in put_split's lo part, which would then differ from rung 8's).
-/// F2: E_id = (e_i k_id) exp(G_id), e = beta_i (b_id for GDN2); bwd3_extras' `gate * kv * eg`.
-__device__ __forceinline__ float form_E(float gate, float kv, double Gi) {
-  return __fmul_rn(__fmul_rn(gate, kv), expf(float(Gi)));
-}
+/// F2: E_id = (e_i k_id) exp(G_id), e = beta_i (b_id for GDN2); bwd3_extras' `gate * kv * eg`, eg = expf(float(G_id)).
+__device__ __forceinline__ float form_E_eg(float gate, float kv, float eg) { return __fmul_rn(__fmul_rn(gate, kv), eg); }
+__device__ __forceinline__ float form_E(float gate, float kv, double Gi) { return form_E_eg(gate, kv, expf(float(Gi))); }
 /// F2: Qg_id = (scale q_id) exp(G_id); bwd3_extras' `p.scale * q * eg`.
 __device__ __forceinline__ float form_Qg(float scale, float qv, double Gi) {
   return __fmul_rn(__fmul_rn(scale, qv), expf(float(Gi)));
@@ -782,20 +781,19 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
           for (int t = 0; t < 4; ++t) {
             const int qd = tid + t * kThreads, i = qd >> 4, d = kk + 4 * (qd & 15), x = i * rb.HK + d;
             if (i < Lc && d < K) {
-              float kf[4], gf[4];
-              double gi[4];
+              float kf[4], gf[4], eg[4];
               ld4(kb + x, kf);
               if (p.gdn2) ld4(bgb + x, gf);
               else gf[0] = gf[1] = gf[2] = gf[3] = sbeta[i];
               if (chan) {
                 const double2 a = *reinterpret_cast<const double2*>(Gb + i * rb.HKG + d);
                 const double2 b = *reinterpret_cast<const double2*>(Gb + i * rb.HKG + d + 2);
-                gi[0] = a.x, gi[1] = a.y, gi[2] = b.x, gi[3] = b.y;
-              } else {
-                gi[0] = gi[1] = gi[2] = gi[3] = rb.G(Gb, i, 0);
+                eg[0] = expf(float(a.x)), eg[1] = expf(float(a.y)), eg[2] = expf(float(b.x)), eg[3] = expf(float(b.y));
+              } else {  // one G per row: one expf per quad (the same value for its 4 channels)
+                eg[0] = eg[1] = eg[2] = eg[3] = expf(float(rb.G(Gb, i, 0)));
               }
 #pragma unroll
-              for (int e = 0; e < 4; ++e) xe[t][e] = form_E(gf[e], kf[e], gi[e]);
+              for (int e = 0; e < 4; ++e) xe[t][e] = form_E_eg(gf[e], kf[e], eg[e]);
             } else {
               xe[t][0] = xe[t][1] = xe[t][2] = xe[t][3] = 0.f;
             }
@@ -987,6 +985,10 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
   //   (b) per channel, tokens in reverse: dg_t = sum_{i >= t} dG_i, dG_last += sum_i dKd_i Kd_i + dgamma gamma;
   //   (c) per token (one warp each): dbeta = sum_d de k + sum_c du0 v; scalar gates: dg = sum_d dg_d.
   float* sdG = sk;  // [Lc][K], over the B9 slab
+  // Rung 9 (kNoExtras, K <= 128): Kd as (a) formed it, [Lc][K] after dG's largest extent at K = 128,
+  // for (b)'s sum (read from here, not formed twice).
+  float* sKd9 = sdG + C * 128;
+  static_assert(sizeof(float) * (5 * C * LD + 2 * C * 128) <= kSmemMain, "rung 9's Kd beside dG");
   Tin* dq = static_cast<Tin*>(out.dq);
   Tin* dk = static_cast<Tin*>(out.dk);
   if constexpr (Mid::kRowBase) {
@@ -1040,6 +1042,7 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
             const float kk = rk[e], ee = rgate[e] * rk[e], qs = p.scale * rq[e];
             const float dE = rdE[e], dQg = rdQg[e], dKd = rdKd[e], deL = rdeL[e], dqP = rdqP[e], dkLP = rdkLP[e];
             sdG[i * K + d + e] = dE * rE[e] + dQg * rQg[e] - dKd * rKd[e] + ee * deL + qs * dqP - kk * dkLP;
+            if constexpr (Mid::kNoExtras) sKd9[i * K + d + e] = rKd[e];
             const float eg = expf(float(rGi[e]));
             const float de = dE * eg + deL;
             odq[e] = p.scale * (dQg * eg + dqP);
@@ -1084,6 +1087,7 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
         const float kk = rk[b], ee = re[b], qs = rq[b];
         const float dE = rdE[b], dQg = rdQg[b], dKd = rdKd[b], deL = rdeL[b], dqP = rdqP[b], dkLP = rdkLP[b];
         sdG[idx] = dE * rE[b] + dQg * rQg[b] - dKd * rKd[b] + ee * deL + qs * dqP - kk * dkLP;
+        if constexpr (Mid::kNoExtras) sKd9[idx] = rKd[b];
         const float eg = expf(float(rGi[b]));
         const float de = dE * eg + deL;
         st(dqb + x, p.scale * (dQg * eg + dqP));
@@ -1267,10 +1271,8 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
     const int HK = rb.HK;
     for (int d = tid; d < K; d += nt) {
       float kdk = 0.f;
-      if constexpr (Mid::kNoExtras) {  // rung 9: Kd formed as bwd3_extras forms it
-        const Tin* kb = rb.base(k, K);
-        const double Gl = rb.G(Gb, Lc - 1, d);
-        for (int i = 0; i < Lc; ++i) kdk += dKdb[i * HK + d] * form_Kd(ld(kb + i * HK + d), rb.G(Gb, i, d), Gl);
+      if constexpr (Mid::kNoExtras) {  // rung 9: Kd as (a) formed it (form_Kd), from shared memory
+        for (int i = 0; i < Lc; ++i) kdk += dKdb[i * HK + d] * sKd9[i * K + d];
       } else
       for (int i = 0; i < Lc; ++i) kdk += dKdb[i * HK + d] * Kdb[i * HK + d];
       float acc = kdk + (sdgam[d] + sdgam[256 + d]) * expf(float(rb.G(Gb, Lc - 1, d)));

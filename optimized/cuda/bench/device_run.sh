@@ -249,7 +249,7 @@ for s in $stages; do
         run_m 87 "$BIT9" "$V9"  # the tail's Kd quads
         run_m 88 "$BIT9" "$V9"  # E's quads without beta
         run_m 89 "$BIT9" "$V9"  # G's cumsum one row late
-        run_m 90 "$BIT9" "$V9"  # (b)'s Kd without decay: dg alone
+        run_m 90 "$BIT9" "$V9"  # (b)'s shared Kd one row late: dg alone
         run_m 91 "$BIT9" "$V9"  # the item tail's Qg without scale (K = 17, 18, 22)
         echo "no mutant, compute-sanitizer racecheck and memcheck (rung 9's G scratch and scan), $PK:"
         LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool racecheck $M "$PK" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
