@@ -32,7 +32,20 @@
 // ~0.3 ms (DN) to ~0.55 ms (KDA, GDN2), and the grads kernel (4.93 / 5.11 / 7.77 / 7.08) reads E,
 // Qg, Kd back (12 bytes per element of [T, H, K]).
 //
-// STATIC (filled in below; RESULTS.md "Rung 9" has the commands).
+// Why G goes through ws.G and not shared memory: 64 x K float64 is 64 KB at K = 128, and the kernel's
+// 167,424 bytes + 65,536 = 232,960 > 232,448 (227 KB); G is read in every phase, so no overlay holds it.
+// (b)'s sum over dKd_i Kd_i reads Kd as (a) formed it, from shared memory beside dG (sKd9).
+//
+// Static counts (nvcc 13.0 sm_90a, nvdisasm 13.5, no GPU; RESULTS.md "Rung 9" has the commands):
+// PTX of every rung 1-8 kernel unchanged (40 of 40). bwd_grads_tc<float, V9Mid> 239 registers (bf16
+// gates 240; V8Mid 238 / 237), no spill, no stack; 13,808 SASS instructions against 11,864 (the new
+// paths keep rung 8's item-by-item fallbacks; the scan unrolled by 8): FFMA 486 -> 662, FMUL 225 ->
+// 373, MUFU 63 -> 109, DADD 46 -> 135, LDG 434 -> 449, STG 409 -> 494 (G), LDS 232 -> 372. Estimated
+// executed warp instructions per block at K = V = 128: grads + ~4.8k (DeltaNet) / + ~8.6k (KDA) while
+// the extras kernel's ~7.5k / ~14k go. Global traffic per block (extras + grads, L2-level, float32
+// gates): DeltaNet 1377 -> 1105 KB (-20%), GDN -20%, KDA 1633 -> 1425 KB (-13%), GDN2 -13%.
+// Time: NOT measured; expected backward -0.2 to -0.5 ms at B=8 T=4096 H=16 K=V=128 (bench_backward.py
+// --bwd-versions 8,9; logs_session8/rung9_run.sh).
 //
 // Range: rung 8's. Calls outside rung 3's range (float32 inputs, K < 16 or K > 128) run rung 2
 // through bwd_v3_launch; calls with H * max(K, V, 64) >= 2^25 (32-bit offsets) run rung 6.
