@@ -491,8 +491,9 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
     // Rung 9: F1 of this (chunk, head) here instead of in the prepare's extras kernel: G_i = g_0 + ...
     // + g_i in float64, per channel in row order from acc = 0 (bwd3_extras' cumsum_log_decays, the
     // same adds), written to ws.G, from which the rest of the kernel reads it as in rung 8. The
-    // 64 x K float64 G (64 KB at K = 128) does not fit beside the kernel's 167,424 bytes of shared
-    // memory under 227 KB, so it goes through ws.G, block-private: written and read by this block only.
+    // 64 x K float64 G (64 KB at K = 128) does not fit beside the kernel's 167,424 + 1,024 (static)
+    // bytes of shared memory under 227 KB, so it goes through ws.G, block-private: written and read by
+    // this block only.
     // The g items are staged in float64 over the tiles (free until A's staging below).
     static_assert(Mid::kRowBase, "kNoExtras addresses through RowBase");
     const int KG = rb.KG;

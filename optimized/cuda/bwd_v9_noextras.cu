@@ -33,7 +33,8 @@
 // Qg, Kd back (12 bytes per element of [T, H, K]).
 //
 // Why G goes through ws.G and not shared memory: 64 x K float64 is 64 KB at K = 128, and the kernel's
-// 167,424 bytes + 65,536 = 232,960 > 232,448 (227 KB); G is read in every phase, so no overlay holds it.
+// 167,424 dynamic + 1,024 static bytes + 65,536 = 233,984 > 232,448 (227 KB); G is read in every
+// phase, so no overlay holds it.
 // (b)'s sum over dKd_i Kd_i reads Kd as (a) formed it, from shared memory beside dG (sKd9).
 //
 // Static counts (nvcc 13.0 sm_90a, nvdisasm 13.5, no GPU; RESULTS.md "Rung 9" has the commands):
