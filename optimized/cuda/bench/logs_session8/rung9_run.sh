@@ -5,7 +5,7 @@
 # its speed beside rung 8 with the per-kernel profile, memcheck on the packed backward. At most about
 # 290 s: each step's timeout is the smaller of its own and the time left to 285 s; memcheck only
 # while under 235 s. Modelled on pending_device_run.sh's
-# first section. Needs .cudabin/bins.tar.xz built at a commit that has rung 9 (a793d3c or later:
+# first section. Needs .cudabin/bins.tar.xz built at a commit that has rung 9 as committed (baaa4fa or later, not a793d3c .. 9a20142:
 # test_cuda_backward and liblinattn_cuda_capi.so; rebuild as RESULTS.md "How to build and carry" says);
 # carry `.cudabin` (.tcache optional). Writes two files to $OUT: env.log and logs.tar.xz.
 # Usage on the device: bash optimized/cuda/bench/logs_session8/rung9_run.sh
