@@ -446,10 +446,16 @@ __device__ __forceinline__ void load_vtile(VTile& t, const KParams& p, int tok0,
     }
     if (GDN2) {
       if (std::is_same<Tg, float>::value && V % 4 == 0) {
-        const float4 a = *reinterpret_cast<const float4*>(reinterpret_cast<const float*>(wg) + base);
-        const float4 b = *reinterpret_cast<const float4*>(reinterpret_cast<const float*>(wg) + base + 4);
+        // Two quads; the second only where it lies inside the row (V % 8 == 4: the last group of 8
+        // has 4 columns, and reading 4 more ran past the end of w on the last row: compute-sanitizer,
+        // session 8 call 4, GDN2 at V = 20 with float32 gates).
+        const float* wf = reinterpret_cast<const float*>(wg) + base;
+        const float4 a = *reinterpret_cast<const float4*>(wf);
         t.w[s][0] = a.x, t.w[s][1] = a.y, t.w[s][2] = a.z, t.w[s][3] = a.w;
-        t.w[s][4] = b.x, t.w[s][5] = b.y, t.w[s][6] = b.z, t.w[s][7] = b.w;
+        if (col + 4 < V) {
+          const float4 b = *reinterpret_cast<const float4*>(wf + 4);
+          t.w[s][4] = b.x, t.w[s][5] = b.y, t.w[s][6] = b.z, t.w[s][7] = b.w;
+        }
       } else {
         for (int e = 0; e < 8; ++e)
           if (col + e < V) t.w[s][e] = ld(wg + base + e);

@@ -111,6 +111,12 @@ for s in $stages; do
           ( time timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 "$BTEST" "$F" ) 2>&1 | tee "$OUT/bsanitize_${tool}_$tag.log" | tail -8
         done
       done
+      # memcheck over the odd head sizes of rung 8's bit test (K = 36 V = 20, K = 18 V = 22, V = 23: every
+      # rung's prepare, i.e. the forward's intra kernel too; it found the GDN2 float32-gate read past
+      # the end of w in tci::load_vtile, session 8 call 4).
+      OB='CUDA v8 chunked backward gives rung 7 gradients bit for bit'
+      echo "=== compute-sanitizer --tool memcheck: $OB"
+      ( time timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$BTEST" "$OB" ) 2>&1 | tee "$OUT/bsanitize_memcheck_oddsizes.log" | tail -8
       # Bitwise determinism, many times (a race between float atomics shows only now and then).
       DT='CUDA chunked backward is deterministic: two runs give bitwise equal gradients'
       fails=0; for r in $(seq 1 ${DET_REPEATS:-50}); do timeout 60 "$BTEST" "$DT" > /dev/null 2>&1 || fails=$((fails + 1)); done
