@@ -1,7 +1,10 @@
 // optimized/cuda/bwd_v9_noextras.cu -- rung 9 of the CUDA backward ladder: rung 8 (bwd_v8_wide.cu)
 // without the prepare's extras kernel: the chunk-gradient kernel forms G, E, Qg and Kd itself (issue 6;
 // bench/analysis_bwd_plan.md section 4, rung 9). Written in session 8.
-// NOT YET RUN ON A GPU; not `best`.
+// Measured (session 8 call 4, H200, B=8 T=4096 H=16 K=V=128 bf16): its tests pass (bit for bit with
+// rung 8), but backward v8 / v9, ms: DeltaNet 6.914 / 6.915, GDN 7.193 / 7.680, KDA 10.747 / 11.351,
+// GDN2 10.143 / 10.944. The extras kernel's 0.35-0.5 ms became 0.85-1.1 ms more in the grads kernel,
+// which is latency-bound at one block per SM. Not `best`; kept as the measured counter-example.
 //
 // What changes. Rung 8's prepare is two kernels: the forward's rung 4 intra kernel (with A) and
 // bwd3_extras(_wide) (bwd_v3_async.cu), which writes F1, G = the float64 cumulative log-decay of each

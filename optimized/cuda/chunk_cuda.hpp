@@ -58,7 +58,8 @@ enum class Version : int {
                       ///< where it splits (session 5 call 3), so not `best` (RESULTS.md, "Rung 5")
   v6_lean = 6         ///< v4 for DeltaNet and GDN (bf16, 16 <= K <= 128) without the q~ / k~ workspace
                       ///< tiles: the state kernel reads q, k and applies the row factors; other calls
-                      ///< run what `best` runs. Written in session 7, NOT YET RUN ON A GPU
+                      ///< run what `best` runs. Its tests pass; within noise of v4 (B=8: DeltaNet 0.915
+                      ///< against 0.923 ms, GDN 0.953 against 0.968; session 8 call 1), so not `best`
                       ///< (RESULTS.md, "Forward rung 6")
 };
 
@@ -214,7 +215,9 @@ enum class BwdVersion : int {
   v9_noextras = 9      ///< v8 without the prepare's extras kernel: the chunk-gradient kernel forms G
                        ///< (float64, per chunk) and E, Qg, Kd itself with the extras kernel's
                        ///< expressions (same values: v8's gradients bit for bit; the same fallbacks
-                       ///< as v8); written in session 8, NOT YET RUN ON A GPU (RESULTS.md, "Rung 9")
+                       ///< as v8); its tests pass, but slower than v8 for GDN, KDA, GDN2 (7.19 -> 7.68,
+                       ///< 10.75 -> 11.35, 10.14 -> 10.94 ms; DeltaNet equal; session 8 call 4), so
+                       ///< not `best` (RESULTS.md, "Rung 9")
 };
 
 const char* bwd_version_name(BwdVersion v);

@@ -48,7 +48,7 @@ void v5_launch(Call c);
 /// Whether v5 splits the state pass from the output for this call (otherwise it runs v4).
 bool v5_splits(const KParams& p);
 
-// v6_lean.cu (written in session 7, not yet run on a GPU): v4 for DeltaNet and GDN without the q~ / k~
+// v6_lean.cu (session 7; tests pass, within noise of v4, not `best`): v4 for DeltaNet and GDN without the q~ / k~
 // workspace tiles (bf16 inputs, 16 <= K <= 128, gate none or scalar); every other call runs what
 // `best` runs (v4, else v1), so it takes every call.
 std::size_t v6_workspace_bytes(const KParams& p);
@@ -108,12 +108,12 @@ std::size_t bwd_v7_workspace_bytes(const KParams& p);
 void bwd_v7_launch(const BwdCall& c);
 
 // bwd_v8_wide.cu (rung 7 with the chunk-gradient kernel's global loads and stores at full width;
-// written in session 7, not yet run on a GPU; the same fallbacks as rung 7)
+// `best` since session 8; the same fallbacks as rung 7)
 std::size_t bwd_v8_workspace_bytes(const KParams& p);
 void bwd_v8_launch(const BwdCall& c);
 
 // bwd_v9_noextras.cu (rung 8 without the prepare's extras kernel: the chunk-gradient kernel forms G,
-// E, Qg, Kd itself; written in session 8, not yet run on a GPU; the same fallbacks as rung 8)
+// E, Qg, Kd itself; session 8: bit for bit with rung 8 but slower for gated operators, not `best`; the same fallbacks as rung 8)
 std::size_t bwd_v9_workspace_bytes(const KParams& p);
 void bwd_v9_launch(const BwdCall& c);
 
