@@ -561,4 +561,47 @@ TEST_CASE("CUDA chunked forward rejects bad arguments with a linattn Error namin
                cuda::forward_device(a);  // g missing
              }),
              Contains("'g'"));
+  // Arrays must start on 16 bytes (the kernels' vector loads): a view at an odd offset is refused
+  // before any device work, naming the array and how far past the boundary it starts.
+  alignas(16) float buf[64] = {};
+  auto kda_args = [&] {
+    cuda::DeviceArgs a;
+    a.op = Op::kda;
+    a.B = 1, a.T = 4, a.H = 1, a.K = 4, a.V = 4;
+    a.q = a.k = a.v = a.g = a.beta = buf;
+    a.o = buf;
+    a.scale = 1;
+    return a;
+  };
+  CHECK_THAT(err([&] {
+               cuda::DeviceArgs a = kda_args();
+               a.k = buf + 1;
+               cuda::forward_device(a);
+             }),
+             Contains("'k'") && Contains("16 bytes") && Contains("4 bytes past"));
+  CHECK_THAT(err([&] {
+               cuda::DeviceArgs a = kda_args();
+               a.g = reinterpret_cast<const char*>(buf) + 8;
+               cuda::forward_device(a);
+             }),
+             Contains("'g'") && Contains("8 bytes past"));
+  CHECK_THAT(err([&] {
+               cuda::DeviceBwdArgs a;
+               a.fwd = kda_args();
+               a.do_ = buf + 2;
+               a.dq = a.dk = a.dv = a.dg = a.dbeta = buf;
+               a.dh0 = buf;
+               cuda::backward_device(a);
+             }),
+             Contains("'do_'") && Contains("8 bytes past"));
+  // GDN's per-token g and beta need no more than their own alignment: not refused for it.
+  CHECK_THAT(err([&] {
+               cuda::DeviceArgs a = kda_args();
+               a.op = Op::gated_delta_rule;
+               a.g = buf + 1;
+               a.beta = buf + 3;
+               a.k = buf + 1;  // refused, and the message names k, not g or beta
+               cuda::forward_device(a);
+             }),
+             Contains("'k'") && !Contains("'g'") && !Contains("'beta'"));
 }

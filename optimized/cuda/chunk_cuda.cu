@@ -109,6 +109,14 @@ struct Plan {
   }
 };
 
+/// Refuse a device array that does not start on a 16-byte boundary (null: not given, accepted).
+void require_aligned16(const std::string& fn, const void* ptr, const std::string& arg) {
+  const std::uintptr_t off = reinterpret_cast<std::uintptr_t>(ptr) % 16;
+  if (ptr && off != 0)
+    fail(fn, arg, "a device pointer aligned to 16 bytes (rows are loaded and stored by 16-byte vectors)",
+         "an address " + std::to_string(off) + " bytes past a 16-byte boundary");
+}
+
 Plan plan_call(const DeviceArgs& a, const std::string& fn) {
   auto require = [&](bool ok, const std::string& arg, const std::string& expected, const std::string& got) {
     if (!ok) fail(fn, arg, expected, got);
@@ -128,6 +136,18 @@ Plan plan_call(const DeviceArgs& a, const std::string& fn) {
   require(numel_qk == 0 || !gated || a.g, "g", "a device pointer for " + std::string(ref::op_name(a.op)), "null");
   require(numel_qk == 0 || gdn2 || a.beta, "beta", "a device pointer", "null");
   require(numel_qk == 0 || !gdn2 || (a.b && a.w), "b, w", "device pointers for gdn2", "null");
+  // The kernels read and write rows of K or V elements (and states) by 16-byte vectors: an array that
+  // does not start on a 16-byte boundary (a view at an odd offset) would fault on the device and lose
+  // the CUDA context, so it is refused here. cudaMalloc and torch allocations start on 256 bytes.
+  // Per-token arrays (beta, GDN's g) are read element by element and need only their own alignment.
+  require_aligned16(fn, a.q, "q");
+  require_aligned16(fn, a.k, "k");
+  require_aligned16(fn, a.v, "v");
+  require_aligned16(fn, a.o, "o");
+  require_aligned16(fn, a.initial_state, "initial_state");
+  require_aligned16(fn, a.final_state, "final_state");
+  if (a.op == Op::kda || gdn2) require_aligned16(fn, a.g, "g");
+  if (gdn2) require_aligned16(fn, a.b, "b"), require_aligned16(fn, a.w, "w");
 
   Plan pl;
   KParams& p = pl.p;
@@ -554,6 +574,10 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
   require_b(!any || f.op == Op::gdn2 || a.dbeta, "dbeta", "a device pointer", "null");
   require_b(!any || f.op != Op::gdn2 || (a.db && a.dw), "db, dw", "device pointers for gdn2", "null");
   require_b(p.N == 0 || a.dh0, "dh0", "a device pointer ([N, H, K, V] float32)", "null");
+  for (const auto& [ptr, arg] : {std::pair<const void*, const char*>{a.do_, "do_"}, {a.dht, "dht"}, {a.dq, "dq"},
+                                 {a.dk, "dk"}, {a.dv, "dv"}, {a.db, "db"}, {a.dw, "dw"}, {a.dh0, "dh0"}})
+    require_aligned16(fn, ptr, arg);
+  if (f.op == Op::kda || f.op == Op::gdn2) require_aligned16(fn, a.dg, "dg");
   // best = rung 8 (RESULTS.md "Rung 8", session 8 calls 1-2 on the H200: its tests and every
   // other backward test, memcheck; bit for bit with rung 7, 1.27-1.38x faster); calls outside its
   // range run rung 2 (or rung 6 outside the 32-bit offsets), float32 inputs inside rung 2 take rung 1's kernels.

@@ -70,7 +70,9 @@ inline constexpr int kMaxDim = 256;
 /// Chunk length of every version.
 inline constexpr int kChunk = 64;
 
-/// Arguments of one forward call on device memory. Tensors are contiguous in the layout above.
+/// Arguments of one forward call on device memory. Tensors are contiguous in the layout above, and
+/// every array with a K or V dimension (and the states) starts on a 16-byte boundary (else
+/// linattn::Error naming it; cudaMalloc and torch allocations start on 256 bytes).
 struct DeviceArgs {
   Op op = Op::delta_rule;
   DType dtype = DType::f32;       ///< of q, k, v and o
