@@ -1,6 +1,6 @@
 // proofs_tests/test_cuda_backward.cu -- the CUDA chunked backward (optimized/cuda: rung 1
 // bwd_v1_simple.cu, rung 2 bwd_v2_tensorcore.cu, rung 3 bwd_v3_async.cu, rung 4 bwd_v4_tc_tail.cu,
-// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu, rung 8 bwd_v8_wide.cu, rung 9 bwd_v9_noextras.cu; host API
+// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu, rung 8 bwd_v8_wide.cu, rung 9 bwd_v9_noextras.cu, rung 10 bwd_v10_split.cu; host API
 // cuda::chunk_backward) equals the
 // float64 reference backward
 // (reference/recurrent_backward.hpp, itself proven by finite differences in
@@ -45,7 +45,9 @@
 //   kernel's addresses as per-block bases and 32-bit offsets) computes rung 6's values: its bounds,
 //   and bit-identity with rung 6 tested below. Rungs 8 (full-width global accesses) and 9 (G, E, Qg,
 //   Kd formed in the grads kernel, no extras kernel) compute rung 7's values: the same bounds, and
-//   bit-identity with the rung below each tested below.
+//   bit-identity with the rung below each tested below. Rung 10 (the grads kernel split in two for
+//   DeltaNet and GDN; KDA and GDN2 run rung 8) computes rung 8's terms summed in another float32
+//   order: rung 3's bounds, and closeness to rung 8 tested below (its bound derived there).
 // Every gradient buffer is filled with NaN before the launch (the host API does it), so an element
 // a kernel does not write fails (a non-finite value counts as an infinite error).
 // Without a usable GPU every test that needs one says why (Catch2 WARN) and returns, so CTest
@@ -97,14 +99,14 @@ const cuda::BwdVersion kRungs[] = {cuda::BwdVersion::v1_simple, cuda::BwdVersion
                                    cuda::BwdVersion::v3_async, cuda::BwdVersion::v4_tc_tail,
                                    cuda::BwdVersion::v5_levels_front, cuda::BwdVersion::v6_tc_b9,
                                    cuda::BwdVersion::v7_rowbase, cuda::BwdVersion::v8_wide,
-                                   cuda::BwdVersion::v9_noextras};
+                                   cuda::BwdVersion::v9_noextras, cuda::BwdVersion::v10_split};
 
-/// Rungs 3 to 9 share rung 3's range (bf16 inputs, 16 <= K <= 128) and bounds.
+/// Rungs 3 to 10 share rung 3's range (bf16 inputs, 16 <= K <= 128) and bounds.
 bool rung3_family(cuda::BwdVersion ver) {
   return ver == cuda::BwdVersion::v3_async || ver == cuda::BwdVersion::v4_tc_tail ||
          ver == cuda::BwdVersion::v5_levels_front || ver == cuda::BwdVersion::v6_tc_b9 ||
          ver == cuda::BwdVersion::v7_rowbase || ver == cuda::BwdVersion::v8_wide ||
-         ver == cuda::BwdVersion::v9_noextras;
+         ver == cuda::BwdVersion::v9_noextras || ver == cuda::BwdVersion::v10_split;
 }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
 
@@ -639,6 +641,110 @@ TEST_CASE("CUDA v9 chunked backward gives rung 8 gradients bit for bit") {
 TEST_CASE("CUDA v9 chunked backward outside rung 3 range runs rung 2 bit for bit") {
   SKIP_WITHOUT_GPU();
   check_outside_range_is_rung2(cuda::BwdVersion::v9_noextras);
+}
+
+namespace {
+/// rms(y - x) / max(rms(x), floor), floor = rms of x's dq, dk and dv together (the file comment's measure,
+/// with rung 8's gradients x in the reference's place).
+double rel_to(const Tensor<float>& y, const Tensor<float>& x, double floor) {
+  double num = 0, den = 0;
+  for (index_t i = 0; i < x.numel(); ++i) {
+    const double a = y.data()[i], b = x.data()[i];
+    num += std::isfinite(a) ? (a - b) * (a - b) : INFINITY;
+    den += b * b;
+  }
+  const double n = x.numel() ? double(x.numel()) : 1.0;
+  return std::sqrt(num / n) / std::max({std::sqrt(den / n), floor, 1e-300});
+}
+}  // namespace
+
+TEST_CASE("CUDA v10 split chunked backward equals the float64 reference backward for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::f32, cuda::BwdVersion::v10_split);
+}
+
+TEST_CASE("CUDA v10 split chunked backward with bfloat16 gates equals the reference backward on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::bf16, cuda::BwdVersion::v10_split);
+}
+
+TEST_CASE("CUDA v10 split chunked backward is rung 8 up to float32 summation order") {
+  SKIP_WITHOUT_GPU();
+  // Rung 10 (bwd_v10_split.cu) splits rung 8's grads kernel into G1 and G2 for DeltaNet and GDN; KDA and
+  // GDN2 run rung 8 itself. What is the same: the front (so dh0), dA, du0, dE, dL, de^L, dq^P (the same
+  // tiles and products), dq = scale (dQg exp(G) + dq^P) and dv = beta du0 (the same expressions): dq, dv,
+  // dh0 bit for bit, and for KDA and GDN2 every gradient. What differs: float32 summation order only,
+  // in dk (rung 8: dKd exp(G_last - G) + (M1b^T k + scale M2^T q) + beta de; rung 10: (dKd exp(..) +
+  // scale M2^T q) + M1b^T k + beta de, stored once in between) and dG (six terms in one expression, now
+  // four in G1 and three in G2), hence dg; and dbeta = <de, k> + <du0, v> is rung 8's sum of the same
+  // terms except through u0 = beta v's hi + lo split (G2 forms the product by mul.rn; rung 8's plain
+  // product may be contracted by the compiler into the split's lo = u0 - bf16(u0)), so it is held to
+  // the same bound as dk and dg rather than to bit equality.
+  // The bound. A reordered float32 sum of n terms differs by a few ulps of its largest partial sums:
+  // with n <= 7 terms here and dg's reverse sum over <= 64 rows, delta <= ~64 x 6e-8 ~ 4e-6 relative
+  // to the floor (the terms are of size |q dq|, |k dk| <= the floor times |q|, |k| ~ 1), typically
+  // ~1e-7 to 1e-6. Stored as float32 (dg, dbeta with float32 gates) that is the difference itself:
+  // bound 2e-5 (5x the worst case). Stored as bf16 (dk; dg, dbeta with bf16 gates) a difference delta |x|
+  // moves the rounding of x with probability <= delta |x| / ulp(x) <= 2^8 delta, by one ulp <= 2^-7 |x|,
+  // so the mean square difference is <= 2^8 delta 2^-14 x^2: relative RMS <= sqrt(delta / 64), 1.3e-4 at
+  // delta = 1e-6 and 2.5e-4 at 4e-6: bound 5e-4. (A single flip in a case of n elements weighs
+  // 2^-7 / sqrt(n); the smallest case with L terms has n >= 90 x 2 x 17 = 3,060: 1.4e-4.) A dropped or
+  // misplaced term moves a gradient by O(1) of its size (mutants 98-104 in make_mutants.py).
+  // Cases: rung 9's bit test's (rung 8's odd K and V, packed ragged batches with an odd row count,
+  // quads and items, g at -30 and -1000 and at 0).
+  std::vector<Case> cases = pair_cases();
+  cases.push_back(fixed_case(1, 200, 3, 48, 72, GateMode::random, true, 27, {0, 70, 71, 200}));
+  cases.push_back(fixed_case(2, 150, 2, 36, 20, GateMode::random, true, 28));
+  cases.push_back(fixed_case(1, 90, 3, 18, 22, GateMode::mixed, true, 29));
+  cases.push_back(fixed_case(1, 201, 3, 32, 64, GateMode::random, true, 30, {0, 1, 64, 129, 130, 201}));
+  cases.push_back(fixed_case(1, 90, 2, 24, 23, GateMode::random, true, 31));
+  cases.push_back(fixed_case(1, 150, 2, 64, 64, GateMode::extreme, true, 32));
+  cases.push_back(fixed_case(1, 150, 2, 64, 64, GateMode::zero, true, 33));
+  cases.push_back(fixed_case(1, 131, 3, 22, 30, GateMode::extreme, true, 34, {0, 67, 131}));
+  cases.push_back(fixed_case(1, 131, 3, 22, 30, GateMode::zero, false, 35, {0, 67, 131}));
+  std::map<std::string, double> worst;
+  for (const Case& cs : cases)
+    for (DType gdt : {DType::f32, DType::bf16})
+      for (Op op : kOps) {
+        BwdCase bc;
+        bc.c = cs;
+        const DevProblem d = as_device_sees(make_bwd_problem(op, bc), DType::bf16, gdt);
+        const auto x = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v8_wide);
+        const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v10_split);
+        INFO("bwd_v10_split vs bwd_v8_wide, " << ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
+        if (op == Op::kda || op == Op::gdn2) {  // rung 8 itself
+          check_same_grads(x, y);
+          continue;
+        }
+        for (const auto& [name, a, b] : {std::tuple{"dq", &x.dq, &y.dq}, {"dv", &x.dv, &y.dv}, {"dh0", &x.dh0, &y.dh0}}) {
+          INFO(name << " bit for bit");
+          REQUIRE(a->defined() == b->defined());
+          CHECK(std::memcmp(a->data(), b->data(), sizeof(float) * a->numel()) == 0);
+        }
+        double sq = 0, cnt = 0;
+        for (const Tensor<float>* w : {&x.dq, &x.dk, &x.dv}) {
+          for (index_t i = 0; i < w->numel(); ++i) sq += double(w->data()[i]) * w->data()[i];
+          cnt += double(w->numel());
+        }
+        const double floor = cnt > 0 ? std::sqrt(sq / cnt) : 0.0;
+        for (const auto& [name, a, b] : {std::tuple{"dk", &x.dk, &y.dk}, {"dbeta", &x.dbeta, &y.dbeta}, {"dg", &x.dg, &y.dg}}) {
+          REQUIRE(a->defined() == b->defined());
+          if (!a->defined()) continue;
+          const bool bf16_stored = std::string(name) == "dk" || gdt == DType::bf16;
+          const double r = rel_to(*b, *a, floor), bound = bf16_stored ? 5e-4 : 2e-5;
+          INFO(name << ": rms(v10 - v8) / max(rms(v8), floor) = " << r << ", bound " << bound);
+          CHECK(r <= bound);
+          const std::string key = std::string(ref::op_name(op)) + " " + name + " gates " + dname(gdt);
+          worst[key] = std::max(worst[key], r);
+        }
+      }
+  if (std::getenv("LINATTN_CUDA_BACKWARD_REPORT"))
+    for (const auto& [key, r] : worst) std::cout << "v10 vs v8 worst " << key << ": " << r << "\n";
+}
+
+TEST_CASE("CUDA v10 split chunked backward outside rung 3 range runs rung 2 bit for bit") {
+  SKIP_WITHOUT_GPU();
+  check_outside_range_is_rung2(cuda::BwdVersion::v10_split);
 }
 
 // ---------------------------------------------------------------------------------------------

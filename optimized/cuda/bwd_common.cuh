@@ -140,7 +140,7 @@ struct Profile {
   bool on = std::getenv("LINATTN_BWD_PROFILE") != nullptr;
   cudaStream_t stream;
   const char* title;
-  cudaEvent_t ev[5];
+  cudaEvent_t ev[6];
   int n = 0;
   Profile(cudaStream_t s, const char* t) : stream(s), title(t) {
     if (!on) return;
@@ -153,7 +153,7 @@ struct Profile {
   ~Profile() {
     if (!on) return;
     cudaEventSynchronize(ev[n - 1]);
-    const char* names[] = {"prepare", "states", "dstates", "grads"};
+    const char* names[] = {"prepare", "states", "dstates", "grads", "wy"};  // wy: rung 10's G2
     std::fprintf(stderr, "%s kernels (ms):", title);
     for (int i = 1; i < n; ++i) {
       float ms = 0.f;
@@ -207,6 +207,11 @@ void bwd_v8_grads(const BwdCall& c, Profile& prof);
 /// Mid::kNoExtras), then prof.mark(); reads what bwd_v3_front(.., extras = false) leaves (no G, E, Qg,
 /// Kd); the same range as bwd_v7_grads.
 void bwd_v9_grads(const BwdCall& c, Profile& prof);
+/// Rung 10's G1, the state side of the split chunk-gradient kernel (bwd_v4_tc_tail.cu's V10Mid: rung
+/// 8's kernel with Mid::kSplit, DeltaNet and GDN only), then prof.mark(): B2, B4, B5, B9's P half; writes
+/// dq, ws.dwa (dw_aux), ws.dkLP (dk_part) and, for GDN, ws.dGc (dG_part, dG_last folded into the last
+/// row). Rung 10's G2 (bwd_v10_split.cu) does the rest. The same range as bwd_v7_grads.
+void bwd_v10_g1(const BwdCall& c, Profile& prof);
 
 // ------------------------------------------------------------------------------------------------
 // Rung 2's chunk-gradient kernel bwd_grads_tc (B2, B4-B11 per (chunk, head); bwd_v2_tensorcore.cu's
@@ -430,6 +435,7 @@ struct NoMid {
   static constexpr bool kRowBase = false;     // 64-bit row(i) * W + d per item (rung 7's V7Mid sets it)
   static constexpr bool kWide = false;        // 4-byte global accesses (rung 8's V8Mid sets it; needs kRowBase)
   static constexpr bool kNoExtras = false;    // E, Qg, Kd, G read from the workspace (rung 9's V9Mid forms them)
+  static constexpr bool kSplit = false;       // the whole chunk gradient (rung 10's V10Mid: G1, the state side)
   template <class Tg>
   static __device__ bool run(const KParams&, const BWs&, unsigned char*, int, int, const float*, const float (&)[4][4],
                              const float (&)[4][4]) {
@@ -551,7 +557,10 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
     evenV = V % 2 == 0 && aligned(ws.du0, 8);
   }
   bool a_wide = false;
-  if constexpr (Mid::kWide) {
+  if constexpr (Mid::kSplit) {
+    static_assert(Mid::kWide && !Mid::kNoExtras, "rung 10's G1 is rung 8's kernel (kWide, kRowBase) cut short");
+    a_wide = true;  // rung 10's G1 never reads A (B7, B8 are G2's): nothing staged
+  } else if constexpr (Mid::kWide) {
     if (aligned(ws.A, 16)) {
       a_wide = true;  // rung 8: by quads
       stage_quads(sAh, sAl, rb.base(ws.A, C), rb.HC, 0, C, Lc, tid);
@@ -609,7 +618,7 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
                 rdo[b] = *reinterpret_cast<const uint2*>(rb.base(dO, V) + x);
                 ld4(rb.base(ws.vn, V) + x, rvn[b]);
                 ld4(rb.base(ws.dvn, V) + x, rdvn[b]);
-                if (kk == 0) {
+                if (!Mid::kSplit && kk == 0) {  // u0 (B6's operand; not G1's)
                   if (p.gdn2) ld4(rb.base_opt(wg, V) + x, ru[b]);
                   ld4(rb.base(v, V) + x, rv[b]);
                 }
@@ -623,7 +632,7 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
               *reinterpret_cast<uint2*>(sdo + i * LT + c) = rdo[b];
               put_split4(svnh, svnl, i, c, rvn[b]);
               put_split4(sdvnh, sdvnl, i, c, rdvn[b]);
-              if (kk == 0) {
+              if (!Mid::kSplit && kk == 0) {
                 float u0[4];
 #pragma unroll
                 for (int e = 0; e < 4; ++e) u0[e] = in ? (p.gdn2 ? ru[b][e] : sbeta[i]) * rv[b][e] : 0.f;
@@ -723,6 +732,7 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
       if (kk == 0) {
         // B5: dP = do v_new^T;  B6: dA = dv_new u0^T (+ dw_aux E^T below);  B8: du0 = A^T dv_new
         gemm64<false, false>(accP, sdo, nullptr, svnh, svnl, m0, n0);
+        if constexpr (Mid::kSplit) continue;  // rung 10's G1: B6 and B8 are G2's (the last statement of the slab)
         gemm64<false, false>(accA, sdvnh, sdvnl, su0h, su0l, m0, n0);
         float accU[4][4];
         zero(accU);
@@ -746,6 +756,7 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
 #pragma unroll
         for (int b = 0; b < 4; ++b) accW[a][b] = -accW[a][b];
       store_acc_pairs(rb.base(ws.dwa, K), rb.HK, kk, K, Lc, evenK, accW, m0, n0);
+      if constexpr (!Mid::kSplit)
       each_acc(accW, m0, n0, [&](int i, int d, float x) {
         put_split(sdwh, sdwl, i, d, x);  // zero outside (the staged operands were)
       });
@@ -768,6 +779,8 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
       put_split(sdwh, sdwl, i, d, x);  // zero outside (the staged operands were)
     });
     }
+    // Rung 10's G1: dw_aux is stored (G2 reads it); B6's dw_aux E^T and B8's dE are G2's.
+    if constexpr (Mid::kSplit) continue;
     bool e_wide = false;
     if constexpr (Mid::kWide) {
       if (wideK) {
@@ -978,6 +991,64 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
     }
   }
   __syncthreads();
+  if constexpr (Mid::kSplit) {
+    // Rung 10's G1 tail (DeltaNet, GDN; bwd_v10_split.cu): the state side's share of B10 and B11.
+    // Per (token i, channel d), with dq^P in ws.dqP and dk^P = scale (M2^T q) in ws.dkLP (V10Mid's B9):
+    //   dq      = scale (dQg exp(G_i) + dq^P)                           (final; rung 8's expression)
+    //   dk_part = dKd exp(G_last - G_i) + dk^P                          -> ws.dkLP (read, then overwritten)
+    //   dG_part = dQg Qg - dKd Kd + q~ dq^P - k dk^P                    -> ws.dGc (GDN only)
+    // and per channel dG_last = sum_i dKd_i Kd_i + dgamma gamma (B10), added to the last row of dG_part
+    // (B11's reverse sum starts there, so G2's sum from the last row up includes it exactly once).
+    float* sdG = reinterpret_cast<float*>(smem_raw) + 5 * C * LD;  // [Lc][K], over the B9 tiles (read)
+    static_assert(sizeof(float) * (5 * C * LD + C * 128) <= kSmemMain, "G1's dG_part fits");
+    const bool gated = p.gate != kGateNone;
+    const double* Gb = rb.base_opt(ws.G, rb.KG);
+    const Tin *kb = rb.base(k, K), *qb = rb.base(q, K);
+    const float *dQgb = rb.base(ws.dQg, K), *dKdb = rb.base(ws.dKd, K), *dqPb = rb.base(ws.dqP, K);
+    const float *Qgb = rb.base(ws.Qg, K), *Kdb = rb.base(ws.Kd, K);
+    float* dkLPb = rb.base(ws.dkLP, K);
+    Tin* dqb = rb.base(static_cast<Tin*>(out.dq), K);
+    const int n = Lc * K, HK = rb.HK;
+    constexpr int kB = 4;
+#pragma unroll 1
+    for (int i0 = tid; i0 < n; i0 += kB * kThreads) {
+      double rGi[kB], rGl[kB];
+      float rk[kB], rq[kB], rdQg[kB], rdKd[kB], rdqP[kB], rdkP[kB], rQg[kB], rKd[kB];
+#pragma unroll
+      for (int b = 0; b < kB; ++b) {
+        const int idx = i0 + b * kThreads;
+        if (idx >= n) break;
+        const int i = idx / K, d = idx % K, x = i * HK + d;
+        rGi[b] = rb.G(Gb, i, d), rGl[b] = rb.G(Gb, Lc - 1, d);
+        rk[b] = ld(kb + x), rq[b] = p.scale * ld(qb + x);
+        rdQg[b] = dQgb[x], rdKd[b] = dKdb[x], rdqP[b] = dqPb[x], rdkP[b] = dkLPb[x];
+        if (gated) rQg[b] = Qgb[x], rKd[b] = Kdb[x];
+      }
+#pragma unroll
+      for (int b = 0; b < kB; ++b) {
+        const int idx = i0 + b * kThreads;
+        if (idx >= n) break;
+        const int i = idx / K, d = idx % K, x = i * HK + d;
+        const float dQg = rdQg[b], dKd = rdKd[b], dqP = rdqP[b], dkP = rdkP[b];
+        if (gated) sdG[idx] = dQg * rQg[b] - dKd * rKd[b] + rq[b] * dqP - rk[b] * dkP;
+        const float eg = expf(float(rGi[b]));
+        st(dqb + x, p.scale * (dQg * eg + dqP));
+        dkLPb[x] = dKd * expf(float(rGl[b] - rGi[b])) + dkP;
+      }
+    }
+    if (gated) {
+      __syncthreads();
+      float* dGcb = rb.base(ws.dGc, K);
+      for (int d = tid; d < K; d += kThreads) {
+        float kdk = 0.f;
+        for (int i = 0; i < Lc; ++i) kdk += dKdb[i * HK + d] * Kdb[i * HK + d];
+        const float last = kdk + (sdgam[d] + sdgam[256 + d]) * expf(float(rb.G(Gb, Lc - 1, d)));
+        for (int i = 0; i < Lc - 1; ++i) dGcb[i * HK + d] = sdG[i * K + d];
+        dGcb[(Lc - 1) * HK + d] = sdG[(Lc - 1) * K + d] + last;
+      }
+    }
+    return;
+  }
   // B10, B11, in three passes (rung 1 runs one thread per channel through the tokens):
   //   (a) every (token, channel) at once:
   //       dG_i = dE_i E_i + dQg_i Qg_i - dKd_i Kd_i + e_i de^L_i + q~_i dq^P_i - k_i dk^{L,P}_i (kept),

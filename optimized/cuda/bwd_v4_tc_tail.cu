@@ -68,6 +68,7 @@ struct V4Mid {
   static constexpr bool kRowBase = false;     // rung 7's V7Mid sets it (bwd_common.cuh, RowBase)
   static constexpr bool kWide = false;        // rung 8's V8Mid sets it (bwd_common.cuh, full-width accesses)
   static constexpr bool kNoExtras = false;    // rung 9's V9Mid sets it (bwd_common.cuh, F1 and F2 formed in the kernel)
+  static constexpr bool kSplit = false;       // rung 10's V10Mid sets it (bwd_common.cuh, G1 of the split)
 
   template <class Tg>
   static __device__ __forceinline__ bool run(const KParams& p, const BWs& ws, unsigned char* smem_raw, int tok0,
@@ -79,7 +80,9 @@ struct V4Mid {
   /// kLevels (rung 6's V6Mid): per-channel gates run B9 by levels on tensor cores (bwd_v6_tc_b9.cuh).
   /// kRB (rung 7's V7Mid): the [rows, W] arrays through per-block bases and 32-bit offsets (RowBase).
   /// kW (rung 8's V8Mid, with kRB): de^L, dq^P, dk^{L,P} stored by column pairs (st_pair_w).
-  template <class Tg, bool kBatch, bool kLevels = false, bool kRB = false, bool kW = false>
+  /// kSP (rung 10's V10Mid, with kW; DeltaNet and GDN only): B9's P half alone, dq^P = M2 k into ws.dqP
+  /// and dk^P = scale M2^T q into ws.dkLP; no B7, no M1 (the L half is G2's, bwd_v10_split.cu).
+  template <class Tg, bool kBatch, bool kLevels = false, bool kRB = false, bool kW = false, bool kSP = false>
   static __device__ __forceinline__ bool run_impl(const KParams& p, const BWs& ws, unsigned char* smem_raw,
                                                   int tok0, int Lc, const float* sbeta, const float (&accP)[4][4],
                                                   const float (&accA)[4][4]) {
@@ -103,6 +106,7 @@ struct V4Mid {
     // (bwd_grads_tc's barrier before this call: every product tile read, tiles 2.. are free)
     for (int i = tid; i < C; i += nt) sG[i] = (tc9 && i < Lc) ? bwdc::G_at(p, ws, row(i), 0) : 0.0;
     // B6's dA, strictly lower, as an operand
+    if constexpr (!kSP)
     each_acc(accA, m0, n0, [&](int i, int j, float x) { put_split(sXh, sXl, i, j, (i < Lc && j < i) ? x : 0.f); });
     __syncthreads();
     // B9's M2 = dP (.) Gam, lower with the diagonal (B5's dP)
@@ -112,6 +116,7 @@ struct V4Mid {
       });
     // B7: T1 = dA A^T (strictly lower part kept: T1_ij = sum_{m <= j} dA_im A_jm for j < i)
     float acc[4][4];
+    if constexpr (!kSP) {  // rung 10's G1: no B7, no M1 (G2's); M2 above is its only operand
     zero(acc);
     gemm64<false, false>(acc, sXh, sXl, sAh, sAl, m0, n0);
     each_acc(acc, m0, n0, [&](int i, int j, float x) { put_split(sYh, sYl, i, j, j < i ? x : 0.f); });
@@ -141,6 +146,7 @@ struct V4Mid {
       put_split(sXh, sXl, i, j, m1);
       put_split(sYh, sYl, i, j, sbeta[i] * m1);
     });
+    }  // !kSP
     // B9 per 64-channel slab: de^L = M1 k, dq^P = M2 k, dk^{L,P} = M1b^T k + scale M2^T q
     const bf16* k = static_cast<const bf16*>(p.k);
     const bf16* q = static_cast<const bf16*>(p.q);
@@ -182,9 +188,9 @@ struct V4Mid {
       __syncthreads();
       float aDe[4][4], aDq[4][4], aDk[4][4], aDkq[4][4];
       zero(aDe), zero(aDq), zero(aDk), zero(aDkq);
-      gemm64<false, true>(aDe, sXh, sXl, sKs, nullptr, m0, n0);
+      if constexpr (!kSP) gemm64<false, true>(aDe, sXh, sXl, sKs, nullptr, m0, n0);
       gemm64<false, true>(aDq, sZh, sZl, sKs, nullptr, m0, n0);
-      gemm64<true, true>(aDk, sYh, sYl, sKs, nullptr, m0, n0);
+      if constexpr (!kSP) gemm64<true, true>(aDk, sYh, sYl, sKs, nullptr, m0, n0);  // kSP: aDk stays 0
       gemm64<true, true>(aDkq, sZh, sZl, sQs, nullptr, m0, n0);
       const float scale = p.scale;
       if constexpr (kW) {
@@ -192,7 +198,7 @@ struct V4Mid {
         static_assert(kRB, "kW addresses through RowBase");
         const bwdc::RowBase rb(p, tok0, h);
         const bool even = K % 2 == 0 && bwdc::aligned(ws.deL, 8) && bwdc::aligned(ws.dqP, 8) && bwdc::aligned(ws.dkLP, 8);
-        bwdc::store_acc_pairs(rb.base(ws.deL, K), rb.HK, kk, K, Lc, even, aDe, m0, n0);
+        if constexpr (!kSP) bwdc::store_acc_pairs(rb.base(ws.deL, K), rb.HK, kk, K, Lc, even, aDe, m0, n0);
         bwdc::store_acc_pairs(rb.base(ws.dqP, K), rb.HK, kk, K, Lc, even, aDq, m0, n0);
       } else {
       each_acc(aDe, m0, n0, [&](int r, int d, float x) {
@@ -291,6 +297,19 @@ struct V9Mid : V8Mid {
   static constexpr bool kNoExtras = true;
 };
 
+/// Rung 10's G1 (bwd_v10_split.cu; DeltaNet and GDN only, the host routes KDA and GDN2 to rung 8): V8Mid
+/// with kSplit: bwd_grads_tc keeps B2, B4, B5 (A, u0 and E not staged; no B6, B8), run does B9's P half
+/// only (run_impl's kSP), and the kernel's tail writes dq, dk_part and dG_part (+ dG_last) for G2.
+struct V10Mid : V8Mid {
+  static constexpr bool kSplit = true;
+  template <class Tg>
+  static __device__ __forceinline__ bool run(const KParams& p, const BWs& ws, unsigned char* smem_raw, int tok0,
+                                             int Lc, const float* sbeta, const float (&accP)[4][4],
+                                             const float (&accA)[4][4]) {
+    return run_impl<Tg, true, true, true, true, true>(p, ws, smem_raw, tok0, Lc, sbeta, accP, accA);
+  }
+};
+
 template <class Tg, class Mid>
 void launch_grads(const BwdCall& c, Profile& prof) {
   const KParams& p = c.p;
@@ -345,6 +364,11 @@ void bwdc::bwd_v8_grads(const BwdCall& c, Profile& prof) {
 void bwdc::bwd_v9_grads(const BwdCall& c, Profile& prof) {
   if (c.gate_dtype == 0) launch_grads<float, V9Mid>(c, prof);
   else launch_grads<bf16, V9Mid>(c, prof);
+}
+
+void bwdc::bwd_v10_g1(const BwdCall& c, Profile& prof) {
+  if (c.gate_dtype == 0) launch_grads<float, V10Mid>(c, prof);
+  else launch_grads<bf16, V10Mid>(c, prof);
 }
 
 }  // namespace linattn::cuda::detail

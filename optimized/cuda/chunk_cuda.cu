@@ -510,6 +510,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v7_rowbase: return "bwd_v7_rowbase";
     case BwdVersion::v8_wide: return "bwd_v8_wide";
     case BwdVersion::v9_noextras: return "bwd_v9_noextras";
+    case BwdVersion::v10_split: return "bwd_v10_split";
   }
   return "?";
 }
@@ -536,6 +537,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v7_rowbase, detail::bwd_v7_workspace_bytes, detail::bwd_v7_launch},
     {BwdVersion::v8_wide, detail::bwd_v8_workspace_bytes, detail::bwd_v8_launch},
     {BwdVersion::v9_noextras, detail::bwd_v9_workspace_bytes, detail::bwd_v9_launch},
+    {BwdVersion::v10_split, detail::bwd_v10_workspace_bytes, detail::bwd_v10_launch},
 };
 }  // namespace
 
@@ -586,7 +588,7 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
   for (const BwdRung& r : kBwdLadder)
     if (r.version == version) rung = &r;
   if (!rung)
-    fail(fn, "version", "a version of the backward ladder (1, 2, 3, 4, 5, 6, 7, 8 or 9)", std::to_string(static_cast<int>(version)));
+    fail(fn, "version", "a version of the backward ladder (1, 2, 3, 4, 5, 6, 7, 8, 9 or 10)", std::to_string(static_cast<int>(version)));
 
   detail::BwdCall call;
   call.dtype = static_cast<int>(f.dtype);

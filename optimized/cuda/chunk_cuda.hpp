@@ -214,12 +214,18 @@ enum class BwdVersion : int {
                        ///< operations: v7's gradients bit for bit; the same fallbacks as v7); 1.35x
                        ///< faster than v7 for DeltaNet (9.20 -> 6.82 ms), 1.27-1.38x for GDN, KDA,
                        ///< GDN2 (session 8 call 1); `best` (RESULTS.md, "Rung 8")
-  v9_noextras = 9      ///< v8 without the prepare's extras kernel: the chunk-gradient kernel forms G
+  v9_noextras = 9,     ///< v8 without the prepare's extras kernel: the chunk-gradient kernel forms G
                        ///< (float64, per chunk) and E, Qg, Kd itself with the extras kernel's
                        ///< expressions (same values: v8's gradients bit for bit; the same fallbacks
                        ///< as v8); its tests pass, but slower than v8 for GDN, KDA, GDN2 (7.19 -> 7.68,
                        ///< 10.75 -> 11.35, 10.14 -> 10.94 ms; DeltaNet equal; session 8 call 4), so
                        ///< not `best` (RESULTS.md, "Rung 9")
+  v10_split = 10,      ///< v8 with the chunk-gradient kernel split in two for DeltaNet and GDN: G1
+                       ///< (state side: B2, B4, B5, B9's P half; dq, dk_part, dG_part) and G2 (WY
+                       ///< side, 2 blocks per SM: B6-B8, B9's L half, the rest of B10, B11); KDA and
+                       ///< GDN2 run v8; only float32 summation order differs from v8 (dq, dv, dh0 bit
+                       ///< for bit); the same fallbacks as v8. WRITTEN IN SESSION 8, NOT YET RUN ON A
+                       ///< GPU; not `best` (RESULTS.md, "Rung 10")
 };
 
 const char* bwd_version_name(BwdVersion v);

@@ -99,7 +99,9 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     'bwd_v5_levels_front', 'bwd_v6_tc_b9', 'bwd_v7_rowbase',
     'bwd_v8_wide' (rung 7 with full-width global accesses, the same gradients; the one 'best' picks;
     optimized/cuda/RESULTS.md), 'bwd_v9_noextras' (rung 8 without the prepare's extras kernel, the
-    same gradients; slower than rung 8 for the gated operators).
+    same gradients; slower than rung 8 for the gated operators), 'bwd_v10_split' (rung 8 with the
+    chunk-gradient kernel split in two for DeltaNet and GDN, rung 8's gradients up to float32
+    summation order; KDA and GDN2 run rung 8; not yet run on a GPU).
     output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"
     _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})

@@ -123,7 +123,7 @@ for s in $stages; do
       echo "determinism test: $fails failures in ${DET_REPEATS:-50} runs" | tee "$OUT/bdeterminism.log" ;;
     bmutants)
       # Each planted bug of the backward (make_mutants.py, 11-16 rung 1, 21-24 rung 2, 41-49 rung 3, 51-55
-      # rung 4, 50 and 56-59 rung 5, 66-68 rung 6, 69-72 rung 7, 73-79 and 85-86 rung 8, 87-91 rung 9; 5 is shared with the forward)
+      # rung 4, 50 and 56-59 rung 5, 66-68 rung 6, 69-72 rung 7, 73-79 and 85-86 rung 8, 87-91 rung 9, 98-105 rung 10; 5 is shared with the forward)
       # must make the tests aimed at it fail.
       M=${MBIN:-build/mutants}/test_cuda_backward
       P32='CUDA v1 chunked backward equals the float64 reference backward for every operator in float32'
@@ -136,7 +136,7 @@ for s in $stages; do
       SZ='CUDA chunked backward is exact at the tuned and the largest head sizes up to K = V = 256'
       V3='CUDA v3 chunked backward on the forward tensor-core kernels equals the float64 reference backward for every operator in bfloat16'
       V4='CUDA v4 tensor-core B7 and B9 chunked backward equals the float64 reference backward for every operator in bfloat16'
-      # BMUT_ONLY=v3, v4, v5, v6, v7, v8 or v9: that rung's mutants alone (BMUT_V3_ONLY=1 is BMUT_ONLY=v3)
+      # BMUT_ONLY=v3, v4, v5, v6, v7, v8, v9 or v10: that rung's mutants alone (BMUT_V3_ONLY=1 is BMUT_ONLY=v3)
       only=${BMUT_ONLY:-}; [ -n "${BMUT_V3_ONLY:-}" ] && only=v3
       grp() { [ -z "$only" ] || [ "$only" = "$1" ]; }
       run_m() { local n=$1; shift; for t in "$@"; do
@@ -260,6 +260,22 @@ for s in $stages; do
         echo "no mutant, compute-sanitizer racecheck and memcheck (rung 9's G scratch and scan), $PK:"
         LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool racecheck $M "$PK" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
         LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$BIT9" 2>&1 | grep -E "ERROR SUMMARY" | head -2
+        fi
+        if grp v10; then
+        V10='CUDA v10 split chunked backward equals the float64 reference backward for every operator in bfloat16'
+        CL10='CUDA v10 split chunked backward is rung 8 up to float32 summation order'
+        run_m 0 "$V10" "$CL10"
+        run_m 98 "$CL10" "$V10"   # G2's dk without dk_part
+        run_m 99 "$CL10" "$V10"   # G2's dL with A for A^T
+        run_m 100 "$CL10" "$V10"  # G2's reverse cumsum one row off (GDN dg)
+        run_m 101 "$CL10" "$V10"  # G2's du0 without A^T (dv: the bit part of CL10)
+        run_m 102 "$CL10" "$V10"  # G1's dG_last not folded (GDN dg)
+        run_m 103 "$CL10" "$V10"  # G1's dk_part without dk^P
+        run_m 104 "$CL10" "$V10"  # G1's dG_part without q~ dq^P (GDN dg)
+        run_m 105 "$CL10" "$V10"  # G2's dG without dE E (GDN dg)
+        echo "no mutant, compute-sanitizer racecheck and memcheck (rung 10's G1 tail and G2), $PK and $CL10:"
+        LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool racecheck $M "$PK" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
+        LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$CL10" 2>&1 | grep -E "ERROR SUMMARY" | head -2
         fi
       } 2>&1 | tee "$OUT/bmutants.log" ;;
     smutants)
