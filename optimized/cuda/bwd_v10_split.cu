@@ -41,8 +41,12 @@
 // Y hi, lo: u0 | E, then T1, then M1b; a k slab) = 7 x 9,216 = 64,512 bytes, dG [64][K <= 128] float32
 // 32,768, beta [64] float32 256 and G [64] float64 512: 98,048 bytes, no static shared memory; 2 blocks
 // per SM need 2 x (98,048 + 1,024 reserved) = 198,144 <= 233,472 (228 KB per SM on the H200).
-// Registers (cuobjdump -res-usage, nvcc 13.0 sm_90a): see RESULTS.md "Rung 10" (the header's numbers are
-// filled in there; __launch_bounds__(256, 2) caps them at 128).
+// Static (nvcc 13.0 sm_90a, cuobjdump -res-usage; no GPU): G2 bwd10_wy<float> and <bf16> 124 registers
+// (__launch_bounds__(256, 2) caps them at 128), no spill, no stack, no local memory; 6,608 / 6,614 SASS
+// instructions (352 HMMA). G1 bwd_grads_tc<Tg, V10Mid> 196 registers (rung 8's V8Mid 238 / 237), no
+// spill; 4,484 / 4,384 SASS instructions against V8Mid's 11,817 / 11,837 (HMMA 224 against 768): still
+// one block per SM by shared memory. PTX of every existing backward kernel unchanged.
+// Time: NOT measured (bench_backward.py --bwd-versions 8,10; logs_session8/rung10_run.sh).
 //
 // Range: rung 8's. Calls outside rung 3's range (float32 inputs, K < 16 or K > 128) run rung 2 through
 // bwd_v3_launch; calls with H * max(K, V, 64) >= 2^25 (32-bit offsets) run rung 6; KDA and GDN2 run
