@@ -48,8 +48,9 @@
 // executed warp instructions per block at K = V = 128: grads + ~4.8k (DeltaNet) / + ~8.6k (KDA) while
 // the extras kernel's ~7.5k / ~14k go. Global traffic per block (extras + grads, L2-level, float32
 // gates): DeltaNet 1377 -> 1105 KB (-20%), GDN -20%, KDA 1633 -> 1425 KB (-13%), GDN2 -13%.
-// Time: NOT measured; expected backward -0.2 to -0.5 ms at B=8 T=4096 H=16 K=V=128 (bench_backward.py
-// --bwd-versions 8,9; logs_session8/rung9_run.sh).
+// Time: expected backward -0.2 to -0.5 ms; measured (session 8 call 4, logs_session8/rung9_run.sh) 0 for
+// DeltaNet and +0.5 to +0.8 ms for GDN, KDA, GDN2 (header above): the estimate was wrong, because the
+// grads kernel is latency-bound at one block per SM and hides none of the work added to it.
 //
 // Range: rung 8's. Calls outside rung 3's range (float32 inputs, K < 16 or K > 128) run rung 2
 // through bwd_v3_launch; calls with H * max(K, V, 64) >= 2^25 (32-bit offsets) run rung 6.
