@@ -235,16 +235,32 @@ void forward_device(const DeviceArgs& a, Version version) {
 
 // ------------------------------------------------------------------------------------------------
 // Saved forward (issue 6; chunk_cuda.hpp, SavedForward): the training forward keeps rung 4's intra
-// outputs and A; the backward's rungs 5-8 read them instead of launching that kernel again.
+// outputs and A; the backward rungs of saved_bwd_versions() read them instead of launching that
+// kernel again. Two events order the streams (chunk_cuda.hpp, SavedForward, Streams).
 // ------------------------------------------------------------------------------------------------
 
-SavedForward::~SavedForward() { release(); }
+namespace {
+cudaEvent_t as_event(void* e) { return static_cast<cudaEvent_t>(e); }
+void destroy_events(void*& a, void*& b) noexcept {  // no throw: called by the destructor
+  if (a) cudaEventDestroy(as_event(a));
+  if (b) cudaEventDestroy(as_event(b));
+  a = b = nullptr;
+}
+}  // namespace
+
+SavedForward::~SavedForward() {
+  release();
+  destroy_events(fwd_done_, bwd_done_);
+}
 
 SavedForward::SavedForward(SavedForward&& o) noexcept { *this = std::move(o); }
 
 SavedForward& SavedForward::operator=(SavedForward&& o) noexcept {
   if (this == &o) return *this;
   release();
+  destroy_events(fwd_done_, bwd_done_);
+  fwd_done_ = o.fwd_done_, bwd_done_ = o.bwd_done_;
+  o.fwd_done_ = o.bwd_done_ = nullptr;
   buf_ = o.buf_, bytes_ = o.bytes_, a_offset_ = o.a_offset_, filled_ = o.filled_;
   op_ = o.op_, dtype_ = o.dtype_, gate_dtype_ = o.gate_dtype_;
   B_ = o.B_, T_ = o.T_, H_ = o.H_, K_ = o.K_, V_ = o.V_, N_ = o.N_, scale_ = o.scale_;
@@ -270,6 +286,11 @@ struct SavedLayout {
 };
 SavedLayout saved_layout(const KParams& p) {
   return {align256(detail::v4_workspace_bytes(p)), sizeof(float) * std::size_t(p.B) * p.T * p.H * kChunk};
+}
+/// A forward rung's name, or its number when it is none of the ladder's.
+std::string version_str(Version v) {
+  const std::string name = version_name(v);
+  return name == "?" ? std::to_string(static_cast<int>(v)) : name;
 }
 std::string call_str(Op op, DType dt, DType gdt, std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t K,
                      std::int64_t V, std::int64_t N, float scale) {
@@ -302,21 +323,42 @@ void forward_device(const DeviceArgs& a, Version version, SavedForward* save) {
   call.dtype = static_cast<int>(a.dtype);
   call.gate_dtype = static_cast<int>(a.gate_dtype);
   call.stream = static_cast<cudaStream_t>(a.stream);
-  // The saved workspace is rung 4's intra kernel's (what the backward's rungs 5-8 prepare with).
+  // The saved workspace is rung 4's intra kernel's (what the rungs of saved_bwd_versions() prepare with).
   if (version != Version::best && version != Version::v4_levels)
     fail(fn, "version", "best or v4_levels when saving for the backward (the saved workspace is rung 4's intra kernel's)",
-         version_name(version));
+         version_str(version));
   std::string why;
   if (!detail::v4_supports(call, &why))
-    fail(fn, "save", "a call that forward rung 4 (v4_levels) takes, whose intra-chunk outputs are saved", why);
+    fail(fn, "save", "a call that forward rung 4 (v4_levels) takes, whose intra-chunk outputs are saved",
+         "forward rung 4's range: " + why);
+
+  // From here on a failure leaves the object empty (chunk_cuda.hpp, SavedForward::empty).
+  save->filled_ = false;
+  if (!save->fwd_done_) {
+    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    LINATTN_CUDA_CHECK(cudaEventCreateWithFlags(&e0, cudaEventDisableTiming));
+    save->fwd_done_ = e0;
+    LINATTN_CUDA_CHECK(cudaEventCreateWithFlags(&e1, cudaEventDisableTiming));
+    save->bwd_done_ = e1;
+  }
+  // A refill writes only after the previous fill and every backward that read it (on any stream).
+  LINATTN_CUDA_CHECK(cudaStreamWaitEvent(call.stream, as_event(save->fwd_done_), 0));
+  LINATTN_CUDA_CHECK(cudaStreamWaitEvent(call.stream, as_event(save->bwd_done_), 0));
 
   // Memory: reused when large enough; a new allocation is filled with NaN bits, so that a part the
-  // intra kernel fails to write cannot pass for a value.
+  // intra kernel fails to write cannot pass for a value. The old buffer is freed once they are done.
   const SavedLayout lay = saved_layout(p);
-  save->filled_ = false;
   if (save->bytes_ < lay.total()) {
+    LINATTN_CUDA_CHECK(cudaEventSynchronize(as_event(save->fwd_done_)));
+    LINATTN_CUDA_CHECK(cudaEventSynchronize(as_event(save->bwd_done_)));
     save->release();
-    LINATTN_CUDA_CHECK(cudaMalloc(&save->buf_, lay.total()));
+    const cudaError_t err = cudaMalloc(&save->buf_, lay.total());
+    if (err != cudaSuccess) {
+      save->buf_ = nullptr;
+      cudaGetLastError();  // clear it: out of memory is not sticky
+      throw std::runtime_error("linattn::cuda::forward_device: cudaMalloc of the SavedForward's " +
+                               std::to_string(lay.total()) + " bytes failed: " + cudaGetErrorString(err));
+    }
     save->bytes_ = lay.total();
     LINATTN_CUDA_CHECK(cudaMemsetAsync(save->buf_, 0xff, lay.total(), call.stream));
   }
@@ -335,6 +377,7 @@ void forward_device(const DeviceArgs& a, Version version, SavedForward* save) {
   call.p.ws = save->buf_;
   if (p.N > 0)
     detail::v4_launch_saving(call, reinterpret_cast<float*>(static_cast<char*>(save->buf_) + lay.a_offset));
+  LINATTN_CUDA_CHECK(cudaEventRecord(as_event(save->fwd_done_), call.stream));  // the backward waits for it
   save->filled_ = true;
 }
 
@@ -543,21 +586,36 @@ const BwdRung kBwdLadder[] = {
 
 void backward_device(const DeviceBwdArgs& a, BwdVersion version) { backward_device(a, version, nullptr); }
 
+const std::vector<BwdVersion>& saved_bwd_versions() {
+  // The rungs whose prepare is bwd_v3_front with levels_intra (forward rung 4's intra kernel). A new
+  // rung belongs here only if its prepare is that kernel too.
+  static const std::vector<BwdVersion> v = {BwdVersion::best,       BwdVersion::v5_levels_front, BwdVersion::v6_tc_b9,
+                                            BwdVersion::v7_rowbase, BwdVersion::v8_wide,         BwdVersion::v9_noextras,
+                                            BwdVersion::v10_split};
+  return v;
+}
+
 namespace {
-/// Refuses (linattn::Error naming 'saved') a saved forward that is empty, that differs from this
-/// call (`differs`: what differs, empty if nothing), or a backward rung whose prepare is not forward
-/// rung 4's intra kernel (chunk_cuda.hpp, SavedForward).
+/// Refuses (linattn::Error naming 'saved') a backward rung that is not one of saved_bwd_versions()
+/// (or rung 5 with LINATTN_BWD5_V3_FRONT set), then a saved forward that is empty or that differs
+/// from this call (`differs`: what differs, empty if nothing) (chunk_cuda.hpp, SavedForward).
 void check_saved(const std::string& fn, const DeviceArgs& f, std::int64_t N, BwdVersion version,
                  const SavedForward& s, const std::string& differs) {
+  bool listed = false;
+  std::string rungs;
+  for (BwdVersion r : saved_bwd_versions()) {
+    listed = listed || r == version;
+    rungs += (rungs.empty() ? "" : ", ") + (r == BwdVersion::best ? std::string("best") : std::to_string(static_cast<int>(r)));
+  }
+  const bool v3_front_hook = version == BwdVersion::v5_levels_front && std::getenv("LINATTN_BWD5_V3_FRONT");
+  if (!listed || v3_front_hook)
+    fail(fn, "saved", "a backward rung whose prepare is forward rung 4's intra kernel (" + rungs + ")",
+         std::string("a saved forward given to ") + bwd_version_name(version) +
+             (v3_front_hook ? " with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel)" : ""));
   const std::string want = "a SavedForward filled by forward_device for this call (" +
                            call_str(f.op, f.dtype, f.gate_dtype, f.B, f.T, f.H, f.K, f.V, N, f.scale) + ")";
   if (s.empty()) fail(fn, "saved", want, s.describe());
   if (!differs.empty()) fail(fn, "saved", want, s.describe() + ", which differs in " + differs);
-  const bool v3_front_hook = version == BwdVersion::v5_levels_front && std::getenv("LINATTN_BWD5_V3_FRONT");
-  if (static_cast<int>(version) < static_cast<int>(BwdVersion::v5_levels_front) || v3_front_hook)
-    fail(fn, "saved", "a backward rung whose prepare is forward rung 4's intra kernel (best, 5, 6, 7, 8)",
-         std::string("a saved forward given to ") + bwd_version_name(version) +
-             (v3_front_hook ? " with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel)" : ""));
 }
 }  // namespace
 
@@ -604,13 +662,23 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
     if (!s.empty()) {
       differs(s.op_ == f.op, "op (" + std::string(ref::op_name(s.op_)) + " against " + ref::op_name(f.op) + ")");
       differs(s.dtype_ == f.dtype && s.gate_dtype_ == f.gate_dtype, "dtype or gate dtype");
-      differs(s.B_ == f.B && s.T_ == f.T && s.H_ == f.H && s.K_ == f.K && s.V_ == f.V, "shape (B, T, H, K, V)");
+      auto shape = [](std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t K, std::int64_t V) {
+        return std::to_string(B) + ", " + std::to_string(T) + ", " + std::to_string(H) + ", " + std::to_string(K) + ", " +
+               std::to_string(V);
+      };
+      differs(s.B_ == f.B && s.T_ == f.T && s.H_ == f.H && s.K_ == f.K && s.V_ == f.V,
+              "shape (B, T, H, K, V = " + shape(s.B_, s.T_, s.H_, s.K_, s.V_) + " against " +
+                  shape(f.B, f.T, f.H, f.K, f.V) + ")");
       differs(std::memcmp(&s.scale_, &f.scale, sizeof(float)) == 0, "scale");
       differs(s.N_ == p.N && s.cu_seqlens_ == std::vector<std::int64_t>(pl.cu.begin(), pl.cu.end()),
               "sequences (N or cu_seqlens)");
-      differs(s.q_ == f.q && s.k_ == f.k && s.v_ == f.v && s.g_ == f.g && s.beta_ == f.beta && s.b_ == f.b &&
-                  s.w_ == f.w,
-              "the device pointers of q, k, v or the gates (another forward's inputs)");
+      // Only the pointers the operator reads: a stale g of a DeltaNet call, say, is never read.
+      const bool gated = f.op != Op::delta_rule, gdn2 = f.op == Op::gdn2;
+      for (const auto& [same, name] : {std::pair<bool, const char*>{s.q_ == f.q, "q"}, {s.k_ == f.k, "k"},
+                                       {s.v_ == f.v, "v"}, {!gated || s.g_ == f.g, "g"},
+                                       {gdn2 || s.beta_ == f.beta, "beta"}, {!gdn2 || s.b_ == f.b, "b"},
+                                       {!gdn2 || s.w_ == f.w, "w"}})
+        differs(same, std::string("the device pointer ") + name + " (another forward's input)");
       differs(s.intra_rung_ == static_cast<int>(Version::v4_levels) && s.kp_ == (f.K <= 64 ? 64 : 128),
               "intra rung or KP");
     }
@@ -623,7 +691,12 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
   pl.place(base, call.stream);
   call.p = p;
   if (p.N == 0) return;
+  if (saved) {  // after the saving forward, and after the previous backward that read it (any stream)
+    LINATTN_CUDA_CHECK(cudaStreamWaitEvent(call.stream, as_event(saved->fwd_done_), 0));
+    LINATTN_CUDA_CHECK(cudaStreamWaitEvent(call.stream, as_event(saved->bwd_done_), 0));
+  }
   rung->launch(call);
+  if (saved) LINATTN_CUDA_CHECK(cudaEventRecord(as_event(saved->bwd_done_), call.stream));  // a refill waits for it
 }
 
 void poison_device_workspaces() {

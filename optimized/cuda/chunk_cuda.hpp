@@ -22,8 +22,9 @@
 // Training (issue 6): forward_device(args, version, &saved) is a forward that also keeps, in a
 // SavedForward, what the backward's first kernel ("prepare": the forward's rung 4 intra-chunk
 // kernel launched again with A) would recompute; backward_device(args, version, &saved) then skips
-// that kernel (rungs 5-8) and gives the same gradients bit for bit. See SavedForward below for
-// what it holds, its memory (0.82 GiB at B=8 T=4096 H=16 K=V=128) and its checks.
+// that kernel (the rungs of saved_bwd_versions(): best and 5-10) and gives the same gradients bit for
+// bit. See SavedForward below for what it holds, its memory (0.82 GiB at B=8 T=4096 H=16 K=V=128),
+// its checks and its stream ordering.
 #pragma once
 
 #include <cstdint>
@@ -249,7 +250,7 @@ struct DeviceBwdArgs {
 
 /// Run one backward call: the forward's size checks, then the gradient pointers (values in device
 /// memory are not read here: log-decays must be finite and <= 0, SPEC section 4, which the host
-/// functions below check; `best` = rung 6 clamps exp(G_i - G_j) at 1 where they are not); throws
+/// functions below check; rungs 6 and up, `best` among them, clamp exp(G_i - G_j) at 1 where they are not); throws
 /// linattn::Error for bad arguments, std::runtime_error for CUDA failures. Its own process-wide,
 /// grow-only workspace (about (12 K + 3 V + 128) floats per token and head plus two K x V states
 /// per chunk and head; not thread-safe).
@@ -264,15 +265,22 @@ void backward_device(const DeviceBwdArgs& args, BwdVersion version = BwdVersion:
 /// VP = V rounded up to a multiple of 64:
 ///   align256(NC H (384 KP + 8192 + 256 VP + 4 KP) + 256) + 256 B T H
 /// (the first term is tc_workspace_bytes); at B=8 T=4096 H=16 K=V=128: 742,392,064 + 134,217,728 =
-/// 876,609,792 bytes (836.0 MiB) per call -- what fla keeps for its own backward is of this order.
+/// 876,609,792 bytes (836.0 MiB) per call.
 /// It also records the call it belongs to: op, dtype, gate dtype, B, T, H, K, V, scale, the
-/// sequences (N and a copy of cu_seqlens), the device pointers of q, k, v and the gates, the intra
-/// rung (4) and KP. backward_device(args, version, &saved) checks every one of them against its
-/// call (and that the backward rung's prepare is rung 4's intra kernel: rungs 5-8) and throws a
-/// linattn::Error naming 'saved' with what was expected and what came otherwise; an empty
-/// (moved-from, released or never filled) object is refused the same way. It cannot see whether
-/// the VALUES behind the same pointers changed since the forward: the caller must not modify q,
-/// k, v or the gates between the two calls, and must order the two calls' streams.
+/// sequences (N and a copy of cu_seqlens), the device pointers the operator reads (q, k, v; g
+/// unless DeltaNet; beta unless GDN2; b and w for GDN2), the intra rung (4) and KP.
+/// backward_device(args, version, &saved) checks every one of them against its call (and that
+/// `version` is one of saved_bwd_versions()) and throws a linattn::Error naming 'saved' that says
+/// what was expected and what differs; an empty (moved-from, released or never filled) object is
+/// refused the same way. It cannot see whether the VALUES behind the same pointers changed since
+/// the forward: the caller must not modify q, k, v or the gates between the two calls.
+/// Streams: the object holds two CUDA events. The saving forward records one on its stream after
+/// its last launch, and every backward reading the object waits for it on the backward's stream
+/// (cudaStreamWaitEvent), so the forward and the backward may run on different streams without a
+/// synchronisation between them. Each backward records the other after its last launch (having
+/// waited for the previous record), and a refill waits for it before writing, so a refill on
+/// another stream does not overwrite what a queued backward still reads. The process-wide
+/// workspaces still make concurrent calls from several host threads unsafe (forward_device).
 class SavedForward {
  public:
   SavedForward() = default;
@@ -282,13 +290,17 @@ class SavedForward {
   SavedForward(const SavedForward&) = delete;
   SavedForward& operator=(const SavedForward&) = delete;
 
-  /// True until a training forward fills it, and again after a move from it or release().
+  /// True until a training forward fills it, and again after a move from it or release(), and
+  /// after a training forward that failed once it had started on the object (allocation, memset,
+  /// launch): the old content is then gone. A training forward refused by the argument checks
+  /// leaves the object as it was, still valid for its previous call.
   bool empty() const { return !filled_; }
   /// Device bytes held (the allocation, which may exceed bytes_needed after reuse).
   std::size_t bytes() const { return bytes_; }
-  /// The bytes a training forward of these arguments needs (formula above). Checks nothing.
+  /// The bytes a training forward of these arguments needs (formula above). Validates the arguments
+  /// as forward_device does (linattn::Error), but not whether forward rung 4 takes the call.
   static std::size_t bytes_needed(const DeviceArgs& args);
-  /// Frees the device memory; the object becomes empty.
+  /// Frees the device memory (the events stay until the destructor); the object becomes empty.
   void release();
   /// One line naming the call it was filled for (or "empty"), for messages.
   std::string describe() const;
@@ -308,15 +320,24 @@ class SavedForward {
   const void *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *g_ = nullptr, *beta_ = nullptr, *b_ = nullptr,
              *w_ = nullptr;
   int intra_rung_ = 0, kp_ = 0;
+  // cudaEvent_t (created by the first fill with cudaEventDisableTiming, destroyed by the destructor):
+  // the saving forward's end, and the end of the last backward that read the object.
+  void *fwd_done_ = nullptr, *bwd_done_ = nullptr;
 };
+
+/// The backward rungs that accept a SavedForward: those whose prepare is forward rung 4's intra
+/// kernel (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split). Any other
+/// rung, and rung 5 with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel), is refused.
+const std::vector<BwdVersion>& saved_bwd_versions();
 
 /// The backward of a training forward: backward_device, with the prepare's intra-chunk kernel
 /// skipped and its outputs read from `saved` (the workspace in place; A copied into the backward's
 /// workspace with one device-to-device copy, since the later kernels address it there). `saved`
 /// must be a SavedForward filled by forward_device(args.fwd, ., &saved) for this very call and
-/// `version` a rung whose prepare is that kernel (best, v5_levels_front to v8_wide); else
-/// linattn::Error naming 'saved'. The gradients equal backward_device(args, version)'s bit for bit.
-/// `saved` is only read: several backward calls may use it.
+/// `version` one of saved_bwd_versions(); else linattn::Error naming 'saved'. The gradients equal
+/// backward_device(args, version)'s bit for bit. The saved buffer is only read: several backward
+/// calls, one after another, may use it (the events are recorded, not the buffer written). The
+/// backward's stream waits for the saving forward (SavedForward, Streams).
 void backward_device(const DeviceBwdArgs& args, BwdVersion version, const SavedForward* saved);
 
 /// Test hook: fills the process-wide workspaces of forward_device and backward_device with NaN bits

@@ -39,6 +39,7 @@ void v4_launch(Call c);
 void v4_intra_launch(const Call& c, int KP);
 /// The training forward (chunk_cuda.hpp, SavedForward): v4_launch with the intra kernel also writing
 /// A to a_out; c.p.ws is the saved buffer's tc workspace, which stays as the intra kernel left it.
+/// Unlike v4_launch it does not consult LINATTN_TC_ONLY for the intra kernel.
 void v4_launch_saving(const Call& c, float* a_out);
 
 // v5_split.cu (correct on the H200; 12-20% slower than v4 where it splits, so not `best`)
@@ -67,9 +68,10 @@ struct BwdCall {
   int dtype = 0;
   int gate_dtype = 0;
   cudaStream_t stream = nullptr;
-  /// A training forward's saved outputs of rung 4's intra kernel (chunk_cuda.hpp, SavedForward), or
-  /// null: bwd_v3_front with levels_intra then reads this tc workspace and copies saved_A to its A
-  /// instead of launching the intra kernel (backward_device checked that they belong to this call).
+  /// A training forward's saved outputs of rung 4's intra kernel (chunk_cuda.hpp, SavedForward).
+  /// When set, bwd_v3_front (levels_intra) reads this tc workspace and copies saved_A to its A
+  /// instead of launching the intra kernel (backward_device checked that they belong to this call);
+  /// null: the usual intra launch.
   void* saved_ws = nullptr;
   const float* saved_A = nullptr;
 };

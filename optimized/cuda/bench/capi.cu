@@ -97,7 +97,9 @@ int linattn_cuda_backward(const LinattnBwdArgs* a, int version, char* err, int e
 
 // Saved forward (issue 6; chunk_cuda.hpp, SavedForward): a training forward that keeps forward rung
 // 4's intra outputs and A, and a backward that reads them instead of recomputing them. The handle is
-// an opaque linattn::cuda::SavedForward* owned by the caller (linattn_cuda_saved_free).
+// an opaque linattn::cuda::SavedForward* owned by the caller (linattn_cuda_saved_free, once). The
+// forward and the backward may run on different streams: the handle's events order them
+// (chunk_cuda.hpp, SavedForward).
 
 /// forward_device(args, version, saved): *saved null makes a new SavedForward (stored in *saved);
 /// otherwise the one there is refilled (its memory reused when large enough). Returns 0 on success;
@@ -119,7 +121,8 @@ int linattn_cuda_forward_save(const LinattnArgs* a, int version, void** saved, c
 }
 
 /// backward_device(args, version, saved) with the handle linattn_cuda_forward_save filled for this
-/// call. Returns 0 on success; otherwise 1 and the message in err.
+/// call. Returns 0 on success; otherwise 1 and the message in err (a null handle: a linattn::Error
+/// naming 'saved').
 int linattn_cuda_backward_saved(const LinattnBwdArgs* a, int version, const void* saved, char* err, int errlen) {
   try {
     linattn::cuda::DeviceBwdArgs d;
@@ -128,9 +131,10 @@ int linattn_cuda_backward_saved(const LinattnBwdArgs* a, int version, const void
     d.dq = a->dq, d.dk = a->dk, d.dv = a->dv;
     d.dg = a->dg, d.dbeta = a->dbeta, d.db = a->db, d.dw = a->dw;
     d.dh0 = a->dh0;
-    static const linattn::cuda::SavedForward kEmpty;  // null handle: refused as an empty object
-    const auto* s = saved ? static_cast<const linattn::cuda::SavedForward*>(saved) : &kEmpty;
-    linattn::cuda::backward_device(d, static_cast<linattn::cuda::BwdVersion>(version), s);
+    if (!saved)
+      linattn::fail("linattn_cuda_backward_saved", "saved", "a handle filled by linattn_cuda_forward_save", "a null handle");
+    linattn::cuda::backward_device(d, static_cast<linattn::cuda::BwdVersion>(version),
+                                   static_cast<const linattn::cuda::SavedForward*>(saved));
     return 0;
   } catch (const std::exception& e) {
     if (err && errlen > 0) std::snprintf(err, std::size_t(errlen), "%s", e.what());
@@ -143,7 +147,8 @@ std::int64_t linattn_cuda_saved_bytes(const void* saved) {
   return saved ? std::int64_t(static_cast<const linattn::cuda::SavedForward*>(saved)->bytes()) : 0;
 }
 
-/// Frees a handle of linattn_cuda_forward_save and its device memory (null: nothing).
+/// Frees a handle of linattn_cuda_forward_save, its device memory and its events (null: nothing).
+/// Free each handle once: it is invalid afterwards (a second free is undefined behaviour).
 void linattn_cuda_saved_free(void* saved) { delete static_cast<linattn::cuda::SavedForward*>(saved); }
 
 const char* linattn_cuda_version_name(int version) {
