@@ -2,11 +2,16 @@
 // would recompute (optimized/cuda/chunk_cuda.hpp, SavedForward; issue 6) and the backward that reads
 // it: forward_device(args, version, &saved) gives o and the final state of forward_device bit for
 // bit, and backward_device(args, version, &saved) gives the gradients of backward_device(args,
-// version) bit for bit for the rungs whose prepare is forward rung 4's intra kernel (5 to 8, best,
-// and any later rung the ladder names), so the saved path inherits every property the backward
+// version) bit for bit for the rungs of cuda::saved_bwd_versions() (best, 5 to 10: those whose
+// prepare is forward rung 4's intra kernel), so the saved path inherits every property the backward
 // tests prove of those rungs; a property checks it against the float64 reference backward too.
-// Bad uses (another op, T, dtype, an empty or moved-from object, rungs 1-4) are linattn::Errors
-// naming 'saved' (or 'version' / 'save' for the forward).
+// Every compared element must also be finite, so an element neither path wrote (NaN on both sides)
+// fails. The forward and the backward on two streams without a synchronisation, and a refill on one
+// stream while a backward on another still reads the object, give the same gradients (the object's
+// events order them; a spinning kernel holds the first stream so that a missing wait shows).
+// Bad uses (another op, B, T, H, K, V, dtype, scale, sequences, q or v buffer; an empty or
+// moved-from object; rungs 1-4; rung 5 with LINATTN_BWD5_V3_FRONT) are linattn::Errors naming
+// 'saved' (or 'version' / 'save' for the forward).
 //
 // Every call goes through the device API on buffers this file allocates; gradient, o and final-state
 // buffers are filled with NaN bits first, and before every backward the process-wide workspaces are
@@ -21,8 +26,10 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <sstream>
@@ -63,13 +70,23 @@ bool gpu_ok(std::string& why) {
 const Op kOps[] = {Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2};
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
 
-/// The backward rungs whose prepare is forward rung 4's intra kernel: best, 5 to 8, and any later
-/// rung the ladder names (bwd_version_name gives "?" past its end).
-std::vector<BwdVersion> saved_rungs() {
-  std::vector<BwdVersion> r = {BwdVersion::best};
-  for (int v = static_cast<int>(BwdVersion::v5_levels_front); v < 32; ++v)
+/// The backward rungs that accept a saved forward (chunk_cuda.hpp, saved_bwd_versions).
+std::vector<BwdVersion> saved_rungs() { return cuda::saved_bwd_versions(); }
+
+/// Every rung the backward ladder names (bwd_version_name gives "?" past its end), best excluded.
+std::vector<BwdVersion> ladder_rungs() {
+  std::vector<BwdVersion> r;
+  for (int v = 1; v < 32; ++v)
     if (std::string(cuda::bwd_version_name(static_cast<BwdVersion>(v))) != "?") r.push_back(static_cast<BwdVersion>(v));
   return r;
+}
+
+/// Holds a stream for about `cycles` SM clocks (a single spinning thread), so that work queued
+/// behind it on that stream runs late.
+__global__ void spin_kernel(long long cycles) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -246,12 +263,19 @@ struct OnDevice {
 
   /// The gradients of backward_device(version[, saved]), every buffer and workspace NaN-filled before.
   ref::RecurrentGrads<float> backward(BwdVersion ver, const cuda::SavedForward* saved = nullptr) {
-    for (Dev* x : {&dq, &dk, &dv, &dg, &dbeta, &db, &dw, &dh0})
-      if (x->p) x->nan_fill();
+    nan_fill_grads();
     cuda::poison_device_workspaces();
     if (saved) cuda::backward_device(a, ver, saved);
     else cuda::backward_device(a, ver);
     if (cudaDeviceSynchronize() != cudaSuccess) throw std::runtime_error("backward failed");
+    return grads();
+  }
+  void nan_fill_grads() {
+    for (Dev* x : {&dq, &dk, &dv, &dg, &dbeta, &db, &dw, &dh0})
+      if (x->p) x->nan_fill();
+  }
+  /// The gradient buffers as they are now.
+  ref::RecurrentGrads<float> grads() const {
     ref::RecurrentGrads<float> gr;
     gr.dq = dq.download({B, T, H, K}, DType::bf16);
     gr.dk = dk.download({B, T, H, K}, DType::bf16);
@@ -271,13 +295,43 @@ GradList pairs(const ref::RecurrentGrads<float>& x, const ref::RecurrentGrads<fl
           {"dbeta", &x.dbeta, &y.dbeta}, {"db", &x.db, &y.db}, {"dw", &x.dw, &y.dw}, {"dh0", &x.dh0, &y.dh0}};
 }
 
-/// y's gradients equal x's bit for bit (the same set defined). The caller's INFO names the case.
+/// The number of elements of t that are not finite.
+index_t non_finite(const Tensor<float>& t) {
+  index_t n = 0;
+  for (index_t i = 0; i < t.numel(); ++i) n += std::isfinite(t.data()[i]) ? 0 : 1;
+  return n;
+}
+
+/// y's gradients equal x's bit for bit (the same set defined) and are finite (so that an element
+/// neither path wrote, NaN bits on both sides, fails). The caller's INFO names the case.
 void check_same_grads(const ref::RecurrentGrads<float>& x, const ref::RecurrentGrads<float>& y) {
   for (const auto& [name, a, c] : pairs(x, y)) {
     INFO(name);
     REQUIRE(a->defined() == c->defined());
-    if (a->defined()) CHECK(std::memcmp(a->data(), c->data(), sizeof(float) * a->numel()) == 0);
+    if (!a->defined()) continue;
+    CHECK(std::memcmp(a->data(), c->data(), sizeof(float) * a->numel()) == 0);
+    CHECK(non_finite(*c) == 0);
   }
+}
+
+/// Non-finite elements of raw device bytes holding bfloat16 (bf16 = true) or float32 values.
+std::size_t non_finite_raw(const std::vector<unsigned char>& h, bool bf16) {
+  std::size_t n = 0;
+  const std::size_t esz = bf16 ? 2 : 4;
+  for (std::size_t i = 0; i + esz <= h.size(); i += esz) {
+    std::uint32_t u = 0;
+    if (bf16) {
+      std::uint16_t b;
+      std::memcpy(&b, h.data() + i, 2);
+      u = std::uint32_t(b) << 16;
+    } else {
+      std::memcpy(&u, h.data() + i, 4);
+    }
+    float x;
+    std::memcpy(&x, &u, 4);
+    n += std::isfinite(x) ? 0 : 1;
+  }
+  return n;
 }
 
 /// Rung 3's bounds with bf16 inputs, which hold for rungs 3 to 8 (test_cuda_backward.cu's file
@@ -328,31 +382,41 @@ Case fixed_case(index_t B, index_t T, index_t H, index_t K, index_t V, GateMode 
 }
 
 /// The fixed cases of test (a): T = 1, ragged last chunks, K != V, K = 64 and 128, a K that is not a
-/// power of two, an initial state or not, a packed batch of many short sequences (with empty ones).
-std::vector<Case> fixed_cases() {
+/// power of two, an initial state or not, a packed batch of many short sequences (with empty ones),
+/// V > 128 (four value tiles), V % 8 == 4 (tci::load_vtile's second quad of GDN2's float32 w), odd K
+/// and V; without dht in one. A custom scale where the seed is even.
+std::vector<BwdCase> fixed_cases() {
   std::vector<index_t> cu = {0};
   std::mt19937_64 rng(7);
   std::uniform_int_distribution<int> len(0, 9);
   for (int s = 0; s < 40; ++s) cu.push_back(cu.back() + len(rng));
   cu.push_back(cu.back() + 70);  // one sequence longer than a chunk
   cu.push_back(cu.back());       // and an empty one at the end
-  return {
+  const std::vector<Case> cases = {
       fixed_case(2, 1, 2, 64, 64, GateMode::random, true, 101),            // T = 1
       fixed_case(1, 65, 2, 64, 48, GateMode::random, false, 102),          // ragged, K != V
       fixed_case(2, 130, 2, 128, 128, GateMode::mixed, true, 103),         // K = V = 128, ragged
       fixed_case(1, 100, 3, 40, 72, GateMode::random, true, 104),          // K = 40 (not a power of two)
       fixed_case(1, 63, 1, 100, 36, GateMode::extreme, false, 105),        // K = 100, g down to -1000
       fixed_case(1, cu.back(), 2, 64, 64, GateMode::random, true, 106, cu),  // packed batch
+      fixed_case(1, 70, 2, 64, 200, GateMode::random, true, 107),          // V = 200 > 128 (VP = 256)
+      fixed_case(1, 70, 2, 36, 20, GateMode::mixed, false, 108),           // K = 36, V = 20 (V % 8 == 4)
+      fixed_case(1, 67, 1, 33, 17, GateMode::random, true, 109),           // odd K and V
   };
+  std::vector<BwdCase> out;
+  for (const Case& c : cases) {
+    BwdCase b;
+    b.c = c, b.custom_scale = c.seed % 2 == 0, b.with_dht = c.seed != 108;
+    out.push_back(b);
+  }
+  return out;
 }
 
 /// Test (a) for one case, operator and gate dtype: o and the final state of the saving forward
-/// equal forward_device's bit for bit, and for every saved rung the saved backward's gradients
-/// equal the recompute backward's bit for bit; a reused SavedForward (filled before by another
-/// call) gives them too; best's are within the bounds of the reference.
-void check_saved_case(const Case& c, Op op, DType gdt, cuda::SavedForward& reused) {
-  BwdCase b;
-  b.c = c, b.custom_scale = c.seed % 2 == 0;
+/// equal forward_device's bit for bit and are finite, and for every saved rung the saved backward's
+/// gradients equal the recompute backward's bit for bit and are finite; a reused SavedForward
+/// (filled before by another call) gives them too; best's are within the bounds of the reference.
+void check_saved_case(const BwdCase& b, Op op, DType gdt, cuda::SavedForward& reused) {
   const DevProblem d = make_dev_problem(op, b, gdt);
   OnDevice dev(d, gdt);
   INFO(ref::op_name(op) << " gates " << dname(gdt) << " " << b);
@@ -363,6 +427,8 @@ void check_saved_case(const Case& c, Op op, DType gdt, cuda::SavedForward& reuse
   CHECK(saved.bytes() == cuda::SavedForward::bytes_needed(dev.a.fwd));
   CHECK(std::memcmp(plain.first.data(), with_save.first.data(), plain.first.size()) == 0);    // o
   CHECK(std::memcmp(plain.second.data(), with_save.second.data(), plain.second.size()) == 0);  // final state
+  CHECK(non_finite_raw(with_save.first, true) == 0);
+  CHECK(non_finite_raw(with_save.second, false) == 0);
   dev.forward(Version::v4_levels, &reused);
   for (BwdVersion ver : saved_rungs()) {
     INFO(cuda::bwd_version_name(ver));
@@ -398,9 +464,9 @@ std::string err_of(F&& f) {
 TEST_CASE("CUDA saving forward gives the forward output bit for bit and the saved backward gives the recompute backward gradients bit for bit") {
   SKIP_WITHOUT_GPU();
   cuda::SavedForward reused;  // refilled by every case: its memory reused or grown
-  for (const Case& c : fixed_cases())
+  for (const BwdCase& b : fixed_cases())
     for (Op op : kOps)
-      for (DType gdt : {DType::f32, DType::bf16}) check_saved_case(c, op, gdt, reused);
+      for (DType gdt : {DType::f32, DType::bf16}) check_saved_case(b, op, gdt, reused);
 }
 
 TEST_CASE("CUDA saved backward can be run twice from one saved forward with the same gradients") {
@@ -459,11 +525,11 @@ TEST_CASE("CUDA saved backward refuses an empty or moved-from SavedForward with 
   cuda::DeviceBwdArgs a;
   a.fwd.op = Op::kda, a.fwd.dtype = DType::bf16;
   a.fwd.B = 1, a.fwd.T = 4, a.fwd.H = 1, a.fwd.K = 16, a.fwd.V = 16;
-  float x = 0;
-  a.fwd.q = a.fwd.k = a.fwd.v = a.fwd.g = a.fwd.beta = &x;
+  alignas(16) float x[4] = {};  // the device API refuses arrays off a 16-byte boundary before 'saved'
+  a.fwd.q = a.fwd.k = a.fwd.v = a.fwd.g = a.fwd.beta = x;
   a.fwd.scale = 0.25f;
-  a.do_ = a.dq = a.dk = a.dv = a.dg = a.dbeta = &x;
-  a.dh0 = &x;
+  a.do_ = a.dq = a.dk = a.dv = a.dg = a.dbeta = x;
+  a.dh0 = x;
   using Catch::Matchers::Contains;
   cuda::SavedForward never_filled;
   CHECK(never_filled.empty());
@@ -479,9 +545,9 @@ TEST_CASE("CUDA saving forward refuses a rung or a call whose intra kernel is no
   cuda::DeviceArgs f;
   f.op = Op::delta_rule, f.dtype = DType::bf16;
   f.B = 1, f.T = 4, f.H = 1, f.K = 16, f.V = 16;
-  float x = 0;
-  f.q = f.k = f.v = f.beta = &x;
-  f.o = &x;
+  alignas(16) float x[4] = {};  // the device API refuses arrays off a 16-byte boundary first
+  f.q = f.k = f.v = f.beta = x;
+  f.o = x;
   f.scale = 0.25f;
   cuda::SavedForward s;
   using Catch::Matchers::Contains;
@@ -491,8 +557,46 @@ TEST_CASE("CUDA saving forward refuses a rung or a call whose intra kernel is no
   f.dtype = DType::f32;  // best would run v1 for float32 inputs
   CHECK_THAT(err_of([&] { cuda::forward_device(f, Version::best, &s); }), Contains("'save'") && Contains("bfloat16"));
   f.dtype = DType::bf16, f.K = 8;  // K < 16: v1 too
-  CHECK_THAT(err_of([&] { cuda::forward_device(f, Version::v4_levels, &s); }), Contains("'save'") && Contains("K = 8"));
+  CHECK_THAT(err_of([&] { cuda::forward_device(f, Version::v4_levels, &s); }),
+             Contains("'save'") && Contains("forward rung 4's range") && Contains("K = 8"));
+  f.K = 16;  // a version outside the ladder is named by its number
+  CHECK_THAT(err_of([&] { cuda::forward_device(f, static_cast<Version>(42), &s); }),
+             Contains("'version'") && Contains("got 42"));
   CHECK(s.empty());
+}
+
+TEST_CASE("CUDA saved backward refuses every backward rung outside saved_bwd_versions and rung 5 with LINATTN_BWD5_V3_FRONT") {
+  // The rung is checked before the object: runs without a GPU too (the object is empty, so a listed
+  // rung gets past the rung check and is refused as empty instead).
+  cuda::DeviceBwdArgs a;
+  a.fwd.op = Op::gated_delta_rule, a.fwd.dtype = DType::bf16;
+  a.fwd.B = 1, a.fwd.T = 4, a.fwd.H = 1, a.fwd.K = 16, a.fwd.V = 16;
+  alignas(16) float x[4] = {};
+  a.fwd.q = a.fwd.k = a.fwd.v = a.fwd.g = a.fwd.beta = x;
+  a.fwd.scale = 0.25f;
+  a.do_ = a.dq = a.dk = a.dv = a.dg = a.dbeta = x;
+  a.dh0 = x;
+  using Catch::Matchers::Contains;
+  const std::vector<BwdVersion> listed = cuda::saved_bwd_versions();
+  auto is_listed = [&](BwdVersion v) { return std::find(listed.begin(), listed.end(), v) != listed.end(); };
+  // best (= rung 8) and the rungs whose prepare is rung 4's intra kernel are listed; rungs 1-4 are not.
+  CHECK(is_listed(BwdVersion::best));
+  CHECK(is_listed(BwdVersion::v8_wide));
+  for (BwdVersion v : {BwdVersion::v1_simple, BwdVersion::v2_tensorcore, BwdVersion::v3_async, BwdVersion::v4_tc_tail})
+    CHECK(!is_listed(v));
+  const std::string rung_msg = "a backward rung whose prepare is forward rung 4's intra kernel (best, 5";
+  cuda::SavedForward empty;
+  for (BwdVersion v : ladder_rungs()) {
+    INFO(cuda::bwd_version_name(v));
+    const std::string e = err_of([&] { cuda::backward_device(a, v, &empty); });
+    if (is_listed(v)) CHECK_THAT(e, Contains("'saved'") && Contains("empty SavedForward") && !Contains(rung_msg));
+    else CHECK_THAT(e, Contains("'saved'") && Contains(rung_msg) && Contains(cuda::bwd_version_name(v)));
+  }
+  // Rung 5 with its rung 3 front (any value of the variable, as bwd_v5_levels_front.cu reads it).
+  ::setenv("LINATTN_BWD5_V3_FRONT", "", 1);
+  const std::string e5 = err_of([&] { cuda::backward_device(a, BwdVersion::v5_levels_front, &empty); });
+  ::unsetenv("LINATTN_BWD5_V3_FRONT");
+  CHECK_THAT(e5, Contains("'saved'") && Contains(rung_msg) && Contains("LINATTN_BWD5_V3_FRONT"));
 }
 
 TEST_CASE("CUDA saved backward refuses a saved forward of another op or T or dtype or a rung 1 to 4 backward with a linattn Error naming saved") {
@@ -536,4 +640,137 @@ TEST_CASE("CUDA saved backward refuses a saved forward of another op or T or dty
   moved_to.release();
   CHECK(moved_to.empty());
   CHECK_THAT(err_of([&] { kda.backward(BwdVersion::best, &moved_to); }), Contains("'saved'") && Contains("empty"));
+}
+
+TEST_CASE("CUDA saved backward refuses other sequences or another q or v buffer or another B H K V with a linattn Error naming what differs") {
+  SKIP_WITHOUT_GPU();
+  using Catch::Matchers::Contains;
+  // A packed batch: the same cu_seqlens pointer with other content is refused (the content is copied
+  // at save time); restored, the saved backward gives the recompute gradients again.
+  BwdCase p;
+  p.c = fixed_case(1, 100, 2, 32, 32, GateMode::random, true, 131, {0, 30, 70, 100});
+  OnDevice packed(make_dev_problem(Op::gated_delta_rule, p, DType::f32), DType::f32);
+  cuda::SavedForward saved_packed;
+  packed.forward(Version::best, &saved_packed);
+  REQUIRE(packed.a.fwd.cu_seqlens == packed.cu.data());
+  packed.cu[1] = 31;  // same pointer, same N, other content
+  CHECK_THAT(err_of([&] { packed.backward(BwdVersion::best, &saved_packed); }),
+             Contains("'saved'") && Contains("sequences"));
+  packed.cu[1] = 30;
+  check_same_grads(packed.backward(BwdVersion::best), packed.backward(BwdVersion::best, &saved_packed));
+
+  BwdCase b;
+  b.c = fixed_case(1, 70, 2, 32, 32, GateMode::random, true, 132);
+  OnDevice kda(make_dev_problem(Op::kda, b, DType::f32), DType::f32);
+  cuda::SavedForward saved;
+  kda.forward(Version::best, &saved);
+  // Another q or v buffer of the same size: the pointer that differs is named.
+  Dev other;
+  other.alloc(std::max(kda.q.bytes, kda.v.bytes));
+  cuda::DeviceBwdArgs other_q = kda.a, other_v = kda.a;
+  other_q.fwd.q = other.p, other_v.fwd.v = other.p;
+  CHECK_THAT(err_of([&] { cuda::backward_device(other_q, BwdVersion::best, &saved); }),
+             Contains("'saved'") && Contains("the device pointer q "));
+  CHECK_THAT(err_of([&] { cuda::backward_device(other_v, BwdVersion::best, &saved); }),
+             Contains("'saved'") && Contains("the device pointer v "));
+  // Another B, H, K or V (the same buffers: refused before any launch).
+  using Dim = std::int64_t cuda::DeviceArgs::*;
+  for (const auto& [name, dim] : {std::pair<const char*, Dim>{"B", &cuda::DeviceArgs::B}, {"H", &cuda::DeviceArgs::H},
+                                  {"K", &cuda::DeviceArgs::K}, {"V", &cuda::DeviceArgs::V}}) {
+    cuda::DeviceBwdArgs x = kda.a;
+    x.fwd.*dim += 1;
+    INFO("another " << name);
+    CHECK_THAT(err_of([&] { cuda::backward_device(x, BwdVersion::best, &saved); }), Contains("'saved'") && Contains("shape"));
+  }
+  // Pointers KDA does not read (GDN2's b and w) may differ: accepted, the same gradients.
+  cuda::DeviceBwdArgs stale = kda.a;
+  stale.fwd.b = stale.fwd.w = other.p;
+  kda.nan_fill_grads();
+  cuda::poison_device_workspaces();
+  cuda::backward_device(stale, BwdVersion::best, &saved);
+  CU(cudaDeviceSynchronize());
+  check_same_grads(kda.backward(BwdVersion::best), kda.grads());
+}
+
+// ---------------------------------------------------------------------------------------------
+// (d) Streams: the SavedForward's events order a forward and a backward on two streams.
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+/// About 0.1 s at the H200's clock: far longer than the host takes to queue the calls that follow.
+constexpr long long kSpinCycles = 200'000'000;
+
+/// Two problems of the same shape (so that a refill reuses the object's memory) with other values.
+struct TwoProblems {
+  BwdCase b1, b2;
+  OnDevice d1, d2;
+  static BwdCase with_seed(std::uint64_t seed) {
+    BwdCase b;
+    b.c = fixed_case(1, 130, 2, 64, 64, GateMode::random, true, seed);
+    return b;
+  }
+  TwoProblems()
+      : b1(with_seed(141)), b2(with_seed(142)), d1(make_dev_problem(Op::kda, b1, DType::f32), DType::f32),
+        d2(make_dev_problem(Op::kda, b2, DType::f32), DType::f32) {}
+};
+
+struct Streams {
+  cudaStream_t s1 = nullptr, s2 = nullptr;
+  Streams() {
+    if (cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking) != cudaSuccess)
+      throw std::runtime_error("cudaStreamCreateWithFlags failed");
+  }
+  ~Streams() {
+    cudaStreamDestroy(s1);
+    cudaStreamDestroy(s2);
+  }
+};
+}  // namespace
+
+TEST_CASE("CUDA saved backward on another stream waits for the saving forward without a synchronisation") {
+  SKIP_WITHOUT_GPU();
+  TwoProblems t;
+  cuda::SavedForward saved;
+  t.d2.forward(Version::best, &saved);  // the object holds the OTHER problem's intra outputs now
+  const auto want = t.d1.backward(BwdVersion::best);  // recompute (also grows the backward's workspace)
+  Streams st;
+  t.d1.nan_fill_grads();
+  CU(cudaDeviceSynchronize());
+  // The refill on s1 runs after the spin; the backward on s2 must wait for it (else it reads d2's).
+  spin_kernel<<<1, 1, 0, st.s1>>>(kSpinCycles);
+  CU(cudaGetLastError());
+  cuda::DeviceArgs f = t.d1.a.fwd;
+  f.stream = st.s1;
+  cuda::forward_device(f, Version::best, &saved);
+  cuda::DeviceBwdArgs a = t.d1.a;
+  a.fwd.stream = st.s2;
+  cuda::backward_device(a, BwdVersion::best, &saved);
+  CU(cudaDeviceSynchronize());
+  check_same_grads(want, t.d1.grads());
+}
+
+TEST_CASE("CUDA refill of a SavedForward on another stream waits for the backward that still reads it") {
+  SKIP_WITHOUT_GPU();
+  TwoProblems t;
+  cuda::SavedForward saved;
+  t.d1.forward(Version::best, &saved);
+  const auto want = t.d1.backward(BwdVersion::best);  // recompute (also grows the backward's workspace)
+  Streams st;
+  t.d1.nan_fill_grads();
+  CU(cudaDeviceSynchronize());
+  // The backward on s2 runs after the spin; the refill for d2 on s1 must wait for it (else it
+  // overwrites the intra outputs the backward is about to read).
+  spin_kernel<<<1, 1, 0, st.s2>>>(kSpinCycles);
+  CU(cudaGetLastError());
+  cuda::DeviceBwdArgs a = t.d1.a;
+  a.fwd.stream = st.s2;
+  cuda::backward_device(a, BwdVersion::best, &saved);
+  cuda::DeviceArgs f = t.d2.a.fwd;
+  f.stream = st.s1;
+  const std::size_t bytes_before = saved.bytes();
+  cuda::forward_device(f, Version::best, &saved);
+  CHECK(saved.bytes() == bytes_before);  // reused in place: no reallocation (which would synchronise)
+  CU(cudaDeviceSynchronize());
+  check_same_grads(want, t.d1.grads());
 }

@@ -281,19 +281,26 @@ for s in $stages; do
     smutants)
       # The saved forward's planted bugs (make_mutants.py 95-97; chunk_cuda.hpp, SavedForward) against
       # test_cuda_saved (built in the mutant tree: --target test_cuda_saved): each must fail SV (bit for
-      # bit with the recompute path) and SP (the reference property); mutant 0 must pass all three.
+      # bit with the recompute path) and SP (the reference property); 110-112 (stream order, refusal)
+      # their own test; mutant 0 must pass all six.
       M=${MBIN:-build/mutants}/test_cuda_saved
       SV='CUDA saving forward gives the forward output bit for bit and the saved backward gives the recompute backward gradients bit for bit'
       SP='CUDA saved backward after a saving forward equals the float64 reference backward within the rung 3 bounds'
       S2='CUDA saved backward can be run twice from one saved forward with the same gradients'
+      SR='CUDA saved backward refuses other sequences or another q or v buffer or another B H K V with a linattn Error naming what differs'
+      SS1='CUDA saved backward on another stream waits for the saving forward without a synchronisation'
+      SS2='CUDA refill of a SavedForward on another stream waits for the backward that still reads it'
       run_s() { local n=$1; shift; for t in "$@"; do
           r=$(LINATTN_MUTANT=$n RC_PARAMS="seed=20261130 max_success=30" timeout 90 $M "$t" 2>&1 | grep -E "^test cases|^All tests passed" | tail -1)
           echo "mutant $n | $t | ${r:-no summary (crash or timeout)}"; done; }
       {
-        run_s 0 "$SV" "$SP" "$S2"
+        run_s 0 "$SV" "$SP" "$S2" "$SR" "$SS1" "$SS2"
         run_s 95 "$SV" "$SP"  # the saving forward does not write A
         run_s 96 "$SV" "$S2"  # the saved backward reads its own (poisoned) tc region
         run_s 97 "$SV" "$SP"  # A read one row late
+        run_s 110 "$SS1"      # the backward does not wait for the saving forward's event
+        run_s 111 "$SS2"      # a refill does not wait for the backward's event
+        run_s 112 "$SR"       # cu_seqlens' content not compared
       } 2>&1 | tee "$OUT/smutants.log" ;;
     bbench)
       echo "=== backward bench"

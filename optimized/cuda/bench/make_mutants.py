@@ -389,6 +389,20 @@ MUTANTS = [
      "cudaMemcpyAsync(bw.A, c.saved_A, sizeof(float) * std::size_t(p.B) * p.T * p.H * C,",
      "cudaMemcpyAsync(bw.A, c.saved_A + (p.mutant == 97 ? C : 0), sizeof(float) * (std::size_t(p.B) * p.T * p.H - (p.mutant == 97 ? 1 : 0)) * C,",
      "saved backward: A read from the saved buffer one row late (a wrong offset; the last row keeps the poison)"),
+    # The saved forward's stream ordering and refusals (review8 a2, c2; test_cuda_saved's stream and
+    # refusal tests, device_run.sh smutants).
+    (110, "optimized/cuda/chunk_cuda.cu",
+     "    LINATTN_CUDA_CHECK(cudaStreamWaitEvent(call.stream, as_event(saved->fwd_done_), 0));",
+     "    if (p.mutant != 110) LINATTN_CUDA_CHECK(cudaStreamWaitEvent(call.stream, as_event(saved->fwd_done_), 0));",
+     "saved backward: its stream does not wait for the saving forward's event (reads the saved buffer before the forward on another stream wrote it)"),
+    (111, "optimized/cuda/chunk_cuda.cu",
+     "  LINATTN_CUDA_CHECK(cudaStreamWaitEvent(call.stream, as_event(save->bwd_done_), 0));",
+     "  if (p.mutant != 111) LINATTN_CUDA_CHECK(cudaStreamWaitEvent(call.stream, as_event(save->bwd_done_), 0));",
+     "saved forward: a refill does not wait for the backward still reading the object on another stream"),
+    (112, "optimized/cuda/chunk_cuda.cu",
+     "differs(s.N_ == p.N && s.cu_seqlens_ == std::vector<std::int64_t>(pl.cu.begin(), pl.cu.end()),",
+     "differs(s.N_ == p.N && (p.mutant == 112 || s.cu_seqlens_ == std::vector<std::int64_t>(pl.cu.begin(), pl.cu.end())),",
+     "saved backward: the content of cu_seqlens is not compared (only N)"),
 ]
 
 HOOKS = [
