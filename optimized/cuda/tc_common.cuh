@@ -468,8 +468,9 @@ __device__ __forceinline__ void load_vtile(VTile& t, const KParams& p, int tok0,
 /// phase 5 writes the chunk's cumulative log2 decays G_i (lean_g, 64 floats per (chunk, head))
 /// instead of the q~ = scale q exp(G) and k~ = k exp(G_C - G) tiles; the lean state kernel reads q
 /// and k from the inputs and applies those row factors itself. Everything else (w_aux, P, u,
-/// exp(G_C)) is the same computation. intra (kLean = false) is the kernel of rungs 3-5 and the
-/// backward, unchanged.
+/// exp(G_C)) is the same computation. intra (kLean = false) is the kernel of forward rungs 3-5 (and
+/// of rung 6's calls that run v4), of the saving forward (v4_launch_saving) and of the prepare of
+/// backward rungs 3-10, unchanged.
 template <int KP, int GATE, bool GDN2, class Tg, class Diag, bool kLean>
 __device__ __forceinline__ void intra_body(const KParams& p, float* a_out) {
   static_assert(!kLean || (GATE != kGateChannel && !GDN2), "kLean: gate none or scalar (one factor per row)");
@@ -679,7 +680,7 @@ __device__ __forceinline__ void intra_body(const KParams& p, float* a_out) {
     __syncthreads();
   }
   }
-  if (a_out)  // the backward (rungs 3-5, bwd_v3_async.cu bwd_v3_front) keeps A; null for the forward
+  if (a_out)  // A kept by backward rungs 3-10's prepare (bwd_v3_front) and the saving forward; null otherwise
     for (int idx = tid; idx < Lc * 64; idx += kThreads) a_out[row(idx >> 6) * 64 + (idx & 63)] = sA[(idx >> 6) * 65 + (idx & 63)];
   split_a_hilo(sA, sAh, sAl, tid);
 
