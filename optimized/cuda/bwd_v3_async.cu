@@ -449,6 +449,8 @@ std::size_t bwd_v3_workspace_bytes(const KParams& p) {
   return std::max(tc_offset(p) + tc_workspace_bytes(p), bwd_v2_workspace_bytes(p));
 }
 
+std::size_t bwd_saved_workspace_bytes(const KParams& p) { return std::max(tc_offset(p), bwd_v2_workspace_bytes(p)); }
+
 void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool wide_extras, bool extras) {
   const KParams& p = c.p;
   const BWs bw = bwd_ws(p);

@@ -686,7 +686,9 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
     call.saved_ws = s.buf_;
     call.saved_A = reinterpret_cast<const float*>(static_cast<const char*>(s.buf_) + s.a_offset_);
   }
-  const std::size_t ws_bytes = rung->workspace_bytes(p);
+  // With a saved forward the rung's own tc region (about 742 MB at B=8 T=4096 H=16 K=V=128) is not
+  // used: every rung of saved_bwd_versions() reads the saved one (bwd_v3_front), so it is not reserved.
+  const std::size_t ws_bytes = saved ? detail::bwd_saved_workspace_bytes(p) : rung->workspace_bytes(p);
   char* base = static_cast<char*>(workspace_bwd().get(pl.table_bytes() + align256(ws_bytes) + 256));
   pl.place(base, call.stream);
   call.p = p;

@@ -87,6 +87,9 @@ void bwd_v2_launch(const BwdCall& c);
 // bwd_v3_async.cu (calls outside its range -- float32 inputs, K < 16 or K > 128 -- run bwd_v2_launch)
 std::size_t bwd_v3_workspace_bytes(const KParams& p);
 void bwd_v3_launch(const BwdCall& c);
+/// The workspace of a backward rung whose prepare reads a saved forward (BwdCall::saved_ws set): the
+/// bwd_ws arrays without the tc region after them, which bwd_v3_front then never touches.
+std::size_t bwd_saved_workspace_bytes(const KParams& p);
 
 // bwd_v4_tc_tail.cu (calls outside rung 3's range run bwd_v3_launch)
 std::size_t bwd_v4_workspace_bytes(const KParams& p);

@@ -384,7 +384,7 @@ MUTANTS = [
     (96, "optimized/cuda/bwd_v3_async.cu",
      "  void* tcws = c.saved_ws ? c.saved_ws : static_cast<char*>(p.ws) + tc_offset(p);",
      "  void* tcws = c.saved_ws && p.mutant != 96 ? c.saved_ws : static_cast<char*>(p.ws) + tc_offset(p);",
-     "saved backward: the intra launch is skipped but the states / dstates kernels read the backward's own tc region (not the saved workspace)"),
+     "saved backward: the intra launch is skipped but the states / dstates kernels read the backward's own tc region (not the saved workspace; since the saved backward no longer reserves that region, it may also lie past the workspace: an illegal address fails the test too)"),
     (97, "optimized/cuda/bwd_v3_async.cu",
      "cudaMemcpyAsync(bw.A, c.saved_A, sizeof(float) * std::size_t(p.B) * p.T * p.H * C,",
      "cudaMemcpyAsync(bw.A, c.saved_A + (p.mutant == 97 ? C : 0), sizeof(float) * (std::size_t(p.B) * p.T * p.H - (p.mutant == 97 ? 1 : 0)) * C,",
