@@ -273,7 +273,11 @@ SavedForward& SavedForward::operator=(SavedForward&& o) noexcept {
 }
 
 void SavedForward::release() {
-  if (buf_) cudaFree(buf_);  // no throw: called by the destructor
+  if (buf_) {  // no throw: called by the destructor. Freed once the fill and the backwards reading it are done.
+    if (fwd_done_) cudaEventSynchronize(as_event(fwd_done_));
+    if (bwd_done_) cudaEventSynchronize(as_event(bwd_done_));
+    cudaFree(buf_);
+  }
   buf_ = nullptr, bytes_ = 0, a_offset_ = 0, filled_ = false;
 }
 
@@ -346,11 +350,9 @@ void forward_device(const DeviceArgs& a, Version version, SavedForward* save) {
   LINATTN_CUDA_CHECK(cudaStreamWaitEvent(call.stream, as_event(save->bwd_done_), 0));
 
   // Memory: reused when large enough; a new allocation is filled with NaN bits, so that a part the
-  // intra kernel fails to write cannot pass for a value. The old buffer is freed once they are done.
+  // intra kernel fails to write cannot pass for a value. release() frees the old buffer once they are done.
   const SavedLayout lay = saved_layout(p);
   if (save->bytes_ < lay.total()) {
-    LINATTN_CUDA_CHECK(cudaEventSynchronize(as_event(save->fwd_done_)));
-    LINATTN_CUDA_CHECK(cudaEventSynchronize(as_event(save->bwd_done_)));
     save->release();
     const cudaError_t err = cudaMalloc(&save->buf_, lay.total());
     if (err != cudaSuccess) {

@@ -279,9 +279,11 @@ void backward_device(const DeviceBwdArgs& args, BwdVersion version = BwdVersion:
 /// its last launch, and every backward reading the object waits for it on the backward's stream
 /// (cudaStreamWaitEvent), so the forward and the backward may run on different streams without a
 /// synchronisation between them. Each backward records the other after its last launch (having
-/// waited for the previous record), and a refill waits for it before writing, so a refill on
-/// another stream does not overwrite what a queued backward still reads. The process-wide
-/// workspaces still make concurrent calls from several host threads unsafe (forward_device).
+/// waited for the previous record), and a refill waits for it before writing (release() and the
+/// destructor synchronise on both before freeing), so a refill on another stream does not overwrite
+/// what a queued backward still reads. The events order only the calls on this object: two backward
+/// (or two forward) calls share their process-wide workspace, so the caller must still order those
+/// on different streams, and concurrent calls from several host threads are unsafe (forward_device).
 class SavedForward {
  public:
   SavedForward() = default;
@@ -301,7 +303,8 @@ class SavedForward {
   /// The bytes a training forward of these arguments needs (formula above). Validates the arguments
   /// as forward_device does (linattn::Error), but not whether forward rung 4 takes the call.
   static std::size_t bytes_needed(const DeviceArgs& args);
-  /// Frees the device memory (the events stay until the destructor); the object becomes empty.
+  /// Frees the device memory once the calls using it are done (the events stay until the destructor);
+  /// the object becomes empty.
   void release();
   /// One line naming the call it was filled for (or "empty"), for messages.
   std::string describe() const;
