@@ -8,7 +8,7 @@
 # (~130 s; needs liblinattn_cuda_capi.so and .tcache), SAVED_MUTANTS=1 the planted bugs 95-97 and
 # 110-112 (device_run.sh smutants; needs .cudabin/mutants.tar.xz with test_cuda_saved of the mutant tree).
 # Needs .cudabin/bins.tar.xz holding (stripped) test_cuda_saved (and liblinattn_cuda_capi.so for the
-# bench) built at or after b196954 (build as RESULTS.md "How to build and carry" says, with
+# bench) built at or after 414f11f (build as RESULTS.md "How to build and carry" says, with
 # test_cuda_saved among the targets); carry `.cudabin` (and `.tcache` for the bench).
 # Writes one file to $OUT: saved_logs.tar.xz (a summary in summary.log inside, also printed).
 # Usage on the device: bash optimized/cuda/bench/logs_session8/saved_run.sh
