@@ -153,7 +153,7 @@ def saved_rows(lin, op, x, do, dht, scale, ver, s, record, timed, results, run_f
             run_fs()
             run_s()
         record(s, op, f"linattn forward (saving) + backward (saved) v{ver}", timed(fsb), check)
-        os.environ["LINATTN_BWD_PROFILE"] = "1"  # the saved backward's kernels (its prepare: A's copy + extras)
+        os.environ["LINATTN_BWD_PROFILE"] = "1"  # the saved backward's kernels (its prepare: A's copy, plus the extras kernel for rungs other than 9)
         run_s()
         torch.cuda.synchronize()
         os.environ.pop("LINATTN_BWD_PROFILE", None)
