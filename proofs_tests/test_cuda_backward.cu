@@ -48,6 +48,8 @@
 //   bit-identity with the rung below each tested below. Rung 10 (the grads kernel split in two for
 //   DeltaNet and GDN; KDA and GDN2 run rung 8) computes rung 8's terms summed in another float32
 //   order: rung 3's bounds, and closeness to rung 8 tested below (its bound derived there).
+//   Rung 11 (rung 10 with a faster G2) computes rung 10's values: rung 3's bounds, and bit-identity
+//   with rung 10 tested below.
 // Every gradient buffer is filled with NaN before the launch (the host API does it), so an element
 // a kernel does not write fails (a non-finite value counts as an infinite error).
 // Without a usable GPU every test that needs one says why (Catch2 WARN) and returns, so CTest
@@ -99,14 +101,16 @@ const cuda::BwdVersion kRungs[] = {cuda::BwdVersion::v1_simple, cuda::BwdVersion
                                    cuda::BwdVersion::v3_async, cuda::BwdVersion::v4_tc_tail,
                                    cuda::BwdVersion::v5_levels_front, cuda::BwdVersion::v6_tc_b9,
                                    cuda::BwdVersion::v7_rowbase, cuda::BwdVersion::v8_wide,
-                                   cuda::BwdVersion::v9_noextras, cuda::BwdVersion::v10_split};
+                                   cuda::BwdVersion::v9_noextras, cuda::BwdVersion::v10_split,
+                                   cuda::BwdVersion::v11_wyfast};
 
 /// Rungs 3 to 10 share rung 3's range (bf16 inputs, 16 <= K <= 128) and bounds.
 bool rung3_family(cuda::BwdVersion ver) {
   return ver == cuda::BwdVersion::v3_async || ver == cuda::BwdVersion::v4_tc_tail ||
          ver == cuda::BwdVersion::v5_levels_front || ver == cuda::BwdVersion::v6_tc_b9 ||
          ver == cuda::BwdVersion::v7_rowbase || ver == cuda::BwdVersion::v8_wide ||
-         ver == cuda::BwdVersion::v9_noextras || ver == cuda::BwdVersion::v10_split;
+         ver == cuda::BwdVersion::v9_noextras || ver == cuda::BwdVersion::v10_split ||
+         ver == cuda::BwdVersion::v11_wyfast;
 }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
 
@@ -746,6 +750,62 @@ TEST_CASE("CUDA v10 split chunked backward is rung 8 up to float32 summation ord
 TEST_CASE("CUDA v10 split chunked backward outside rung 3 range runs rung 2 bit for bit") {
   SKIP_WITHOUT_GPU();
   check_outside_range_is_rung2(cuda::BwdVersion::v10_split);
+}
+
+TEST_CASE("CUDA v11 fast WY chunked backward equals the float64 reference backward for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::f32, cuda::BwdVersion::v11_wyfast);
+}
+
+TEST_CASE("CUDA v11 fast WY chunked backward with bfloat16 gates equals the reference backward on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::bf16, cuda::BwdVersion::v11_wyfast);
+}
+
+TEST_CASE("CUDA v11 gradients equal v10 gradients bit for bit") {
+  SKIP_WITHOUT_GPU();
+  // Rung 11 (bwd_v11_wyfast.cu) is rung 10 with G2 replaced by bwd11_wy: the same tiles, products and
+  // float32 expressions (dE and de are kept on chip instead of stored and reloaded as float32, which
+  // changes no value; dbeta's de k terms are summed per lane in rung 10's order, d = lane, lane + 32,
+  // ...; the 16-byte loads move the same bytes); G1 and the front are rung 10's. So every gradient bit
+  // for bit, and finite (NaN on both sides would compare equal). KDA and GDN2 run rung 8 in both.
+  // Cases: rung 10's closeness cases (K = V = 128 and K = 100 V = 200: two K slabs, 16-byte and scalar
+  // k paths; odd K and V; packed ragged batches; g at -30, -1000 and 0) and K = 72 V = 136 (three V
+  // slabs, a partial second K slab, packed) and K = 128 V = 20 with extreme gates.
+  std::vector<Case> cases = pair_cases();
+  cases.push_back(fixed_case(1, 200, 3, 48, 72, GateMode::random, true, 27, {0, 70, 71, 200}));
+  cases.push_back(fixed_case(2, 150, 2, 36, 20, GateMode::random, true, 28));
+  cases.push_back(fixed_case(1, 90, 3, 18, 22, GateMode::mixed, true, 29));
+  cases.push_back(fixed_case(1, 201, 3, 32, 64, GateMode::random, true, 30, {0, 1, 64, 129, 130, 201}));
+  cases.push_back(fixed_case(1, 90, 2, 24, 23, GateMode::random, true, 31));
+  cases.push_back(fixed_case(1, 150, 2, 64, 64, GateMode::extreme, true, 32));
+  cases.push_back(fixed_case(1, 150, 2, 64, 64, GateMode::zero, true, 33));
+  cases.push_back(fixed_case(1, 131, 3, 22, 30, GateMode::extreme, true, 34, {0, 67, 131}));
+  cases.push_back(fixed_case(1, 131, 3, 22, 30, GateMode::zero, false, 35, {0, 67, 131}));
+  cases.push_back(fixed_case(1, 200, 2, 72, 136, GateMode::random, true, 36, {0, 65, 200}));
+  cases.push_back(fixed_case(1, 131, 2, 128, 20, GateMode::extreme, true, 37));
+  for (const Case& cs : cases)
+    for (DType gdt : {DType::f32, DType::bf16})
+      for (Op op : kOps) {
+        BwdCase bc;
+        bc.c = cs;
+        const DevProblem d = as_device_sees(make_bwd_problem(op, bc), DType::bf16, gdt);
+        const auto x = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v10_split);
+        const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v11_wyfast);
+        INFO("bwd_v11_wyfast vs bwd_v10_split, " << ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
+        check_same_grads(x, y);
+        for (const Tensor<float>* t : {&y.dq, &y.dk, &y.dv, &y.dg, &y.dbeta, &y.dh0}) {
+          if (!t->defined()) continue;
+          bool finite = true;
+          for (index_t i = 0; i < t->numel(); ++i) finite = finite && std::isfinite(t->data()[i]);
+          CHECK(finite);
+        }
+      }
+}
+
+TEST_CASE("CUDA v11 fast WY chunked backward outside rung 3 range runs rung 2 bit for bit") {
+  SKIP_WITHOUT_GPU();
+  check_outside_range_is_rung2(cuda::BwdVersion::v11_wyfast);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -556,6 +556,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v8_wide: return "bwd_v8_wide";
     case BwdVersion::v9_noextras: return "bwd_v9_noextras";
     case BwdVersion::v10_split: return "bwd_v10_split";
+    case BwdVersion::v11_wyfast: return "bwd_v11_wyfast";
   }
   return "?";
 }
@@ -583,6 +584,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v8_wide, detail::bwd_v8_workspace_bytes, detail::bwd_v8_launch},
     {BwdVersion::v9_noextras, detail::bwd_v9_workspace_bytes, detail::bwd_v9_launch},
     {BwdVersion::v10_split, detail::bwd_v10_workspace_bytes, detail::bwd_v10_launch},
+    {BwdVersion::v11_wyfast, detail::bwd_v11_workspace_bytes, detail::bwd_v11_launch},
 };
 }  // namespace
 
@@ -593,7 +595,7 @@ const std::vector<BwdVersion>& saved_bwd_versions() {
   // rung belongs here only if its prepare is that kernel too.
   static const std::vector<BwdVersion> v = {BwdVersion::best,       BwdVersion::v5_levels_front, BwdVersion::v6_tc_b9,
                                             BwdVersion::v7_rowbase, BwdVersion::v8_wide,         BwdVersion::v9_noextras,
-                                            BwdVersion::v10_split};
+                                            BwdVersion::v10_split, BwdVersion::v11_wyfast};
   return v;
 }
 
@@ -648,7 +650,7 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
   for (const BwdRung& r : kBwdLadder)
     if (r.version == version) rung = &r;
   if (!rung)
-    fail(fn, "version", "a version of the backward ladder (1, 2, 3, 4, 5, 6, 7, 8, 9 or 10)", std::to_string(static_cast<int>(version)));
+    fail(fn, "version", "a version of the backward ladder (1, 2, 3, 4, 5, 6, 7, 8, 9, 10 or 11)", std::to_string(static_cast<int>(version)));
 
   detail::BwdCall call;
   call.dtype = static_cast<int>(f.dtype);

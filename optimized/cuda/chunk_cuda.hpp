@@ -228,6 +228,11 @@ enum class BwdVersion : int {
                        ///< for bit); the same fallbacks as v8. Tests pass; DeltaNet 2.7% faster than
                        ///< v8, GDN 7% slower (G2 is slow; session 8 call 6): not `best`
                        ///< (RESULTS.md, "Rung 10")
+  v11_wyfast = 11,     ///< v10 with a faster WY-side kernel G2: dE and de kept on chip instead of
+                       ///< global round trips, 16-byte k and v loads, B10's loads batched before its
+                       ///< stores; the same gradients as v10 bit for bit by design; KDA and GDN2 run
+                       ///< v8; the same fallbacks as v10. Written in session 8, NOT YET RUN ON A GPU
+                       ///< (RESULTS.md, "Rung 11")
 };
 
 const char* bwd_version_name(BwdVersion v);
@@ -330,7 +335,7 @@ class SavedForward {
 };
 
 /// The backward rungs that accept a SavedForward: those whose prepare is forward rung 4's intra
-/// kernel (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split). Any other
+/// kernel (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast). Any other
 /// rung, and rung 5 with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel), is refused.
 const std::vector<BwdVersion>& saved_bwd_versions();
 
