@@ -123,7 +123,7 @@ for s in $stages; do
       echo "determinism test: $fails failures in ${DET_REPEATS:-50} runs" | tee "$OUT/bdeterminism.log" ;;
     bmutants)
       # Each planted bug of the backward (make_mutants.py, 11-16 rung 1, 21-24 rung 2, 41-49 rung 3, 51-55
-      # rung 4, 50 and 56-59 rung 5, 66-68 rung 6, 69-72 rung 7, 73-79 and 85-86 rung 8, 87-91 rung 9, 98-105 rung 10; 5 is shared with the forward)
+      # rung 4, 50 and 56-59 rung 5, 66-68 rung 6, 69-72 rung 7, 73-79 and 85-86 rung 8, 87-91 rung 9, 98-105 rung 10, 120-128 rung 11; 5 is shared with the forward)
       # must make the tests aimed at it fail.
       M=${MBIN:-build/mutants}/test_cuda_backward
       P32='CUDA v1 chunked backward equals the float64 reference backward for every operator in float32'
@@ -276,6 +276,23 @@ for s in $stages; do
         echo "no mutant, compute-sanitizer racecheck and memcheck (rung 10's G1 tail and G2), $PK and $CL10:"
         LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool racecheck $M "$PK" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
         LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$CL10" 2>&1 | grep -E "ERROR SUMMARY" | head -2
+        fi
+        if grp v11; then  # BMUT_ONLY=v11: rung 11's mutants alone
+        V11='CUDA v11 fast WY chunked backward equals the float64 reference backward for every operator in bfloat16'
+        BIT11='CUDA v11 gradients equal v10 gradients bit for bit'
+        run_m 0 "$V11" "$BIT11"
+        run_m 120 "$BIT11" "$V11"  # no dE on chip
+        run_m 121 "$BIT11" "$V11"  # dbeta loses de k at lane + 32
+        run_m 122 "$BIT11" "$V11"  # 16-byte v path swaps u0 columns (V % 8 == 0)
+        run_m 123 "$BIT11" "$V11"  # k slab's last octet zero
+        run_m 124 "$BIT11" "$V11"  # dk_part pair swapped
+        run_m 125 "$BIT11" "$V11"  # dv odd columns
+        run_m 126 "$BIT11" "$V11"  # dbeta: last K slab only (K > 64)
+        run_m 127 "$BIT11" "$V11"  # dbeta: du0 v of one row in four
+        run_m 128 "$BIT11" "$V11"  # GDN dG without dE E
+        echo "no mutant, compute-sanitizer racecheck and memcheck (rung 11's G2), $BIT11:"
+        LINATTN_MUTANT=0 timeout 200 compute-sanitizer --tool racecheck $M "$BIT11" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
+        LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$BIT11" 2>&1 | grep -E "ERROR SUMMARY" | head -2
         fi
       } 2>&1 | tee "$OUT/bmutants.log" ;;
     smutants)
