@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """optimized/cuda/bench/models/bwd_traffic_model.py -- global-memory traffic of the CUDA chunked
 backward, ours (rung 7/8 today) and fla's (flash-linear-attention), and of the target design of
-bench/analysis_bwd_plan.md, per kernel, at a given B, T, H, K, V (chunk C = 64). No GPU.
+bench/analysis_bwd_plan.md, per kernel, at a given B, T, H, K, V (chunk C = 64); and the WY-side kernel
+G2 of backward rungs 10 and 11 alone (DeltaNet, GDN). No GPU.
 
 Each kernel is a list of accesses (tensor, R/W, elements per (chunk, head), dtype bytes, L2-level
 count, unique count). 'L2-level' counts every pass a kernel makes over the data (what ncu's L2
@@ -291,6 +292,30 @@ def target(s, variant="safe"):
 
 
 # ------------------------------------------------------------------------------------------------
+# Rungs 10 and 11's WY-side kernel G2 alone (DeltaNet, GDN), read off bwd10_wy (bwd_v10_split.cu) and
+# bwd11_wy (bwd_v11_wyfast.cu). A value the block writes and reads back has its read counted with
+# unique count 0 (an L2 hit at best). RESULTS.md "Rung 11".
+# ------------------------------------------------------------------------------------------------
+def wy_g2(s, rung):
+    if s.chan:
+        return []   # KDA, GDN2 run rung 8 inside rungs 10 and 11
+    K, V, gdn = s.K, s.V, s.op == "gdn"
+    a = [acc("ws.A", "R", C * C, F32), acc("ws.dvn", "R", C * V, F32), acc("v", "R", C * V, BF, 2, 1),
+         acc("ws.dwa", "R", C * K, F32), acc("ws.E", "R", C * K, F32, 2 if gdn else 1, 1),
+         acc("ws.dkLP", "R", C * K, F32), acc("ws.du0", "W", C * V, F32), acc("ws.du0", "R", C * V, F32, 1, 0),
+         acc("dv", "W", C * V, BF), acc("dk", "W", C * K, BF)] + gate_reads(s, with_g=False) + gate_writes(s)
+    if gdn:
+        a += [acc("ws.dGc", "R", C * K, F32), acc("ws.G", "R", C * s.KG, F64)]
+    if rung == 10:   # k: the slab, dbeta's loop and (GDN) B10's epilogue; dE and de round trips
+        a += [acc("k", "R", C * K, BF, 3 if gdn else 2, 1),
+              acc("ws.dE", "W", C * K, F32), acc("ws.dE", "R", C * K, F32, 1, 0),
+              acc("ws.deL", "W", C * K, F32), acc("ws.deL", "R", C * K, F32, 1, 0)]
+        return [("G2 rung 10 (bwd10_wy)", "B6-B8 B9(L) B10 B11", a)]
+    a += [acc("k", "R", C * K, BF)]   # rung 11: k once (the slab); dE and de on chip
+    return [("G2' rung 11 (bwd11_wy)", "B6-B8 B9(L) B10 B11", a)]
+
+
+# ------------------------------------------------------------------------------------------------
 def block_bytes(a, uniq=False):
     return a["elems"] * a["dtype"] * (a["uniq"] if uniq else a["n"])
 
@@ -346,6 +371,8 @@ MEASURED = {
                       "states (v2_state kBwd)": 0.490, "dstates (bwd3_dstates)": 0.643,
                       "grads (bwd_grads_tc V7Mid)": 9.881},
     ("ours", "gdn2"): {"grads (bwd_grads_tc V7Mid)": 10.125},
+    ("r10", "dn"): {"G2 rung 10 (bwd10_wy)": 2.097},   # session 8 call 6 (logs_session8/call6)
+    ("r10", "gdn"): {"G2 rung 10 (bwd10_wy)": 2.622},
     ("fla", "dn"): {"recompute_w_u_fwd": 0.154, "fwd_h (recompute)": 0.212, "chunk_bwd_dv_local": 0.127,
                     "bwd_dhu": 0.267, "chunk_bwd_dqkwg": 0.473, "prepare_wy_repr_bwd": 0.493,
                     "4 bf16 adds (dk += dk2; 3 in the harness)": 0.371},
@@ -445,7 +472,8 @@ def main():
         check_workspace_formulas(s)
         designs = [("ours today (rung 7/8)", "ours", ours_now(s)), ("fla", "fla", fla(s)),
                    ("target, safe precision", "target", target(s, "safe")),
-                   ("target, bf16 S dS' v_new dv_new", "target", target(s, "bf16"))]
+                   ("target, bf16 S dS' v_new dv_new", "target", target(s, "bf16")),
+                   ("rung 10's G2 alone", "r10", wy_g2(s, 10)), ("rung 11's G2' alone", "r11", wy_g2(s, 11))]
         print(f"\n=== {op}: B={s.B} T={s.T} H={s.H} K={s.K} V={s.V} C={C}: {s.blocks} (chunk, head) blocks; "
               f"bytes per block; GB = L2-level bytes of the call; floor = unique bytes at 4 TB/s")
         for label, who, d in designs:
