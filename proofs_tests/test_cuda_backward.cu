@@ -1,6 +1,6 @@
 // proofs_tests/test_cuda_backward.cu -- the CUDA chunked backward (optimized/cuda: rung 1
 // bwd_v1_simple.cu, rung 2 bwd_v2_tensorcore.cu, rung 3 bwd_v3_async.cu, rung 4 bwd_v4_tc_tail.cu,
-// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu, rung 8 bwd_v8_wide.cu, rung 9 bwd_v9_noextras.cu, rung 10 bwd_v10_split.cu; host API
+// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu, rung 8 bwd_v8_wide.cu, rung 9 bwd_v9_noextras.cu, rung 10 bwd_v10_split.cu, rung 12 bwd_v12_g1slab.cu; host API
 // cuda::chunk_backward) equals the
 // float64 reference backward
 // (reference/recurrent_backward.hpp, itself proven by finite differences in
@@ -49,7 +49,9 @@
 //   DeltaNet and GDN; KDA and GDN2 run rung 8) computes rung 8's terms summed in another float32
 //   order: rung 3's bounds, and closeness to rung 8 tested below (its bound derived there).
 //   Rung 11 (rung 10 with a faster G2) computes rung 10's values: rung 3's bounds, and bit-identity
-//   with rung 10 tested below.
+//   with rung 10 tested below. Rung 12
+//   (rung 10 with G1 retiled by 64-channel slabs) computes rung 10's values: rung 3's bounds, and
+//   bit-identity with rung 10 tested below.
 // Every gradient buffer is filled with NaN before the launch (the host API does it), so an element
 // a kernel does not write fails (a non-finite value counts as an infinite error).
 // Without a usable GPU every test that needs one says why (Catch2 WARN) and returns, so CTest
@@ -102,7 +104,8 @@ const cuda::BwdVersion kRungs[] = {cuda::BwdVersion::v1_simple, cuda::BwdVersion
                                    cuda::BwdVersion::v5_levels_front, cuda::BwdVersion::v6_tc_b9,
                                    cuda::BwdVersion::v7_rowbase, cuda::BwdVersion::v8_wide,
                                    cuda::BwdVersion::v9_noextras, cuda::BwdVersion::v10_split,
-                                   cuda::BwdVersion::v11_wyfast};
+                                   cuda::BwdVersion::v11_wyfast,
+                                   cuda::BwdVersion::v12_g1slab};
 
 /// Rungs 3 to 10 share rung 3's range (bf16 inputs, 16 <= K <= 128) and bounds.
 bool rung3_family(cuda::BwdVersion ver) {
@@ -110,7 +113,8 @@ bool rung3_family(cuda::BwdVersion ver) {
          ver == cuda::BwdVersion::v5_levels_front || ver == cuda::BwdVersion::v6_tc_b9 ||
          ver == cuda::BwdVersion::v7_rowbase || ver == cuda::BwdVersion::v8_wide ||
          ver == cuda::BwdVersion::v9_noextras || ver == cuda::BwdVersion::v10_split ||
-         ver == cuda::BwdVersion::v11_wyfast;
+         ver == cuda::BwdVersion::v11_wyfast ||
+         ver == cuda::BwdVersion::v12_g1slab;
 }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
 
@@ -806,6 +810,61 @@ TEST_CASE("CUDA v11 gradients equal v10 gradients bit for bit") {
 TEST_CASE("CUDA v11 fast WY chunked backward outside rung 3 range runs rung 2 bit for bit") {
   SKIP_WITHOUT_GPU();
   check_outside_range_is_rung2(cuda::BwdVersion::v11_wyfast);
+}
+
+TEST_CASE("CUDA v12 slab G1 chunked backward equals the float64 reference backward for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::f32, cuda::BwdVersion::v12_g1slab);
+}
+
+TEST_CASE("CUDA v12 slab G1 chunked backward with bfloat16 gates equals the reference backward on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::bf16, cuda::BwdVersion::v12_g1slab);
+}
+
+TEST_CASE("CUDA v12 gradients equal v10 gradients bit for bit") {
+  SKIP_WITHOUT_GPU();
+  // Rung 12 (bwd_v12_g1slab.cu) replaces rung 10's G1 by one block per 64-channel slab of K: the same
+  // staged tiles and products in the same value-slab order (dP recomputed alike by every slab's block),
+  // the same staging path (quads or items: dgamma's half-row sums differ between them), rung 10's
+  // epilogue expressions and row order for dG_last; G2 is rung 10's. So every gradient, bit for bit,
+  // and finite (NaN on both sides would compare equal). KDA and GDN2 run rung 8 in both.
+  // Cases: rung 10's closeness cases (odd K and V with V % 4 != 0 and == 0, packed ragged batches,
+  // g at -30, -1000 and 0) and K = 100 (a partial second slab) with V = 36 and V = 128.
+  std::vector<Case> cases = pair_cases();
+  cases.push_back(fixed_case(1, 200, 3, 48, 72, GateMode::random, true, 27, {0, 70, 71, 200}));
+  cases.push_back(fixed_case(2, 150, 2, 36, 20, GateMode::random, true, 28));
+  cases.push_back(fixed_case(1, 90, 3, 18, 22, GateMode::mixed, true, 29));
+  cases.push_back(fixed_case(1, 201, 3, 32, 64, GateMode::random, true, 30, {0, 1, 64, 129, 130, 201}));
+  cases.push_back(fixed_case(1, 90, 2, 24, 23, GateMode::random, true, 31));
+  cases.push_back(fixed_case(1, 150, 2, 64, 64, GateMode::extreme, true, 32));
+  cases.push_back(fixed_case(1, 150, 2, 64, 64, GateMode::zero, true, 33));
+  cases.push_back(fixed_case(1, 131, 3, 22, 30, GateMode::extreme, true, 34, {0, 67, 131}));
+  cases.push_back(fixed_case(1, 131, 3, 22, 30, GateMode::zero, false, 35, {0, 67, 131}));
+  cases.push_back(fixed_case(1, 150, 2, 100, 36, GateMode::random, true, 36));
+  cases.push_back(fixed_case(1, 131, 2, 100, 128, GateMode::extreme, true, 37, {0, 3, 131}));
+  for (const Case& cs : cases)
+    for (DType gdt : {DType::f32, DType::bf16})
+      for (Op op : kOps) {
+        BwdCase bc;
+        bc.c = cs;
+        const DevProblem d = as_device_sees(make_bwd_problem(op, bc), DType::bf16, gdt);
+        const auto x = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v10_split);
+        const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v12_g1slab);
+        INFO("bwd_v12_g1slab vs bwd_v10_split, " << ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
+        check_same_grads(x, y);
+        for (const Tensor<float>* t : {&y.dq, &y.dk, &y.dv, &y.dg, &y.dbeta, &y.dh0}) {
+          if (!t->defined()) continue;
+          bool finite = true;
+          for (index_t i = 0; i < t->numel(); ++i) finite = finite && std::isfinite(t->data()[i]);
+          CHECK(finite);
+        }
+      }
+}
+
+TEST_CASE("CUDA v12 slab G1 chunked backward outside rung 3 range runs rung 2 bit for bit") {
+  SKIP_WITHOUT_GPU();
+  check_outside_range_is_rung2(cuda::BwdVersion::v12_g1slab);
 }
 
 // ---------------------------------------------------------------------------------------------

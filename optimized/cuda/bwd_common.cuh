@@ -212,6 +212,9 @@ void bwd_v9_grads(const BwdCall& c, Profile& prof);
 /// dq, ws.dwa (dw_aux), ws.dkLP (dk_part) and, for GDN, ws.dGc (dG_part, dG_last folded into the last
 /// row). Rung 10's G2 (bwd_v10_split.cu) does the rest. The same range as bwd_v7_grads.
 void bwd_v10_g1(const BwdCall& c, Profile& prof);
+/// Rung 10's G2, the WY side (bwd_v10_split.cu's bwd10_wy), then prof.mark(): reads what G1 (rung 10's
+/// bwd_v10_g1 or rung 12's G1', bwd_v12_g1slab.cu) leaves; the same range as bwd_v7_grads.
+void bwd_v10_g2(const BwdCall& c, Profile& prof);
 
 // ------------------------------------------------------------------------------------------------
 // Rung 2's chunk-gradient kernel bwd_grads_tc (B2, B4-B11 per (chunk, head); bwd_v2_tensorcore.cu's

@@ -557,6 +557,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v9_noextras: return "bwd_v9_noextras";
     case BwdVersion::v10_split: return "bwd_v10_split";
     case BwdVersion::v11_wyfast: return "bwd_v11_wyfast";
+    case BwdVersion::v12_g1slab: return "bwd_v12_g1slab";
   }
   return "?";
 }
@@ -585,6 +586,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v9_noextras, detail::bwd_v9_workspace_bytes, detail::bwd_v9_launch},
     {BwdVersion::v10_split, detail::bwd_v10_workspace_bytes, detail::bwd_v10_launch},
     {BwdVersion::v11_wyfast, detail::bwd_v11_workspace_bytes, detail::bwd_v11_launch},
+    {BwdVersion::v12_g1slab, detail::bwd_v12_workspace_bytes, detail::bwd_v12_launch},
 };
 }  // namespace
 
@@ -595,7 +597,7 @@ const std::vector<BwdVersion>& saved_bwd_versions() {
   // rung belongs here only if its prepare is that kernel too.
   static const std::vector<BwdVersion> v = {BwdVersion::best,       BwdVersion::v5_levels_front, BwdVersion::v6_tc_b9,
                                             BwdVersion::v7_rowbase, BwdVersion::v8_wide,         BwdVersion::v9_noextras,
-                                            BwdVersion::v10_split, BwdVersion::v11_wyfast};
+                                            BwdVersion::v10_split, BwdVersion::v11_wyfast,  BwdVersion::v12_g1slab};
   return v;
 }
 

@@ -233,6 +233,11 @@ enum class BwdVersion : int {
                        ///< stores; the same gradients as v10 bit for bit by design; KDA and GDN2 run
                        ///< v8; the same fallbacks as v10. Written in session 8, NOT YET RUN ON A GPU
                        ///< (RESULTS.md, "Rung 11")
+  v12_g1slab = 12,     ///< v10 with its state-side kernel G1 retiled: one block per (64-channel slab
+                       ///< of K, chunk, head), 128 registers, 84 KB shared memory, 2 blocks per SM
+                       ///< (dP recomputed by each slab's block); the same gradients as v10 bit for
+                       ///< bit by design; KDA and GDN2 run v8; the same fallbacks as v10. Written in
+                       ///< session 8, NOT YET RUN ON A GPU (RESULTS.md, "Rung 12")
 };
 
 const char* bwd_version_name(BwdVersion v);
@@ -335,7 +340,7 @@ class SavedForward {
 };
 
 /// The backward rungs that accept a SavedForward: those whose prepare is forward rung 4's intra
-/// kernel (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast). Any other
+/// kernel (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab). Any other
 /// rung, and rung 5 with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel), is refused.
 const std::vector<BwdVersion>& saved_bwd_versions();
 

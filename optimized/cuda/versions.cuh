@@ -128,6 +128,12 @@ void bwd_v9_launch(const BwdCall& c);
 std::size_t bwd_v10_workspace_bytes(const KParams& p);
 void bwd_v10_launch(const BwdCall& c);
 
+// bwd_v12_g1slab.cu (rung 10 with its state-side kernel G1 retiled by 64-channel slabs of K, 2 blocks per
+// SM; the same gradients as rung 10 bit for bit by design; KDA and GDN2 run bwd_v8_launch; otherwise the
+// same fallbacks as rung 10; written in session 8, not yet run on a GPU)
+std::size_t bwd_v12_workspace_bytes(const KParams& p);
+void bwd_v12_launch(const BwdCall& c);
+
 // bwd_v11_wyfast.cu (rung 10 with a faster G2, the WY side: dE and de kept on chip, 16-byte k and v
 // loads; the same gradients as rung 10 bit for bit by design; KDA and GDN2 run bwd_v8_launch; otherwise
 // the same fallbacks as rung 10; written in session 8, not yet run on a GPU)

@@ -103,7 +103,9 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     chunk-gradient kernel split in two for DeltaNet and GDN, rung 8's gradients up to float32
     summation order; KDA and GDN2 run rung 8; 2.7% faster than rung 8 for DeltaNet, slower for GDN),
     'bwd_v11_wyfast' (rung 10 with a faster WY-side kernel G2; rung 10's gradients bit for bit by
-    design; not yet run on a GPU).
+    design; not yet run on a GPU),
+    'bwd_v12_g1slab' (rung 10 with its state-side kernel retiled, 2 blocks per SM; rung 10's gradients
+    bit for bit by design; not yet run on a GPU).
     output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"
     _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})

@@ -136,7 +136,7 @@ for s in $stages; do
       SZ='CUDA chunked backward is exact at the tuned and the largest head sizes up to K = V = 256'
       V3='CUDA v3 chunked backward on the forward tensor-core kernels equals the float64 reference backward for every operator in bfloat16'
       V4='CUDA v4 tensor-core B7 and B9 chunked backward equals the float64 reference backward for every operator in bfloat16'
-      # BMUT_ONLY=v3, v4, v5, v6, v7, v8, v9 or v10: that rung's mutants alone (BMUT_V3_ONLY=1 is BMUT_ONLY=v3)
+      # BMUT_ONLY=v3, v4, v5, v6, v7, v8, v9, v10, v11 or v12: that rung's mutants alone (BMUT_V3_ONLY=1 is BMUT_ONLY=v3)
       only=${BMUT_ONLY:-}; [ -n "${BMUT_V3_ONLY:-}" ] && only=v3
       grp() { [ -z "$only" ] || [ "$only" = "$1" ]; }
       run_m() { local n=$1; shift; for t in "$@"; do
@@ -293,6 +293,21 @@ for s in $stages; do
         echo "no mutant, compute-sanitizer racecheck and memcheck (rung 11's G2), $BIT11:"
         LINATTN_MUTANT=0 timeout 200 compute-sanitizer --tool racecheck $M "$BIT11" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
         LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$BIT11" 2>&1 | grep -E "ERROR SUMMARY" | head -2
+        fi
+        if grp v12; then
+        V12='CUDA v12 slab G1 chunked backward equals the float64 reference backward for every operator in bfloat16'
+        BIT12='CUDA v12 gradients equal v10 gradients bit for bit'
+        run_m 0 "$V12" "$BIT12"
+        run_m 140 "$BIT12" "$V12"  # G1's dk_part without dk^P
+        run_m 141 "$BIT12" "$V12"  # G1's dG_last not folded (GDN dg)
+        run_m 142 "$BIT12" "$V12"  # dP over the first value slab only (V > 64)
+        run_m 143 "$BIT12" "$V12"  # k, q slabs one channel short
+        run_m 144 "$BIT12" "$V12"  # dw_aux without its sign
+        run_m 145 "$BIT12" "$V12"  # every block on the first slab (K > 64)
+        run_m 146 "$BIT12" "$V12"  # dgamma's second half row lost (GDN dg)
+        echo "no mutant, compute-sanitizer racecheck and memcheck (rung 12's G1), $BIT12:"
+        LINATTN_MUTANT=0 timeout 200 compute-sanitizer --tool racecheck $M "$BIT12" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
+        LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$BIT12" 2>&1 | grep -E "ERROR SUMMARY" | head -2
         fi
       } 2>&1 | tee "$OUT/bmutants.log" ;;
     smutants)
