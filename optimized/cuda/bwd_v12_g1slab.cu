@@ -31,7 +31,9 @@
 // products M2 hi + lo and the k, q slabs over tiles 0-3, then dG_part, dKd, Kd as float32 [64][65]
 // (49,920) over all of them; dgamma [2][64] and dG_last [64] float32, G [64] float64: 84,224 bytes, no
 // static shared memory. 2 blocks per SM: 2 x (84,224 + 1,024 reserved) = 170,496 <= 233,472.
-// Static numbers (registers, SASS): RESULTS.md "Rung 12".
+// Static (nvcc 13.0 sm_90a, cuobjdump -res-usage and -sass; no GPU): 128 registers (the cap of
+// __launch_bounds__(256, 2)), no spill, no stack, no local memory; 3,898 SASS instructions (224 HMMA,
+// 151 LDG, 69 STG) against rung 10's G1 4,484 / 4,384 (RESULTS.md "Rung 12").
 //
 // Range: rung 10's. KDA and GDN2 run rung 8; calls outside rung 3's range run rung 2 (via rung 3);
 // H * max(K, V, 64) >= 2^25 runs rung 6; num_chunks * ceil(K / 64) >= 2^31 runs rung 10. Workspace:
