@@ -3,10 +3,10 @@
 //
 // Rung 10's G2 (bwd10_wy, bwd_v10_split.cu) took 2.1 / 2.6 ms (DeltaNet / GDN) against a byte-based
 // estimate of 0.44-0.65 ms. RESULTS.md "Rung 11" has the static analysis; in short: per block it wrote
-// du0, dE and de to global memory and read them back (160 KB of its ~464 KB at K = V = 128), read k
-// three times, loaded v and k by 2-byte scalar loads, and its slab epilogue (B10) interleaved four scalar
-// global loads per element with global stores through pointers the compiler must assume alias, so the
-// loads of its 32 elements per thread are issued one round trip after another.
+// du0, dE and de to global memory and read them back (192 of its 432 / 512 KiB at K = V = 128, DeltaNet
+// / GDN), read k two / three times, loaded v and k by 2-byte scalar loads, and its slab epilogue (B10)
+// interleaved its scalar global loads with global stores through pointers the compiler must assume
+// alias, so each of a thread's 32 elements waited 2 (GDN: 3) load round trips, one after another.
 //
 // G2' = bwd11_wy<Tg> below: the same stages, tiles, products and float32 expressions as bwd10_wy, so the
 // same values bit for bit (tested against rung 10), with these changes only:
@@ -18,8 +18,8 @@
 //        in shared memory, the same terms in the same order as rung 10's dbeta loop (d = lane, lane + 32,
 //        ... ascending, one fma each). No ws.deL, and k is read from the staged slab, not again.
 //   k, v 16-byte loads (8 bf16) when V, K % 8 == 0 and the bases are 16-byte aligned, else rung 10's.
-//   B10  by column pairs: dk_part, dG_part and E loaded as float2 for two column pairs at a time, all
-//        before any store; dk stored as bf16 pairs (4 bytes); dv likewise in B8.
+//   B10  by column pairs: dk_part, dG_part and E loaded as float2 for two fragment column groups (4
+//        pairs) at a time, all before any store; dk stored as bf16 pairs (4 bytes); dv likewise in B8.
 //   du0  still goes through ws.du0 (dbeta's <du0, v> terms follow the de terms in each lane's sum, and
 //        [64][V] float32 does not fit beside dG at 2 blocks per SM): 32 KB written, read back once;
 //        for V <= 128 four rows' du0 and v are loaded at once (rung 10: one round trip per row).
