@@ -1,57 +1,33 @@
 #!/usr/bin/env bash
-# optimized/cuda/bench/pending_device_run.sh -- the first device call of the session after session 7:
-# what session 7 wrote and could not run (RESULTS.md, Status, "Pending on the device next session"),
-# in priority order, bounded to about 560 s so it fits one `run` call (600 s). Needs
-# .cudabin/bins.tar.xz built at the commit .cudabin/BUILT_AT names (rebuild as RESULTS.md "How to
-# build and carry" says if the CUDA sources changed since), .fla and .tcache; carry
-# `.cudabin .fla .tcache` (without .cudabin/mutants.tar.xz if the carry passes 64 MiB: the mutants
-# are the second call's). Writes at most 8 files to $OUT (logs packed as logs.tar.xz).
+# optimized/cuda/bench/pending_device_run.sh -- the first device call of the session after session 8:
+# what session 8 wrote after its last device call (RESULTS.md Status, "Next"), in priority order,
+# bounded to about 560 s so it fits one `run` call (600 s). Each part is a script of
+# bench/logs_session8/ run as written there, its /tmp/l logs moved aside after it:
+#   1. rung11_run.sh part 1 (rung 11, the faster G2: bit for bit with rung 10, properties, shared cases)
+#   2. rung12_run.sh part 1 (rung 12, G1 by 64-channel slabs at 2 blocks per SM: bit for bit with rung 10)
+#   3. saved_run.sh (the saved forward's stream events, smaller workspace and new tests; memcheck)
+#   4. bench_backward.py --bwd-versions 8,10,11,12 in one process, with the saving rows and the profile.
+# Needs .cudabin/bins.tar.xz (test_cuda_forward, test_cuda_backward, test_cuda_saved,
+# liblinattn_cuda_capi.so, stripped; pack with `tar -cf - -C DIR . | xz -9 -T2`: 33 -> 9 MB, the carry
+# limit is 64 MiB with the working tree) built at or after the commit that last changed optimized/cuda;
+# carry `.cudabin .tcache` (.fla only to add fla's rows: --fla .fla). Writes logs.tar.xz to $OUT.
 # Usage on the device: bash optimized/cuda/bench/pending_device_run.sh
 set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/b /tmp/l
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/all
 S0=$(date +%s); el() { echo $(( $(date +%s) - S0 )); }
-tar -xJf .cudabin/bins.tar.xz -C /tmp/b
-export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/triton_cache TRITON_CACHE_AUTOTUNING=1
-mkdir -p /tmp/triton_cache && [ -f .tcache/triton_cache.tgz ] && tar -xzf .tcache/triton_cache.tgz -C /tmp/triton_cache
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > $OUT/env.log
-L=/tmp/b/liblinattn_cuda_capi.so F=/tmp/b/test_cuda_forward BT=/tmp/b/test_cuda_backward
-res() { grep -E '^All tests|^test cases' "$1" | tail -1; }
-one() {  # binary, tag, test name
-  local n; n=$2_$(echo "$3" | md5sum | cut -c1-6)
-  LINATTN_CUDA_BACKWARD_REPORT=1 timeout 90 $1 "$3" > /tmp/l/$n.log 2>&1; echo "[$(el) s] $2 | $3 | $(res /tmp/l/$n.log)"; }
-# 1. Backward rung 8 (bwd_v8_wide.cu, written in session 7): its four test cases, then the shared
-#    fixed cases that run every rung; then speed beside rung 7 with the per-kernel profile.
-for t in 'CUDA v8 chunked backward gives rung 7 gradients bit for bit' \
-         'CUDA v8 chunked backward with full-width global accesses equals the float64 reference backward for every operator in bfloat16' \
-         'CUDA v8 chunked backward with full-width global accesses and bfloat16 gates equals the reference backward on the rounded gates' \
-         'CUDA v8 chunked backward outside rung 3 range runs rung 2 bit for bit' \
-         'CUDA chunked backward of a packed batch of many short sequences equals the reference' \
-         'CUDA chunked backward at T = 1 equals one step of the reference backward' \
-         'CUDA chunked backward with ragged last chunks equals the reference for lengths around 64' \
-         'CUDA chunked backward is deterministic: two runs give bitwise equal gradients'; do one $BT bwd "$t"; done
-timeout 120 python3 optimized/cuda/bench/bench_backward.py --lib $L --bwd-versions 7,8 --rep 30 --slow-rep 5 --json /tmp/l/bbench78.json > /tmp/l/bbench78.log 2>&1
-echo "[$(el) s] backward speed"; grep -E "backward v[78] |kernels" /tmp/l/bbench78.log
-# 2. Forward rung 6 (v6_lean.cu, written in session 7): its four test cases and two shared fixed
-#    cases, then speed beside v4 and fla at both shapes (DeltaNet and GDN: the rung's range).
-for t in 'CUDA v6 lean chunked forward equals the float64 reference for every operator in bfloat16' \
-         'CUDA v6 lean chunked forward with bfloat16 gates equals the reference on the rounded gates' \
-         'CUDA v6 lean forward outside its range equals the rung best runs there bit for bit' \
-         'CUDA v6 lean forward runs its own kernels for DeltaNet and GDN in bfloat16' \
-         'CUDA chunked forward with 32 and 64 column value tiles at K = 64 and 128 equals the reference' \
-         'CUDA chunked forward with ragged last chunks equals the reference for lengths around 64' \
-         'CUDA chunked forward of a packed batch of many short sequences equals the reference'; do one $F fwd "$t"; done
-timeout 90 python3 optimized/cuda/bench/bench_forward.py --lib $L --fla .fla --ops delta_rule,gated_delta_rule --versions 4,6 --sweep-versions 4,6 --split --rep 40 --json /tmp/l/fbench46.json > /tmp/l/fbench46.log 2>&1
-echo "[$(el) s] forward speed"; sed -n '/^summary/,$p' /tmp/l/fbench46.log | grep -v softmax
-# 3. memcheck on the packed batches (every rung of each ladder in those tests), if time is left;
-#    racecheck (the backward's takes ~130 s) belongs to the second call.
-PKF='CUDA chunked forward of a packed batch of many short sequences equals the reference'
-PKB='CUDA chunked backward of a packed batch of many short sequences equals the reference'
-if [ $(el) -lt 480 ]; then
-  timeout 40 compute-sanitizer --tool memcheck --error-exitcode 9 $F "$PKF" 2>&1 | grep SUMMARY | sed "s/^/[$(el) s] forward memcheck: /"
-  timeout 40 compute-sanitizer --tool memcheck --error-exitcode 9 $BT "$PKB" 2>&1 | grep SUMMARY | sed "s/^/[$(el) s] backward memcheck: /"
-fi
-tar -cJf $OUT/logs.tar.xz -C /tmp/l .
-# Second call (not here): every test case of both binaries (device_run.sh tests btests, BIN=/tmp/b;
-# btests took 220+ s with rungs 1-7 in session 7 and more with rung 8: give it its own call, with
-# racecheck on the packed batches), then the mutants: MBIN=/tmp/m BMUT_ONLY=v8 ... bmutants and
-# MUT_ONLY=v6 ... mutants (RESULTS.md "Rung 8", "Forward rung 6").
+part() {  # name, script, env...
+  local name=$1 script=$2; shift 2
+  rm -rf /tmp/l; mkdir -p /tmp/l /tmp/o_$name
+  env "$@" OUT=/tmp/o_$name bash "$script" 2>&1 | tail -30
+  mv /tmp/l /tmp/all/$name; echo "[$(el) s] $name done"; }
+part rung11 optimized/cuda/bench/logs_session8/rung11_run.sh
+part rung12 optimized/cuda/bench/logs_session8/rung12_run.sh
+part saved optimized/cuda/bench/logs_session8/saved_run.sh
+mkdir -p /tmp/all/bench
+timeout $(( 560 - $(el) )) python3 optimized/cuda/bench/bench_backward.py --lib /tmp/b/liblinattn_cuda_capi.so \
+  --bwd-versions 8,10,11,12 --rep 30 --slow-rep 5 --json /tmp/all/bench/bbench.json > /tmp/all/bench/bbench.log 2>&1
+echo "[$(el) s] bench rc $?"; sed -n '/^summary/,$p' /tmp/all/bench/bbench.log; grep "kernels" /tmp/all/bench/bbench.log
+tar -cJf $OUT/logs.tar.xz -C /tmp/all .
+# Second call: the mutants (BMUT_ONLY=v10, v11, v12 and smutants 95-97, 110-112: device_run.sh,
+# MBIN= the mutant tree of make_mutants.py), racecheck on the packed backward, every test case of both
+# binaries (device_run.sh tests btests, BIN=/tmp/b); then the rungs' PART2=1 runs if needed.
