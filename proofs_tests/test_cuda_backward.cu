@@ -1,6 +1,6 @@
 // proofs_tests/test_cuda_backward.cu -- the CUDA chunked backward (optimized/cuda: rung 1
 // bwd_v1_simple.cu, rung 2 bwd_v2_tensorcore.cu, rung 3 bwd_v3_async.cu, rung 4 bwd_v4_tc_tail.cu,
-// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu, rung 8 bwd_v8_wide.cu, rung 9 bwd_v9_noextras.cu, rung 10 bwd_v10_split.cu, rung 12 bwd_v12_g1slab.cu; host API
+// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu, rung 8 bwd_v8_wide.cu, rung 9 bwd_v9_noextras.cu, rung 10 bwd_v10_split.cu, rung 11 bwd_v11_wyfast.cu, rung 12 bwd_v12_g1slab.cu, rung 13 bwd_v13_g1g2.cu; host API
 // cuda::chunk_backward) equals the
 // float64 reference backward
 // (reference/recurrent_backward.hpp, itself proven by finite differences in
@@ -105,7 +105,8 @@ const cuda::BwdVersion kRungs[] = {cuda::BwdVersion::v1_simple, cuda::BwdVersion
                                    cuda::BwdVersion::v7_rowbase, cuda::BwdVersion::v8_wide,
                                    cuda::BwdVersion::v9_noextras, cuda::BwdVersion::v10_split,
                                    cuda::BwdVersion::v11_wyfast,
-                                   cuda::BwdVersion::v12_g1slab};
+                                   cuda::BwdVersion::v12_g1slab,
+                                   cuda::BwdVersion::v13_g1g2};
 
 /// Rungs 3 to 10 share rung 3's range (bf16 inputs, 16 <= K <= 128) and bounds.
 bool rung3_family(cuda::BwdVersion ver) {
@@ -114,7 +115,8 @@ bool rung3_family(cuda::BwdVersion ver) {
          ver == cuda::BwdVersion::v7_rowbase || ver == cuda::BwdVersion::v8_wide ||
          ver == cuda::BwdVersion::v9_noextras || ver == cuda::BwdVersion::v10_split ||
          ver == cuda::BwdVersion::v11_wyfast ||
-         ver == cuda::BwdVersion::v12_g1slab;
+         ver == cuda::BwdVersion::v12_g1slab ||
+         ver == cuda::BwdVersion::v13_g1g2;
 }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
 
@@ -865,6 +867,60 @@ TEST_CASE("CUDA v12 gradients equal v10 gradients bit for bit") {
 TEST_CASE("CUDA v12 slab G1 chunked backward outside rung 3 range runs rung 2 bit for bit") {
   SKIP_WITHOUT_GPU();
   check_outside_range_is_rung2(cuda::BwdVersion::v12_g1slab);
+}
+
+TEST_CASE("CUDA v13 G1 slab and fast WY chunked backward equals the float64 reference backward for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::f32, cuda::BwdVersion::v13_g1g2);
+}
+
+TEST_CASE("CUDA v13 G1 slab and fast WY chunked backward with bfloat16 gates equals the reference backward on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::bf16, cuda::BwdVersion::v13_g1g2);
+}
+
+TEST_CASE("CUDA v13 gradients equal v10 gradients bit for bit") {
+  SKIP_WITHOUT_GPU();
+  // Rung 13 (bwd_v13_g1g2.cu) is rung 10's front, then rung 12's G1' and rung 11's G2', each a drop-in
+  // for rung 10's kernel with the same workspace contract and bit for bit by design (the v11 and v12
+  // tests above); so every gradient bit for bit with rung 10, and finite (NaN on both sides would
+  // compare equal). KDA and GDN2 run rung 8 in both. Cases: the union of the v11 and v12 bit tests'.
+  std::vector<Case> cases = pair_cases();
+  cases.push_back(fixed_case(1, 200, 3, 48, 72, GateMode::random, true, 27, {0, 70, 71, 200}));
+  cases.push_back(fixed_case(2, 150, 2, 36, 20, GateMode::random, true, 28));
+  cases.push_back(fixed_case(1, 90, 3, 18, 22, GateMode::mixed, true, 29));
+  cases.push_back(fixed_case(1, 201, 3, 32, 64, GateMode::random, true, 30, {0, 1, 64, 129, 130, 201}));
+  cases.push_back(fixed_case(1, 90, 2, 24, 23, GateMode::random, true, 31));
+  cases.push_back(fixed_case(1, 150, 2, 64, 64, GateMode::extreme, true, 32));
+  cases.push_back(fixed_case(1, 150, 2, 64, 64, GateMode::zero, true, 33));
+  cases.push_back(fixed_case(1, 131, 3, 22, 30, GateMode::extreme, true, 34, {0, 67, 131}));
+  cases.push_back(fixed_case(1, 131, 3, 22, 30, GateMode::zero, false, 35, {0, 67, 131}));
+  cases.push_back(fixed_case(1, 200, 2, 72, 136, GateMode::random, true, 36, {0, 65, 200}));  // v11's
+  cases.push_back(fixed_case(1, 131, 2, 128, 20, GateMode::extreme, true, 37));              // v11's
+  cases.push_back(fixed_case(1, 150, 2, 100, 36, GateMode::random, true, 36));                // v12's
+  cases.push_back(fixed_case(1, 131, 2, 100, 128, GateMode::extreme, true, 37, {0, 3, 131}));  // v12's
+  for (const Case& cs : cases)
+    for (DType gdt : {DType::f32, DType::bf16})
+      for (Op op : kOps) {
+        BwdCase bc;
+        bc.c = cs;
+        const DevProblem d = as_device_sees(make_bwd_problem(op, bc), DType::bf16, gdt);
+        const auto x = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v10_split);
+        const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v13_g1g2);
+        INFO("bwd_v13_g1g2 vs bwd_v10_split, " << ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
+        check_same_grads(x, y);
+        for (const Tensor<float>* t : {&y.dq, &y.dk, &y.dv, &y.dg, &y.dbeta, &y.dh0}) {
+          if (!t->defined()) continue;
+          bool finite = true;
+          for (index_t i = 0; i < t->numel(); ++i) finite = finite && std::isfinite(t->data()[i]);
+          CHECK(finite);
+        }
+      }
+}
+
+TEST_CASE("CUDA v13 G1 slab and fast WY chunked backward outside rung 3 range runs rung 2 bit for bit") {
+  SKIP_WITHOUT_GPU();
+  check_outside_range_is_rung2(cuda::BwdVersion::v13_g1g2);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -215,6 +215,12 @@ void bwd_v10_g1(const BwdCall& c, Profile& prof);
 /// Rung 10's G2, the WY side (bwd_v10_split.cu's bwd10_wy), then prof.mark(): reads what G1 (rung 10's
 /// bwd_v10_g1 or rung 12's G1', bwd_v12_g1slab.cu) leaves; the same range as bwd_v7_grads.
 void bwd_v10_g2(const BwdCall& c, Profile& prof);
+/// Rung 11's G2', the faster WY side (bwd_v11_wyfast.cu's bwd11_wy), then prof.mark(): a drop-in for
+/// bwd_v10_g2 (same inputs and outputs); rung 13 (bwd_v13_g1g2.cu) runs it after rung 12's G1'.
+void bwd_v11_g2(const BwdCall& c, Profile& prof);
+/// Rung 12's G1', one block per 64-channel slab of K (bwd_v12_g1slab.cu's bwd12_g1), then prof.mark():
+/// a drop-in for bwd_v10_g1 (same outputs); requires num_chunks * ceil(K / 64) < 2^31 (the grid's x).
+void bwd_v12_g1(const BwdCall& c, Profile& prof);
 
 // ------------------------------------------------------------------------------------------------
 // Rung 2's chunk-gradient kernel bwd_grads_tc (B2, B4-B11 per (chunk, head); bwd_v2_tensorcore.cu's

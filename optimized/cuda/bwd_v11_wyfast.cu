@@ -399,6 +399,11 @@ void launch_wy(const BwdCall& c, bwdc::Profile& prof) {
 
 std::size_t bwd_v11_workspace_bytes(const KParams& p) { return bwd_v3_workspace_bytes(p); }
 
+void bwdc::bwd_v11_g2(const BwdCall& c, bwdc::Profile& prof) {  // rung 13 runs G2' through this
+  if (c.gate_dtype == 0) launch_wy<float>(c, prof);
+  else launch_wy<bf16>(c, prof);
+}
+
 void bwd_v11_launch(const BwdCall& c) {
   const KParams& p = c.p;
   if (p.N == 0) return;

@@ -302,6 +302,8 @@ void launch_g1(const BwdCall& c, bwdc::Profile& prof) {
 
 std::size_t bwd_v12_workspace_bytes(const KParams& p) { return bwd_v3_workspace_bytes(p); }
 
+void bwdc::bwd_v12_g1(const BwdCall& c, bwdc::Profile& prof) { launch_g1(c, prof); }  // rung 13's G1'
+
 void bwd_v12_launch(const BwdCall& c) {
   const KParams& p = c.p;
   if (p.N == 0) return;

@@ -558,6 +558,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v10_split: return "bwd_v10_split";
     case BwdVersion::v11_wyfast: return "bwd_v11_wyfast";
     case BwdVersion::v12_g1slab: return "bwd_v12_g1slab";
+    case BwdVersion::v13_g1g2: return "bwd_v13_g1g2";
   }
   return "?";
 }
@@ -587,6 +588,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v10_split, detail::bwd_v10_workspace_bytes, detail::bwd_v10_launch},
     {BwdVersion::v11_wyfast, detail::bwd_v11_workspace_bytes, detail::bwd_v11_launch},
     {BwdVersion::v12_g1slab, detail::bwd_v12_workspace_bytes, detail::bwd_v12_launch},
+    {BwdVersion::v13_g1g2, detail::bwd_v13_workspace_bytes, detail::bwd_v13_launch},
 };
 }  // namespace
 
@@ -597,7 +599,8 @@ const std::vector<BwdVersion>& saved_bwd_versions() {
   // rung belongs here only if its prepare is that kernel too.
   static const std::vector<BwdVersion> v = {BwdVersion::best,       BwdVersion::v5_levels_front, BwdVersion::v6_tc_b9,
                                             BwdVersion::v7_rowbase, BwdVersion::v8_wide,         BwdVersion::v9_noextras,
-                                            BwdVersion::v10_split, BwdVersion::v11_wyfast,  BwdVersion::v12_g1slab};
+                                            BwdVersion::v10_split, BwdVersion::v11_wyfast,  BwdVersion::v12_g1slab,
+                                            BwdVersion::v13_g1g2};
   return v;
 }
 

@@ -238,6 +238,10 @@ enum class BwdVersion : int {
                        ///< (dP recomputed by each slab's block); the same gradients as v10 bit for
                        ///< bit by design; KDA and GDN2 run v8; the same fallbacks as v10. Written in
                        ///< session 8, NOT YET RUN ON A GPU (RESULTS.md, "Rung 12")
+  v13_g1g2 = 13,       ///< v10 with both halves replaced: v12's G1' and v11's G2' (no kernel of its
+                       ///< own); the same gradients as v10 bit for bit by design; KDA and GDN2 run
+                       ///< v8; the union of v11 and v12's fallbacks. Written in session 8, NOT YET
+                       ///< RUN ON A GPU (RESULTS.md, "Rung 13")
 };
 
 const char* bwd_version_name(BwdVersion v);
@@ -340,7 +344,7 @@ class SavedForward {
 };
 
 /// The backward rungs that accept a SavedForward: those whose prepare is forward rung 4's intra
-/// kernel (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab). Any other
+/// kernel (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2). Any other
 /// rung, and rung 5 with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel), is refused.
 const std::vector<BwdVersion>& saved_bwd_versions();
 

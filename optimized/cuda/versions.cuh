@@ -140,6 +140,12 @@ void bwd_v12_launch(const BwdCall& c);
 std::size_t bwd_v11_workspace_bytes(const KParams& p);
 void bwd_v11_launch(const BwdCall& c);
 
+// bwd_v13_g1g2.cu (rung 10's front, then rung 12's G1' and rung 11's G2'; the same gradients as rung 10
+// bit for bit by design; KDA and GDN2 run bwd_v8_launch; otherwise the union of rungs 11 and 12's
+// fallbacks; written in session 8, not yet run on a GPU)
+std::size_t bwd_v13_workspace_bytes(const KParams& p);
+void bwd_v13_launch(const BwdCall& c);
+
 // Reused by the backward's rung 3 from the forward's tensor-core rungs (bf16 inputs, 16 <= K <= 128;
 // c.p.ws is the tensor-core workspace of tc_common.cuh, V2Ws):
 /// v3_async.cu: v3's intra-chunk kernel, which also writes A = (I + L)^-1 of every chunk to a_out

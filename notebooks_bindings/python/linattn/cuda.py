@@ -105,7 +105,9 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     'bwd_v11_wyfast' (rung 10 with a faster WY-side kernel G2; rung 10's gradients bit for bit by
     design; not yet run on a GPU),
     'bwd_v12_g1slab' (rung 10 with its state-side kernel retiled, 2 blocks per SM; rung 10's gradients
-    bit for bit by design; not yet run on a GPU).
+    bit for bit by design; not yet run on a GPU),
+    'bwd_v13_g1g2' (rung 10 with both halves replaced: rung 12's G1' and rung 11's G2'; rung 10's
+    gradients bit for bit by design; not yet run on a GPU).
     output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"
     _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})

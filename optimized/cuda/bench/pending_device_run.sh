@@ -6,7 +6,8 @@
 #   1. rung11_run.sh part 1 (rung 11, the faster G2: bit for bit with rung 10, properties, shared cases)
 #   2. rung12_run.sh part 1 (rung 12, G1 by 64-channel slabs at 2 blocks per SM: bit for bit with rung 10)
 #   3. saved_run.sh (the saved forward's stream events, smaller workspace and new tests; memcheck)
-#   4. bench_backward.py --bwd-versions 8,10,11,12 in one process, with the saving rows and the profile.
+#   4. rung 13's bit test (rung 12's G1' then rung 11's G2': bit for bit with rung 10), at most 20 s.
+#   5. bench_backward.py --bwd-versions 8,10,11,12,13 in one process, with the saving rows and the profile.
 # Needs .cudabin/bins.tar.xz (test_cuda_forward, test_cuda_backward, test_cuda_saved,
 # liblinattn_cuda_capi.so, stripped; pack with `tar -cf - -C DIR . | xz -9 -T2`: 33 -> 9 MB, the carry
 # limit is 64 MiB with the working tree) built at or after the commit that last changed optimized/cuda;
@@ -23,9 +24,12 @@ part() {  # name, script, env...
 part rung11 optimized/cuda/bench/logs_session8/rung11_run.sh
 part rung12 optimized/cuda/bench/logs_session8/rung12_run.sh
 part saved optimized/cuda/bench/logs_session8/saved_run.sh
-mkdir -p /tmp/all/bench
+mkdir -p /tmp/all/rung13 /tmp/all/bench  # rung 13: the binaries rung11_run.sh unpacked into /tmp/b
+LINATTN_CUDA_BACKWARD_REPORT=1 timeout 20 /tmp/b/test_cuda_backward 'CUDA v13 gradients equal v10 gradients bit for bit' \
+  > /tmp/all/rung13/bit13.log 2>&1
+echo "[$(el) s] rung13 bit rc $? | $(grep -E '^All tests|^test cases' /tmp/all/rung13/bit13.log | tail -1)"
 timeout $(( 560 - $(el) )) python3 optimized/cuda/bench/bench_backward.py --lib /tmp/b/liblinattn_cuda_capi.so \
-  --bwd-versions 8,10,11,12 --rep 30 --slow-rep 5 --json /tmp/all/bench/bbench.json > /tmp/all/bench/bbench.log 2>&1
+  --bwd-versions 8,10,11,12,13 --rep 30 --slow-rep 5 --json /tmp/all/bench/bbench.json > /tmp/all/bench/bbench.log 2>&1
 echo "[$(el) s] bench rc $?"; sed -n '/^summary/,$p' /tmp/all/bench/bbench.log; grep "kernels" /tmp/all/bench/bbench.log
 tar -cJf $OUT/logs.tar.xz -C /tmp/all .
 # Second call: the mutants (BMUT_ONLY=v10, v11, v12 and smutants 95-97, 110-112: device_run.sh,
