@@ -22,6 +22,7 @@
 
 #include "generators.hpp"
 #include "optimized/cuda/chunk_cuda.hpp"
+#include "cuda_test_common.hpp"
 
 using namespace linattn;
 using namespace linattn::testing;
@@ -29,22 +30,6 @@ using cuda::DType;
 using cuda::Version;
 
 namespace {
-
-bool gpu_ok(std::string& why) {
-  static std::string reason;
-  static const bool ok = cuda::device_available(&reason);
-  why = reason;
-  return ok;
-}
-
-#define SKIP_WITHOUT_GPU()                                                  \
-  do {                                                                      \
-    std::string why_;                                                       \
-    if (!gpu_ok(why_)) {                                                    \
-      WARN("no CUDA device: " << why_ << " -- this CUDA test is skipped");  \
-      return;                                                               \
-    }                                                                       \
-  } while (0)
 
 const Op kOps[] = {Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2};
 const Version kVersions[] = {Version::v1_simple, Version::v2_tensorcore, Version::v3_async, Version::v4_levels,

@@ -40,6 +40,8 @@
 
 #include "generators.hpp"
 #include "optimized/cuda/chunk_cuda.hpp"
+#include "cuda_test_common.hpp"
+#include "cuda_bwd_problem.hpp"
 
 using namespace linattn;
 using namespace linattn::testing;
@@ -48,22 +50,6 @@ using cuda::DType;
 using cuda::Version;
 
 namespace {
-
-bool gpu_ok(std::string& why) {
-  static std::string reason;
-  static const bool ok = cuda::device_available(&reason);
-  why = reason;
-  return ok;
-}
-
-#define SKIP_WITHOUT_GPU()                                                  \
-  do {                                                                      \
-    std::string why_;                                                       \
-    if (!gpu_ok(why_)) {                                                    \
-      WARN("no CUDA device: " << why_ << " -- this CUDA test is skipped");  \
-      return;                                                               \
-    }                                                                       \
-  } while (0)
 
 #define CU(expr) REQUIRE((expr) == cudaSuccess)
 
@@ -93,62 +79,10 @@ __global__ void spin_kernel(long long cycles) {
 // Problems (as test_cuda_backward.cu builds them: the reference sees exactly the device's inputs).
 // ---------------------------------------------------------------------------------------------
 
-struct BwdCase {
-  Case c;
-  bool with_dht = true, custom_scale = false;
-};
-
-std::ostream& operator<<(std::ostream& os, const BwdCase& b) {
-  return os << b.c << " dht=" << b.with_dht << " scale=" << (b.custom_scale ? "0.7" : "default");
-}
-
-/// The problem in float32 as the device sees it (q, k, v, do rounded to bf16; the gates too with
-/// bf16 gates), with do and dht.
-struct DevProblem {
-  Problem<float> p;
-  Tensor<float> do_, dht;
-};
-
+/// The problem in float32 as the device sees it (bf16 inputs: q, k, v, do rounded to bf16; the gates
+/// too with bf16 gates), with do and dht (cuda_bwd_problem.hpp, as test_cuda_backward.cu builds it).
 DevProblem make_dev_problem(Op op, const BwdCase& b, DType gdt) {
-  Problem<double> pd = make_problem<double>(op, b.c, /*unit_keys=*/true);
-  if (b.custom_scale) pd.opt.scale = 0.7;
-  DevProblem d;
-  d.p = cast_problem<float>(pd);
-  std::mt19937_64 rng(b.c.seed ^ 0x5851f42d4c957f2dULL);
-  std::normal_distribution<double> nd(0.0, 1.0);
-  d.do_ = Tensor<float>({b.c.B, b.c.T, b.c.H, b.c.V});
-  for (float& x : d.do_) x = float(nd(rng));
-  if (b.with_dht) {
-    d.dht = Tensor<float>({pd.N, b.c.H, b.c.K, b.c.V});
-    for (float& x : d.dht) x = float(nd(rng));
-  }
-  d.p.q = cuda::round_to_bf16(d.p.q), d.p.k = cuda::round_to_bf16(d.p.k);
-  d.p.v = cuda::round_to_bf16(d.p.v), d.do_ = cuda::round_to_bf16(d.do_);
-  if (gdt == DType::bf16) {
-    Gates<float>& g = d.p.gates;
-    g.g = cuda::round_to_bf16(g.g), g.beta = cuda::round_to_bf16(g.beta);
-    g.b = cuda::round_to_bf16(g.b), g.w = cuda::round_to_bf16(g.w);
-  }
-  return d;
-}
-
-/// The float64 reference backward on the inputs the device sees.
-ref::RecurrentGrads<double> reference_backward(const DevProblem& d) {
-  const Problem<double> p = cast_problem<double>(d.p);
-  const Tensor<double> do_ = cast<double>(d.do_), dht = cast<double>(d.dht);
-  switch (p.op) {
-    case Op::delta_rule:
-      return ref::naive_recurrent_delta_rule_backward(p.q, p.k, p.v, p.gates.beta, do_, dht, p.opt);
-    case Op::gated_delta_rule:
-      return ref::naive_recurrent_gated_delta_rule_backward(p.q, p.k, p.v, p.gates.g, p.gates.beta, do_, dht,
-                                                            p.opt);
-    case Op::kda:
-      return ref::naive_recurrent_kda_backward(p.q, p.k, p.v, p.gates.g, p.gates.beta, do_, dht, p.opt);
-    case Op::gdn2:
-      return ref::naive_recurrent_gdn2_backward(p.q, p.k, p.v, p.gates.g, p.gates.b, p.gates.w, do_, dht, p.opt);
-    default: break;
-  }
-  return {};
+  return as_device_sees(make_bwd_problem(op, b), DType::bf16, gdt);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,32 @@
+// proofs_tests/cuda_test_common.hpp -- what every CUDA test executable (test_cuda_forward.cu,
+// test_cuda_backward.cu, test_cuda_saved.cu) needs first: whether a CUDA device can be used, and
+// SKIP_WITHOUT_GPU(), which ends a GPU test case with a WARN saying why when none can (so CPU-only
+// CI builds and runs these executables and they skip cleanly).
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "optimized/cuda/chunk_cuda.hpp"
+
+namespace linattn::testing {
+
+/// True when a CUDA device can be used (asked once per process); otherwise `why` says what is missing.
+inline bool gpu_ok(std::string& why) {
+  static std::string reason;
+  static const bool ok = linattn::cuda::device_available(&reason);
+  why = reason;
+  return ok;
+}
+
+}  // namespace linattn::testing
+
+#define SKIP_WITHOUT_GPU()                                                  \
+  do {                                                                      \
+    std::string why_;                                                       \
+    if (!linattn::testing::gpu_ok(why_)) {                                \
+      WARN("no CUDA device: " << why_ << " -- this CUDA test is skipped");  \
+      return;                                                               \
+    }                                                                       \
+  } while (0)
