@@ -7,6 +7,8 @@
 // its bf16 tile helpers (a template over its B7 / B9 part, so that rung 4 reuses the rest).
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <type_traits>
@@ -178,6 +180,11 @@ void bwd_v2_grads(const BwdCall& c, Profile& prof);
 /// Whether rung 3 (and every rung built on it, 4 to 7) takes this call: bf16 inputs and
 /// 16 <= K <= 128, the range of the forward's tensor-core kernels it runs; other calls run rung 2.
 inline bool in_rung3_range(const BwdCall& c) { return c.dtype == 1 && c.p.K >= 16 && c.p.K <= 128; }
+/// Whether RowBase's per-block 32-bit offsets i * (H W) + d (i < 64, d < W + 63) hold for this call
+/// (rungs 7 and up): H W < 2^25 for W = K, V and C = 64; other calls run rung 6.
+inline bool in_rowbase_range(const KParams& p) {
+  return std::int64_t(p.H) * std::max({std::int64_t(p.K), std::int64_t(p.V), std::int64_t(64)}) < (std::int64_t(1) << 25);
+}
 /// Rung 3's first three stages (bwd_v3_async.cu; bf16 inputs, 16 <= K <= 128, p.N > 0): prepare,
 /// states, dstates on the forward's tensor-core kernels, each followed by prof.mark() (prepare and
 /// states only when there are chunks). Afterwards the workspace holds what bwd_v2_grads reads and
@@ -221,6 +228,11 @@ void bwd_v11_g2(const BwdCall& c, Profile& prof);
 /// Rung 12's G1', one block per 64-channel slab of K (bwd_v12_g1slab.cu's bwd12_g1), then prof.mark():
 /// a drop-in for bwd_v10_g1 (same outputs); requires num_chunks * ceil(K / 64) < 2^31 (the grid's x).
 void bwd_v12_g1(const BwdCall& c, Profile& prof);
+/// Rungs 10-13, the split chunk-gradient kernel (bwd_v10_split.cu): outside rung 3's range rung 2 (via
+/// rung 3), outside RowBase's range rung 6, KDA and GDN2 rung 8; else rung 8's front, then g1 (the state
+/// side: bwd_v10_g1 or bwd_v12_g1) and g2 (the WY side: bwd_v10_g2 or bwd_v11_g2), profiled as `name`.
+void bwd_split_launch(const BwdCall& c, const char* name, void (*g1)(const BwdCall&, Profile&),
+                      void (*g2)(const BwdCall&, Profile&));
 
 // ------------------------------------------------------------------------------------------------
 // Rung 2's chunk-gradient kernel bwd_grads_tc (B2, B4-B11 per (chunk, head); bwd_v2_tensorcore.cu's

@@ -302,21 +302,21 @@ void bwdc::bwd_v10_g2(const BwdCall& c, bwdc::Profile& prof) {  // rung 12 runs 
   else launch_wy<bf16>(c, prof);
 }
 
-void bwd_v10_launch(const BwdCall& c) {
+void bwdc::bwd_split_launch(const BwdCall& c, const char* name, void (*g1)(const BwdCall&, Profile&),
+                            void (*g2)(const BwdCall&, Profile&)) {
   const KParams& p = c.p;
   if (p.N == 0) return;
   if (!bwdc::in_rung3_range(c)) return bwd_v3_launch(c);  // outside the range: rung 2 (via rung 3)
-  // RowBase's 32-bit offsets, as rungs 7 and 8: H W < 2^25 for W = K, V and C = 64; else rung 6.
-  const std::int64_t widest = std::max({std::int64_t(p.K), std::int64_t(p.V), std::int64_t(bwdc::C)});
-  if (std::int64_t(p.H) * widest >= (std::int64_t(1) << 25)) return bwd_v6_launch(c);
+  if (!bwdc::in_rowbase_range(p)) return bwd_v6_launch(c);  // RowBase's 32-bit offsets, as rungs 7 and 8
   if (p.gate == kGateChannel || p.gdn2) return bwd_v8_launch(c);  // KDA, GDN2: not split (file comment)
-  bwdc::Profile prof(c.stream, "bwd_v10");
+  bwdc::Profile prof(c.stream, name);
   bwdc::bwd_v3_front(c, prof, /*levels_intra=*/true, /*wide_extras=*/true);  // rung 8's front
   if (p.num_chunks > 0) {
-    bwdc::bwd_v10_g1(c, prof);  // G1: "grads" in the profile
-    if (c.gate_dtype == 0) launch_wy<float>(c, prof);  // G2: "wy"
-    else launch_wy<bf16>(c, prof);
+    g1(c, prof);  // the state side: "grads" in the profile
+    g2(c, prof);  // the WY side: "wy"
   }
 }
+
+void bwd_v10_launch(const BwdCall& c) { bwdc::bwd_split_launch(c, "bwd_v10", bwdc::bwd_v10_g1, bwdc::bwd_v10_g2); }
 
 }  // namespace linattn::cuda::detail

@@ -404,21 +404,8 @@ void bwdc::bwd_v11_g2(const BwdCall& c, bwdc::Profile& prof) {  // rung 13 runs 
   else launch_wy<bf16>(c, prof);
 }
 
-void bwd_v11_launch(const BwdCall& c) {
-  const KParams& p = c.p;
-  if (p.N == 0) return;
-  if (!bwdc::in_rung3_range(c)) return bwd_v3_launch(c);  // outside the range: rung 2 (via rung 3)
-  // RowBase's 32-bit offsets, as rungs 7, 8 and 10: H W < 2^25 for W = K, V and C = 64; else rung 6.
-  const std::int64_t widest = std::max({std::int64_t(p.K), std::int64_t(p.V), std::int64_t(bwdc::C)});
-  if (std::int64_t(p.H) * widest >= (std::int64_t(1) << 25)) return bwd_v6_launch(c);
-  if (p.gate == kGateChannel || p.gdn2) return bwd_v8_launch(c);  // KDA, GDN2: rung 8 (as rung 10)
-  bwdc::Profile prof(c.stream, "bwd_v11");
-  bwdc::bwd_v3_front(c, prof, /*levels_intra=*/true, /*wide_extras=*/true);  // rung 8's front
-  if (p.num_chunks > 0) {
-    bwdc::bwd_v10_g1(c, prof);  // G1 (rung 10's): "grads" in the profile
-    if (c.gate_dtype == 0) launch_wy<float>(c, prof);  // G2': "wy"
-    else launch_wy<bf16>(c, prof);
-  }
+void bwd_v11_launch(const BwdCall& c) {  // rung 10's G1, then G2'
+  bwdc::bwd_split_launch(c, "bwd_v11", bwdc::bwd_v10_g1, bwdc::bwd_v11_g2);
 }
 
 }  // namespace linattn::cuda::detail

@@ -304,22 +304,10 @@ std::size_t bwd_v12_workspace_bytes(const KParams& p) { return bwd_v3_workspace_
 
 void bwdc::bwd_v12_g1(const BwdCall& c, bwdc::Profile& prof) { launch_g1(c, prof); }  // rung 13's G1'
 
-void bwd_v12_launch(const BwdCall& c) {
-  const KParams& p = c.p;
-  if (p.N == 0) return;
-  if (!bwdc::in_rung3_range(c)) return bwd_v3_launch(c);  // outside the range: rung 2 (via rung 3)
-  // RowBase's 32-bit offsets, as rungs 7, 8 and 10: H W < 2^25 for W = K, V and C = 64; else rung 6.
-  const std::int64_t widest = std::max({std::int64_t(p.K), std::int64_t(p.V), std::int64_t(bwdc::C)});
-  if (std::int64_t(p.H) * widest >= (std::int64_t(1) << 25)) return bwd_v6_launch(c);
-  if (p.gate == kGateChannel || p.gdn2) return bwd_v8_launch(c);  // KDA, GDN2: rung 8 (as rung 10)
-  // The grid's x extent (a signed int index in the kernel): else rung 10's G1 (one block per chunk).
-  if (std::int64_t(p.num_chunks) * ((p.K + 63) / 64) >= (std::int64_t(1) << 31)) return bwd_v10_launch(c);
-  bwdc::Profile prof(c.stream, "bwd_v12");
-  bwdc::bwd_v3_front(c, prof, /*levels_intra=*/true, /*wide_extras=*/true);  // rung 8's front
-  if (p.num_chunks > 0) {
-    launch_g1(c, prof);         // G1': "grads" in the profile
-    bwdc::bwd_v10_g2(c, prof);  // rung 10's G2 unchanged: "wy"
-  }
+void bwd_v12_launch(const BwdCall& c) {  // G1', then rung 10's G2 unchanged
+  // The grid's x extent (a signed int index in the kernel): else rung 10 (one block per chunk).
+  if (std::int64_t(c.p.num_chunks) * ((c.p.K + 63) / 64) >= (std::int64_t(1) << 31)) return bwd_v10_launch(c);
+  bwdc::bwd_split_launch(c, "bwd_v12", bwdc::bwd_v12_g1, bwdc::bwd_v10_g2);
 }
 
 }  // namespace linattn::cuda::detail

@@ -22,22 +22,10 @@ namespace linattn::cuda::detail {
 
 std::size_t bwd_v13_workspace_bytes(const KParams& p) { return bwd_v3_workspace_bytes(p); }
 
-void bwd_v13_launch(const BwdCall& c) {
-  const KParams& p = c.p;
-  if (p.N == 0) return;
-  if (!bwdc::in_rung3_range(c)) return bwd_v3_launch(c);  // outside the range: rung 2 (via rung 3)
-  // RowBase's 32-bit offsets, as rungs 7, 8 and 10-12: H W < 2^25 for W = K, V and C = 64; else rung 6.
-  const std::int64_t widest = std::max({std::int64_t(p.K), std::int64_t(p.V), std::int64_t(bwdc::C)});
-  if (std::int64_t(p.H) * widest >= (std::int64_t(1) << 25)) return bwd_v6_launch(c);
-  if (p.gate == kGateChannel || p.gdn2) return bwd_v8_launch(c);  // KDA, GDN2: rung 8 (as rungs 10-12)
+void bwd_v13_launch(const BwdCall& c) {  // rung 12's G1', then rung 11's G2'
   // G1''s grid x extent (a signed int index in the kernel): else rung 11 (rung 10's G1, then G2').
-  if (std::int64_t(p.num_chunks) * ((p.K + 63) / 64) >= (std::int64_t(1) << 31)) return bwd_v11_launch(c);
-  bwdc::Profile prof(c.stream, "bwd_v13");
-  bwdc::bwd_v3_front(c, prof, /*levels_intra=*/true, /*wide_extras=*/true);  // rung 8's front
-  if (p.num_chunks > 0) {
-    bwdc::bwd_v12_g1(c, prof);  // rung 12's G1': "grads" in the profile
-    bwdc::bwd_v11_g2(c, prof);  // rung 11's G2': "wy"
-  }
+  if (std::int64_t(c.p.num_chunks) * ((c.p.K + 63) / 64) >= (std::int64_t(1) << 31)) return bwd_v11_launch(c);
+  bwdc::bwd_split_launch(c, "bwd_v13", bwdc::bwd_v12_g1, bwdc::bwd_v11_g2);
 }
 
 }  // namespace linattn::cuda::detail

@@ -65,10 +65,8 @@ void bwd_v7_launch(const BwdCall& c) {
   const KParams& p = c.p;
   if (p.N == 0) return;
   if (!bwdc::in_rung3_range(c)) return bwd_v3_launch(c);  // outside the range: rung 2 (via rung 3)
-  // 32-bit offsets i * (H W) + d (i < 64, d < W + 63) need H W < 2^25 for W = K, V and C = 64
-  // (RowBase); else rung 6.
-  const std::int64_t widest = std::max({std::int64_t(p.K), std::int64_t(p.V), std::int64_t(bwdc::C)});
-  if (std::int64_t(p.H) * widest >= (std::int64_t(1) << 25)) return bwd_v6_launch(c);
+  // RowBase's 32-bit offsets (bwd_common.cuh, in_rowbase_range); else rung 6.
+  if (!bwdc::in_rowbase_range(p)) return bwd_v6_launch(c);
   bwdc::Profile prof(c.stream, "bwd_v7");
   bwdc::bwd_v3_front(c, prof, /*levels_intra=*/true);  // rung 5's and 6's front
   if (p.num_chunks > 0) bwdc::bwd_v7_grads(c, prof);

@@ -79,9 +79,8 @@ void bwd_v8_launch(const BwdCall& c) {
   const KParams& p = c.p;
   if (p.N == 0) return;
   if (!bwdc::in_rung3_range(c)) return bwd_v3_launch(c);  // outside the range: rung 2 (via rung 3)
-  // RowBase's 32-bit offsets, as rung 7: H W < 2^25 for W = K, V and C = 64; else rung 6.
-  const std::int64_t widest = std::max({std::int64_t(p.K), std::int64_t(p.V), std::int64_t(bwdc::C)});
-  if (std::int64_t(p.H) * widest >= (std::int64_t(1) << 25)) return bwd_v6_launch(c);
+  // RowBase's 32-bit offsets, as rung 7; else rung 6.
+  if (!bwdc::in_rowbase_range(p)) return bwd_v6_launch(c);
   bwdc::Profile prof(c.stream, "bwd_v8");
   bwdc::bwd_v3_front(c, prof, /*levels_intra=*/true, /*wide_extras=*/true);  // rung 7's front, wide extras
   if (p.num_chunks > 0) bwdc::bwd_v8_grads(c, prof);

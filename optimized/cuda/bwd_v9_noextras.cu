@@ -67,9 +67,8 @@ void bwd_v9_launch(const BwdCall& c) {
   const KParams& p = c.p;
   if (p.N == 0) return;
   if (!bwdc::in_rung3_range(c)) return bwd_v3_launch(c);  // outside the range: rung 2 (via rung 3)
-  // RowBase's 32-bit offsets, as rungs 7 and 8: H W < 2^25 for W = K, V and C = 64; else rung 6.
-  const std::int64_t widest = std::max({std::int64_t(p.K), std::int64_t(p.V), std::int64_t(bwdc::C)});
-  if (std::int64_t(p.H) * widest >= (std::int64_t(1) << 25)) return bwd_v6_launch(c);
+  // RowBase's 32-bit offsets, as rungs 7 and 8; else rung 6.
+  if (!bwdc::in_rowbase_range(p)) return bwd_v6_launch(c);
   bwdc::Profile prof(c.stream, "bwd_v9");
   // rung 8's front without its extras kernel: prepare is the levels intra kernel alone
   bwdc::bwd_v3_front(c, prof, /*levels_intra=*/true, /*wide_extras=*/true, /*extras=*/false);
