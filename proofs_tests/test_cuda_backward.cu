@@ -363,7 +363,7 @@ std::vector<Case> pair_cases() {
 /// relative RMS (check_same_grads).
 template <class Ops>
 void check_rungs_agree(cuda::BwdVersion a, cuda::BwdVersion b, const std::vector<Case>& cases, const Ops& ops,
-                       double chan_tol = 0) {
+                       double chan_tol = 0, bool require_finite = false) {
   for (const Case& cs : cases)
     for (DType gdt : {DType::f32, DType::bf16})
       for (Op op : ops) {
@@ -377,7 +377,39 @@ void check_rungs_agree(cuda::BwdVersion a, cuda::BwdVersion b, const std::vector
         check_same_grads(x, y, chan ? chan_tol : 0,
                          std::string(cuda::bwd_version_name(b)) + " vs " + cuda::bwd_version_name(a) + ", " +
                              ref::op_name(op) + " gates " + dname(gdt));
+        if (!require_finite) continue;  // NaN on both sides compares equal: require_finite rules it out
+        for (const Tensor<float>* t : {&y.dq, &y.dk, &y.dv, &y.dg, &y.dbeta, &y.db, &y.dw, &y.dh0}) {
+          if (!t->defined()) continue;
+          bool finite = true;
+          for (index_t k = 0; k < t->numel(); ++k) finite = finite && std::isfinite(t->data()[k]);
+          CHECK(finite);
+        }
       }
+}
+
+/// Rung 8's bit test's cases: pair_cases (K = V = 128 with two slabs, K = 100 V = 200 ragged, K = 17
+/// V = 40 at T = 1, an H = 3 packed batch), a ragged packed batch, K = 36 V = 20 (quads, V not a multiple
+/// of 8), K = 18 V = 22 (neither a multiple of 4), a packed batch with an odd row count B T H, and an odd
+/// V (review7: du0's pairs on the per-pair path st_pair_w, its last column alone).
+std::vector<Case> rung8_bit_cases() {
+  std::vector<Case> cases = pair_cases();
+  cases.push_back(fixed_case(1, 200, 3, 48, 72, GateMode::random, true, 27, {0, 70, 71, 200}));
+  cases.push_back(fixed_case(2, 150, 2, 36, 20, GateMode::random, true, 28));
+  cases.push_back(fixed_case(1, 90, 3, 18, 22, GateMode::mixed, true, 29));
+  cases.push_back(fixed_case(1, 201, 3, 32, 64, GateMode::random, true, 30, {0, 1, 64, 129, 130, 201}));
+  cases.push_back(fixed_case(1, 90, 2, 24, 23, GateMode::random, true, 31));
+  return cases;
+}
+
+/// Rung 9's bit test's cases, which rungs 10-13 reuse: rung 8's, and log-decays at -30 and -1000
+/// (extreme) and at 0 (zero), a quad case (K = 64) and an item case (K = 22 V = 30, ragged packed) each.
+std::vector<Case> rung9_bit_cases() {
+  std::vector<Case> cases = rung8_bit_cases();
+  cases.push_back(fixed_case(1, 150, 2, 64, 64, GateMode::extreme, true, 32));
+  cases.push_back(fixed_case(1, 150, 2, 64, 64, GateMode::zero, true, 33));
+  cases.push_back(fixed_case(1, 131, 3, 22, 30, GateMode::extreme, true, 34, {0, 67, 131}));
+  cases.push_back(fixed_case(1, 131, 3, 22, 30, GateMode::zero, false, 35, {0, 67, 131}));
+  return cases;
 }
 }  // namespace
 
@@ -508,13 +540,7 @@ TEST_CASE("CUDA v8 chunked backward gives rung 7 gradients bit for bit") {
   // of 4: only A's staging by quads; every pair on the even path); a packed batch of ragged chunks
   // with an odd number of rows B T H (GDN's float64 G then leaves the float32 workspace 8- but not
   // 16-byte aligned: its quads fall back, KDA's do not).
-  std::vector<Case> cases = pair_cases();
-  cases.push_back(fixed_case(1, 200, 3, 48, 72, GateMode::random, true, 27, {0, 70, 71, 200}));
-  cases.push_back(fixed_case(2, 150, 2, 36, 20, GateMode::random, true, 28));
-  cases.push_back(fixed_case(1, 90, 3, 18, 22, GateMode::mixed, true, 29));
-  cases.push_back(fixed_case(1, 201, 3, 32, 64, GateMode::random, true, 30, {0, 1, 64, 129, 130, 201}));
-  // An odd V (review7): du0's pairs on the per-pair path st_pair_w (V odd), its last column alone.
-  cases.push_back(fixed_case(1, 90, 2, 24, 23, GateMode::random, true, 31));
+  std::vector<Case> cases = rung8_bit_cases();
   check_rungs_agree(cuda::BwdVersion::v7_rowbase, cuda::BwdVersion::v8_wide, cases, kOps);
 }
 
@@ -543,16 +569,7 @@ TEST_CASE("CUDA v9 chunked backward gives rung 8 gradients bit for bit") {
   // and tail; an odd V), and log-decays at -30 and -1000 (extreme: exp(G) underflows to 0 in float32
   // while G_last - G_i stays finite) and at 0 (zero: G = 0, E = e k, Qg = scale q, Kd = k exactly),
   // a quad case (K = 64) and an item case (K = 22 V = 30, ragged packed batch) each.
-  std::vector<Case> cases = pair_cases();
-  cases.push_back(fixed_case(1, 200, 3, 48, 72, GateMode::random, true, 27, {0, 70, 71, 200}));
-  cases.push_back(fixed_case(2, 150, 2, 36, 20, GateMode::random, true, 28));
-  cases.push_back(fixed_case(1, 90, 3, 18, 22, GateMode::mixed, true, 29));
-  cases.push_back(fixed_case(1, 201, 3, 32, 64, GateMode::random, true, 30, {0, 1, 64, 129, 130, 201}));
-  cases.push_back(fixed_case(1, 90, 2, 24, 23, GateMode::random, true, 31));
-  cases.push_back(fixed_case(1, 150, 2, 64, 64, GateMode::extreme, true, 32));
-  cases.push_back(fixed_case(1, 150, 2, 64, 64, GateMode::zero, true, 33));
-  cases.push_back(fixed_case(1, 131, 3, 22, 30, GateMode::extreme, true, 34, {0, 67, 131}));
-  cases.push_back(fixed_case(1, 131, 3, 22, 30, GateMode::zero, false, 35, {0, 67, 131}));
+  std::vector<Case> cases = rung9_bit_cases();
   check_rungs_agree(cuda::BwdVersion::v8_wide, cuda::BwdVersion::v9_noextras, cases, kOps);
 }
 
@@ -610,16 +627,7 @@ TEST_CASE("CUDA v10 split chunked backward is rung 8 up to float32 summation ord
   // misplaced term moves a gradient by O(1) of its size (mutants 98-105 in make_mutants.py).
   // Cases: rung 9's bit test's (rung 8's odd K and V, packed ragged batches with an odd row count,
   // quads and items, g at -30 and -1000 and at 0).
-  std::vector<Case> cases = pair_cases();
-  cases.push_back(fixed_case(1, 200, 3, 48, 72, GateMode::random, true, 27, {0, 70, 71, 200}));
-  cases.push_back(fixed_case(2, 150, 2, 36, 20, GateMode::random, true, 28));
-  cases.push_back(fixed_case(1, 90, 3, 18, 22, GateMode::mixed, true, 29));
-  cases.push_back(fixed_case(1, 201, 3, 32, 64, GateMode::random, true, 30, {0, 1, 64, 129, 130, 201}));
-  cases.push_back(fixed_case(1, 90, 2, 24, 23, GateMode::random, true, 31));
-  cases.push_back(fixed_case(1, 150, 2, 64, 64, GateMode::extreme, true, 32));
-  cases.push_back(fixed_case(1, 150, 2, 64, 64, GateMode::zero, true, 33));
-  cases.push_back(fixed_case(1, 131, 3, 22, 30, GateMode::extreme, true, 34, {0, 67, 131}));
-  cases.push_back(fixed_case(1, 131, 3, 22, 30, GateMode::zero, false, 35, {0, 67, 131}));
+  std::vector<Case> cases = rung9_bit_cases();
   std::map<std::string, double> worst;
   for (const Case& cs : cases)
     for (DType gdt : {DType::f32, DType::bf16})
@@ -686,35 +694,10 @@ TEST_CASE("CUDA v11 gradients equal v10 gradients bit for bit") {
   // Cases: rung 10's closeness cases (K = V = 128 and K = 100 V = 200: two K slabs, 16-byte and scalar
   // k paths; odd K and V; packed ragged batches; g at -30, -1000 and 0) and K = 72 V = 136 (three V
   // slabs, a partial second K slab, packed) and K = 128 V = 20 with extreme gates.
-  std::vector<Case> cases = pair_cases();
-  cases.push_back(fixed_case(1, 200, 3, 48, 72, GateMode::random, true, 27, {0, 70, 71, 200}));
-  cases.push_back(fixed_case(2, 150, 2, 36, 20, GateMode::random, true, 28));
-  cases.push_back(fixed_case(1, 90, 3, 18, 22, GateMode::mixed, true, 29));
-  cases.push_back(fixed_case(1, 201, 3, 32, 64, GateMode::random, true, 30, {0, 1, 64, 129, 130, 201}));
-  cases.push_back(fixed_case(1, 90, 2, 24, 23, GateMode::random, true, 31));
-  cases.push_back(fixed_case(1, 150, 2, 64, 64, GateMode::extreme, true, 32));
-  cases.push_back(fixed_case(1, 150, 2, 64, 64, GateMode::zero, true, 33));
-  cases.push_back(fixed_case(1, 131, 3, 22, 30, GateMode::extreme, true, 34, {0, 67, 131}));
-  cases.push_back(fixed_case(1, 131, 3, 22, 30, GateMode::zero, false, 35, {0, 67, 131}));
+  std::vector<Case> cases = rung9_bit_cases();
   cases.push_back(fixed_case(1, 200, 2, 72, 136, GateMode::random, true, 36, {0, 65, 200}));
   cases.push_back(fixed_case(1, 131, 2, 128, 20, GateMode::extreme, true, 37));
-  for (const Case& cs : cases)
-    for (DType gdt : {DType::f32, DType::bf16})
-      for (Op op : kOps) {
-        BwdCase bc;
-        bc.c = cs;
-        const DevProblem d = as_device_sees(make_bwd_problem(op, bc), DType::bf16, gdt);
-        const auto x = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v10_split);
-        const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v11_wyfast);
-        INFO("bwd_v11_wyfast vs bwd_v10_split, " << ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
-        check_same_grads(x, y);
-        for (const Tensor<float>* t : {&y.dq, &y.dk, &y.dv, &y.dg, &y.dbeta, &y.dh0}) {
-          if (!t->defined()) continue;
-          bool finite = true;
-          for (index_t i = 0; i < t->numel(); ++i) finite = finite && std::isfinite(t->data()[i]);
-          CHECK(finite);
-        }
-      }
+  check_rungs_agree(cuda::BwdVersion::v10_split, cuda::BwdVersion::v11_wyfast, cases, kOps, 0, /*require_finite=*/true);
 }
 
 TEST_CASE("CUDA v11 fast WY chunked backward outside rung 3 range runs rung 2 bit for bit") {
@@ -741,35 +724,10 @@ TEST_CASE("CUDA v12 gradients equal v10 gradients bit for bit") {
   // and finite (NaN on both sides would compare equal). KDA and GDN2 run rung 8 in both.
   // Cases: rung 10's closeness cases (odd K and V with V % 4 != 0 and == 0, packed ragged batches,
   // g at -30, -1000 and 0) and K = 100 (a partial second slab) with V = 36 and V = 128.
-  std::vector<Case> cases = pair_cases();
-  cases.push_back(fixed_case(1, 200, 3, 48, 72, GateMode::random, true, 27, {0, 70, 71, 200}));
-  cases.push_back(fixed_case(2, 150, 2, 36, 20, GateMode::random, true, 28));
-  cases.push_back(fixed_case(1, 90, 3, 18, 22, GateMode::mixed, true, 29));
-  cases.push_back(fixed_case(1, 201, 3, 32, 64, GateMode::random, true, 30, {0, 1, 64, 129, 130, 201}));
-  cases.push_back(fixed_case(1, 90, 2, 24, 23, GateMode::random, true, 31));
-  cases.push_back(fixed_case(1, 150, 2, 64, 64, GateMode::extreme, true, 32));
-  cases.push_back(fixed_case(1, 150, 2, 64, 64, GateMode::zero, true, 33));
-  cases.push_back(fixed_case(1, 131, 3, 22, 30, GateMode::extreme, true, 34, {0, 67, 131}));
-  cases.push_back(fixed_case(1, 131, 3, 22, 30, GateMode::zero, false, 35, {0, 67, 131}));
+  std::vector<Case> cases = rung9_bit_cases();
   cases.push_back(fixed_case(1, 150, 2, 100, 36, GateMode::random, true, 36));
   cases.push_back(fixed_case(1, 131, 2, 100, 128, GateMode::extreme, true, 37, {0, 3, 131}));
-  for (const Case& cs : cases)
-    for (DType gdt : {DType::f32, DType::bf16})
-      for (Op op : kOps) {
-        BwdCase bc;
-        bc.c = cs;
-        const DevProblem d = as_device_sees(make_bwd_problem(op, bc), DType::bf16, gdt);
-        const auto x = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v10_split);
-        const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v12_g1slab);
-        INFO("bwd_v12_g1slab vs bwd_v10_split, " << ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
-        check_same_grads(x, y);
-        for (const Tensor<float>* t : {&y.dq, &y.dk, &y.dv, &y.dg, &y.dbeta, &y.dh0}) {
-          if (!t->defined()) continue;
-          bool finite = true;
-          for (index_t i = 0; i < t->numel(); ++i) finite = finite && std::isfinite(t->data()[i]);
-          CHECK(finite);
-        }
-      }
+  check_rungs_agree(cuda::BwdVersion::v10_split, cuda::BwdVersion::v12_g1slab, cases, kOps, 0, /*require_finite=*/true);
 }
 
 TEST_CASE("CUDA v12 slab G1 chunked backward outside rung 3 range runs rung 2 bit for bit") {
@@ -793,37 +751,12 @@ TEST_CASE("CUDA v13 gradients equal v10 gradients bit for bit") {
   // for rung 10's kernel with the same workspace contract and bit for bit by design (the v11 and v12
   // tests above); so every gradient bit for bit with rung 10, and finite (NaN on both sides would
   // compare equal). KDA and GDN2 run rung 8 in both. Cases: the union of the v11 and v12 bit tests'.
-  std::vector<Case> cases = pair_cases();
-  cases.push_back(fixed_case(1, 200, 3, 48, 72, GateMode::random, true, 27, {0, 70, 71, 200}));
-  cases.push_back(fixed_case(2, 150, 2, 36, 20, GateMode::random, true, 28));
-  cases.push_back(fixed_case(1, 90, 3, 18, 22, GateMode::mixed, true, 29));
-  cases.push_back(fixed_case(1, 201, 3, 32, 64, GateMode::random, true, 30, {0, 1, 64, 129, 130, 201}));
-  cases.push_back(fixed_case(1, 90, 2, 24, 23, GateMode::random, true, 31));
-  cases.push_back(fixed_case(1, 150, 2, 64, 64, GateMode::extreme, true, 32));
-  cases.push_back(fixed_case(1, 150, 2, 64, 64, GateMode::zero, true, 33));
-  cases.push_back(fixed_case(1, 131, 3, 22, 30, GateMode::extreme, true, 34, {0, 67, 131}));
-  cases.push_back(fixed_case(1, 131, 3, 22, 30, GateMode::zero, false, 35, {0, 67, 131}));
+  std::vector<Case> cases = rung9_bit_cases();
   cases.push_back(fixed_case(1, 200, 2, 72, 136, GateMode::random, true, 36, {0, 65, 200}));  // v11's
   cases.push_back(fixed_case(1, 131, 2, 128, 20, GateMode::extreme, true, 37));              // v11's
   cases.push_back(fixed_case(1, 150, 2, 100, 36, GateMode::random, true, 36));                // v12's
   cases.push_back(fixed_case(1, 131, 2, 100, 128, GateMode::extreme, true, 37, {0, 3, 131}));  // v12's
-  for (const Case& cs : cases)
-    for (DType gdt : {DType::f32, DType::bf16})
-      for (Op op : kOps) {
-        BwdCase bc;
-        bc.c = cs;
-        const DevProblem d = as_device_sees(make_bwd_problem(op, bc), DType::bf16, gdt);
-        const auto x = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v10_split);
-        const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v13_g1g2);
-        INFO("bwd_v13_g1g2 vs bwd_v10_split, " << ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
-        check_same_grads(x, y);
-        for (const Tensor<float>* t : {&y.dq, &y.dk, &y.dv, &y.dg, &y.dbeta, &y.dh0}) {
-          if (!t->defined()) continue;
-          bool finite = true;
-          for (index_t i = 0; i < t->numel(); ++i) finite = finite && std::isfinite(t->data()[i]);
-          CHECK(finite);
-        }
-      }
+  check_rungs_agree(cuda::BwdVersion::v10_split, cuda::BwdVersion::v13_g1g2, cases, kOps, 0, /*require_finite=*/true);
 }
 
 TEST_CASE("CUDA v13 G1 slab and fast WY chunked backward outside rung 3 range runs rung 2 bit for bit") {
