@@ -764,6 +764,65 @@ TEST_CASE("CUDA v13 G1 slab and fast WY chunked backward outside rung 3 range ru
   check_outside_range_is_rung2(cuda::BwdVersion::v13_g1g2);
 }
 
+namespace {
+/// review9 (session 9): shapes the v11 / v12 / v13 tests above do not reach, for rung 13 as `best`.
+///   K = 127, V = 129, H = 3, packed: an odd K past 64 with many rows per block, so dk's bf16 pairs
+///     (st_bf_pair) alternate between the 4-byte and the per-element path row by row (H K odd; the
+///     bit tests' only odd K, 17, has T = 1: one row per block); G1' and G2''s second K slab holds 63
+///     channels, the last pair one; V = 129: three V slabs, the last one column, dbeta's V > 128 loop;
+///   K = V = 16, H = 1: the smallest K of the range (two k octets per row, one slab);
+///   K = 128, V = 256, T = 100: G2''s dG buffer full ([64][128]), four V slabs, 16-byte k and v loads;
+///   K = 65, V = 1: a second K slab of one channel (G1' block with 63 idle columns), V = 1 everywhere;
+///   41 packed sequences of 0 to 9 tokens and one of 70, H = 3, extreme gates: many one-chunk blocks
+///     with Lc = 1 .. 9 (partial rows in every product, dbeta's four-row batches mostly empty).
+std::vector<Case> review9_edge_cases() {
+  std::vector<index_t> cu = {0};
+  std::mt19937_64 rng(9);
+  std::uniform_int_distribution<int> len(0, 9);
+  for (int s = 0; s < 40; ++s) cu.push_back(cu.back() + len(rng));
+  cu.push_back(cu.back() + 70);
+  const index_t T = cu.back();
+  return {fixed_case(1, 100, 3, 127, 129, GateMode::random, true, 51, {0, 7, 70, 100}),
+          fixed_case(2, 130, 1, 16, 16, GateMode::random, true, 52),
+          fixed_case(1, 100, 1, 128, 256, GateMode::mixed, true, 53),
+          fixed_case(1, 100, 2, 65, 1, GateMode::random, false, 54),
+          fixed_case(1, T, 3, 40, 24, GateMode::extreme, true, 55, cu)};
+}
+}  // namespace
+
+TEST_CASE("CUDA v11 v12 and v13 gradients equal v10 gradients bit for bit at odd and extreme head sizes and on many short sequences") {
+  SKIP_WITHOUT_GPU();
+  // Rungs 11, 12 and 13 compute rung 10's values by design (their bit tests above); these cases add
+  // shapes those tests do not cover (review9_edge_cases). Every gradient finite as well: the host API
+  // fills the gradient buffers with NaN, so an element no kernel writes fails.
+  const std::vector<Case> cases = review9_edge_cases();
+  for (cuda::BwdVersion ver : {cuda::BwdVersion::v11_wyfast, cuda::BwdVersion::v12_g1slab, cuda::BwdVersion::v13_g1g2}) {
+    INFO(cuda::bwd_version_name(ver));
+    check_rungs_agree(cuda::BwdVersion::v10_split, ver, cases, kOps, 0, /*require_finite=*/true);
+  }
+}
+
+TEST_CASE("CUDA v13 chunked backward equals the float64 reference backward at odd and extreme head sizes and on many short sequences") {
+  SKIP_WITHOUT_GPU();
+  // Bit equality with rung 10 (the test above) cannot see an error rung 10 shares; this holds rung 13
+  // (and `best`, which is rung 13) to the reference with rung 3's bounds on the same cases, every
+  // operator (KDA, GDN2: rung 8 inside rung 13), both gate dtypes.
+  for (const Case& cs : review9_edge_cases())
+    for (DType gdt : {DType::f32, DType::bf16})
+      for (Op op : kOps) {
+        BwdCase b;
+        b.c = cs;
+        const DevProblem d = as_device_sees(make_bwd_problem(op, b), DType::bf16, gdt);
+        const auto want = reference_backward(d);
+        for (cuda::BwdVersion ver : {cuda::BwdVersion::v13_g1g2, cuda::BwdVersion::best}) {
+          const auto errs = compare_grads(cuda_backward(d, DType::bf16, gdt, ver), want);
+          INFO(cuda::bwd_version_name(ver) << " " << ref::op_name(op) << " gates " << dname(gdt) << " " << cs << ": "
+                                           << describe(errs));
+          for (const GradErr& e : errs) CHECK(within(e, DType::bf16, gdt, cuda::BwdVersion::v13_g1g2, cs.K));
+        }
+      }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Edge cases, each for every operator and both input types.
 // ---------------------------------------------------------------------------------------------
