@@ -92,7 +92,8 @@ const cuda::BwdVersion kRungs[] = {cuda::BwdVersion::v1_simple, cuda::BwdVersion
                                    cuda::BwdVersion::v9_noextras, cuda::BwdVersion::v10_split,
                                    cuda::BwdVersion::v11_wyfast,
                                    cuda::BwdVersion::v12_g1slab,
-                                   cuda::BwdVersion::v13_g1g2};
+                                   cuda::BwdVersion::v13_g1g2,
+                                   cuda::BwdVersion::v14_pchan};
 
 /// Rungs 3 to 10 share rung 3's range (bf16 inputs, 16 <= K <= 128) and bounds.
 bool rung3_family(cuda::BwdVersion ver) {
@@ -102,7 +103,8 @@ bool rung3_family(cuda::BwdVersion ver) {
          ver == cuda::BwdVersion::v9_noextras || ver == cuda::BwdVersion::v10_split ||
          ver == cuda::BwdVersion::v11_wyfast ||
          ver == cuda::BwdVersion::v12_g1slab ||
-         ver == cuda::BwdVersion::v13_g1g2;
+         ver == cuda::BwdVersion::v13_g1g2 ||
+         ver == cuda::BwdVersion::v14_pchan;
 }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
 
@@ -762,6 +764,95 @@ TEST_CASE("CUDA v13 gradients equal v10 gradients bit for bit") {
 TEST_CASE("CUDA v13 G1 slab and fast WY chunked backward outside rung 3 range runs rung 2 bit for bit") {
   SKIP_WITHOUT_GPU();
   check_outside_range_is_rung2(cuda::BwdVersion::v13_g1g2);
+}
+
+TEST_CASE("CUDA v14 per-channel split chunked backward equals the float64 reference backward for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::f32, cuda::BwdVersion::v14_pchan);
+}
+
+TEST_CASE("CUDA v14 per-channel split chunked backward with bfloat16 gates equals the reference backward on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::bf16, cuda::BwdVersion::v14_pchan);
+}
+
+TEST_CASE("CUDA v14 gradients equal v13 gradients bit for bit for DeltaNet and GDN") {
+  SKIP_WITHOUT_GPU();
+  // Rung 14 (bwd_v14_pchan.cu) runs rung 13 itself for DeltaNet and GDN: every gradient bit for bit,
+  // and finite. Cases: rung 9's bit test's (odd K and V, packed ragged batches, g at -30, -1000 and 0).
+  const Op ops[] = {Op::delta_rule, Op::gated_delta_rule};
+  check_rungs_agree(cuda::BwdVersion::v13_g1g2, cuda::BwdVersion::v14_pchan, rung9_bit_cases(), ops, 0,
+                    /*require_finite=*/true);
+}
+
+TEST_CASE("CUDA v14 per-channel split backward is rung 8 up to float32 summation order for KDA and GDN2") {
+  SKIP_WITHOUT_GPU();
+  // Rung 14 splits rung 8's grads kernel for KDA and GDN2 into G1 (B9's P half by levels) and G2 (B9's L
+  // half by levels). The same: the front (dh0); dQg, dKd, dw_aux, dP, du0 (the same tiles and products);
+  // dq^P (the same level products on every pair kept: bwd_v14_pchan.cu's header), hence dq = scale (dQg
+  // exp(G) + dq^P); dv = (beta | w) du0 and GDN2's dw = du0 v (the same expressions): dq, dv, dw, dh0 bit
+  // for bit. Different: float32 summation order in dk (dk^L and dk^P now summed apart, then dk_part +
+  // dk^L + gate de) and dG (four terms in G1, three in G2), hence dg; and de, hence db = de k and dbeta,
+  // through u0 = (beta | w) v formed by mul.rn where rung 8's plain product may be contracted into
+  // put_split's lo (rung 10's test says why): dk, dg, db, dbeta within rung 10's bounds, 5e-4 where the
+  // gradient is stored in bf16 (dk; the gate gradients with bf16 gates) and 2e-5 in float32, relative to
+  // max(rms(rung 8), rms of rung 8's dq, dk, dv). A FIRST GUESS from rung 10's analysis (the sums here
+  // have <= 12 level terms per channel instead of 6 products): to be tightened from the differences this
+  // test prints under LINATTN_CUDA_BACKWARD_REPORT on the device. A dropped or misplaced term moves a
+  // gradient by O(1) of its size (make_mutants.py's v14 group).
+  // Cases: rung 9's bit test's (K = 36 V = 20, K = 18 V = 22, K = 100 V = 200, packed ragged batches with
+  // an odd row count, quads and items, log-decays at -30 / -1000 and at 0, initial states) and K = 128
+  // V = 20 (two K slabs) with extreme gates; float32 and bf16 gates.
+  std::vector<Case> cases = rung9_bit_cases();
+  cases.push_back(fixed_case(1, 131, 2, 128, 20, GateMode::extreme, true, 37));
+  std::map<std::string, double> worst;
+  for (const Case& cs : cases)
+    for (DType gdt : {DType::f32, DType::bf16})
+      for (Op op : {Op::kda, Op::gdn2}) {
+        BwdCase bc;
+        bc.c = cs;
+        const DevProblem d = as_device_sees(make_bwd_problem(op, bc), DType::bf16, gdt);
+        const auto x = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v8_wide);
+        const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v14_pchan);
+        INFO("bwd_v14_pchan vs bwd_v8_wide, " << ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
+        for (const auto& [name, a, b] : {std::tuple{"dq", &x.dq, &y.dq}, {"dv", &x.dv, &y.dv}, {"dw", &x.dw, &y.dw},
+                                          {"dh0", &x.dh0, &y.dh0}}) {
+          INFO(name << " bit for bit");
+          REQUIRE(a->defined() == b->defined());
+          if (!a->defined()) continue;
+          CHECK(std::memcmp(a->data(), b->data(), sizeof(float) * a->numel()) == 0);
+        }
+        double sq = 0, cnt = 0;
+        for (const Tensor<float>* w : {&x.dq, &x.dk, &x.dv}) {
+          for (index_t i = 0; i < w->numel(); ++i) sq += double(w->data()[i]) * w->data()[i];
+          cnt += double(w->numel());
+        }
+        const double floor = cnt > 0 ? std::sqrt(sq / cnt) : 0.0;
+        for (const auto& [name, a, b] : {std::tuple{"dk", &x.dk, &y.dk}, {"dg", &x.dg, &y.dg}, {"db", &x.db, &y.db},
+                                          {"dbeta", &x.dbeta, &y.dbeta}}) {
+          REQUIRE(a->defined() == b->defined());
+          if (!a->defined()) continue;
+          const bool bf16_stored = std::string(name) == "dk" || gdt == DType::bf16;
+          const double r = rel_to(*b, *a, floor), bound = bf16_stored ? 5e-4 : 2e-5;
+          INFO(name << ": rms(v14 - v8) / max(rms(v8), floor) = " << r << ", bound " << bound);
+          CHECK(r <= bound);
+          const std::string key = std::string(ref::op_name(op)) + " " + name + " gates " + dname(gdt);
+          worst[key] = std::max(worst[key], r);
+        }
+        for (const Tensor<float>* t : {&y.dq, &y.dk, &y.dv, &y.dg, &y.dbeta, &y.db, &y.dw, &y.dh0}) {
+          if (!t->defined()) continue;
+          bool finite = true;
+          for (index_t k = 0; k < t->numel(); ++k) finite = finite && std::isfinite(t->data()[k]);
+          CHECK(finite);
+        }
+      }
+  if (std::getenv("LINATTN_CUDA_BACKWARD_REPORT"))
+    for (const auto& [key, r] : worst) std::cout << "v14 vs v8 worst " << key << ": " << r << "\n";
+}
+
+TEST_CASE("CUDA v14 per-channel split chunked backward outside rung 3 range runs rung 2 bit for bit") {
+  SKIP_WITHOUT_GPU();
+  check_outside_range_is_rung2(cuda::BwdVersion::v14_pchan);
 }
 
 namespace {

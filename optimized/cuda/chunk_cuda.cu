@@ -559,6 +559,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v11_wyfast: return "bwd_v11_wyfast";
     case BwdVersion::v12_g1slab: return "bwd_v12_g1slab";
     case BwdVersion::v13_g1g2: return "bwd_v13_g1g2";
+    case BwdVersion::v14_pchan: return "bwd_v14_pchan";
   }
   return "?";
 }
@@ -589,6 +590,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v11_wyfast, detail::bwd_v11_workspace_bytes, detail::bwd_v11_launch},
     {BwdVersion::v12_g1slab, detail::bwd_v12_workspace_bytes, detail::bwd_v12_launch},
     {BwdVersion::v13_g1g2, detail::bwd_v13_workspace_bytes, detail::bwd_v13_launch},
+    {BwdVersion::v14_pchan, detail::bwd_v14_workspace_bytes, detail::bwd_v14_launch},
 };
 }  // namespace
 
@@ -600,7 +602,7 @@ const std::vector<BwdVersion>& saved_bwd_versions() {
   static const std::vector<BwdVersion> v = {BwdVersion::best,       BwdVersion::v5_levels_front, BwdVersion::v6_tc_b9,
                                             BwdVersion::v7_rowbase, BwdVersion::v8_wide,         BwdVersion::v9_noextras,
                                             BwdVersion::v10_split, BwdVersion::v11_wyfast,  BwdVersion::v12_g1slab,
-                                            BwdVersion::v13_g1g2};
+                                            BwdVersion::v13_g1g2, BwdVersion::v14_pchan};
   return v;
 }
 

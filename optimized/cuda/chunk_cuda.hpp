@@ -242,6 +242,11 @@ enum class BwdVersion : int {
                        ///< own); the same gradients as v10 bit for bit by design; KDA and GDN2 run
                        ///< v8; the union of v11 and v12's fallbacks. Written in session 8, NOT YET
                        ///< RUN ON A GPU (RESULTS.md, "Rung 13")
+  v14_pchan = 14,      ///< v13 for DeltaNet and GDN; for KDA and GDN2 the split of v10 with per-channel
+                       ///< gates: G1 (v10's, its B9 P half by levels) and G2 (WY side, B9 L half by
+                       ///< levels), instead of v8's one kernel; dk, dg differ from v8 by float32
+                       ///< summation order only; the same fallbacks as v13. Written in session 9, not
+                       ///< yet run on a GPU (RESULTS.md, "Rung 14")
 };
 
 const char* bwd_version_name(BwdVersion v);
@@ -344,7 +349,7 @@ class SavedForward {
 };
 
 /// The backward rungs that accept a SavedForward: those whose prepare is forward rung 4's intra
-/// kernel (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2). Any other
+/// kernel (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan). Any other
 /// rung, and rung 5 with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel), is refused.
 const std::vector<BwdVersion>& saved_bwd_versions();
 

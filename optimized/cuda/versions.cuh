@@ -146,6 +146,12 @@ void bwd_v11_launch(const BwdCall& c);
 std::size_t bwd_v13_workspace_bytes(const KParams& p);
 void bwd_v13_launch(const BwdCall& c);
 
+// bwd_v14_pchan.cu (DeltaNet, GDN: bwd_v13_launch; KDA, GDN2: rung 8's front, then the split chunk
+// gradient with per-channel gates, G1 with B9's P half and G2 with B9's L half by levels; otherwise
+// rung 13's fallbacks; written in session 9, not yet run on a GPU)
+std::size_t bwd_v14_workspace_bytes(const KParams& p);
+void bwd_v14_launch(const BwdCall& c);
+
 // Reused by the backward's rung 3 from the forward's tensor-core rungs (bf16 inputs, 16 <= K <= 128;
 // c.p.ws is the tensor-core workspace of tc_common.cuh, V2Ws):
 /// v3_async.cu: v3's intra-chunk kernel, which also writes A = (I + L)^-1 of every chunk to a_out
