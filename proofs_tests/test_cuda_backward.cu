@@ -787,8 +787,8 @@ TEST_CASE("CUDA v14 gradients equal v13 gradients bit for bit for DeltaNet and G
 
 TEST_CASE("CUDA v14 per-channel split backward is rung 8 up to float32 summation order for KDA and GDN2") {
   SKIP_WITHOUT_GPU();
-  // Rung 14 splits rung 8's grads kernel for KDA and GDN2 into G1 (B9's P half by levels) and G2 (B9's L
-  // half by levels). The same: the front (dh0); dQg, dKd, dw_aux, dP, du0 (the same tiles and products);
+  // Rung 14 splits rung 8's grads kernel for KDA and GDN2 into G1' (one block per 64-channel slab, B9's P
+  // half by levels) and G2 (B9's L half by levels). The same: the front (dh0); dQg, dKd, dw_aux, dP, du0 (the same tiles and products);
   // dq^P (the same level products on every pair kept: bwd_v14_pchan.cu's header), hence dq = scale (dQg
   // exp(G) + dq^P); dv = (beta | w) du0 and GDN2's dw = du0 v (the same expressions): dq, dv, dw, dh0 bit
   // for bit. Different: float32 summation order in dk (dk^L and dk^P now summed apart, then dk_part +
@@ -848,6 +848,43 @@ TEST_CASE("CUDA v14 per-channel split backward is rung 8 up to float32 summation
       }
   if (std::getenv("LINATTN_CUDA_BACKWARD_REPORT"))
     for (const auto& [key, r] : worst) std::cout << "v14 vs v8 worst " << key << ": " << r << "\n";
+}
+
+TEST_CASE("CUDA v14 slab G1 gives the one-block G1 gradients bit for bit for KDA and GDN2") {
+  SKIP_WITHOUT_GPU();
+  // Rung 14's state side runs G1' (bwd14_g1s: one block per 64-channel slab, rung 12's tiling) unless its
+  // grid is too wide; the test hook LINATTN_BWD14_ONE_BLOCK_G1 selects the one-block G1 (bwd_grads_tc with
+  // V14Mid: rung 10's tiling) instead. Both stage the same tiles, run the same products and level
+  // products in the same order and the same epilogue expressions (dQg and dKd parked in the workspace as
+  // float32 by G1'): every gradient bit for bit, and finite. G2 and the front are the same code in both.
+  // Cases: rung 9's bit test's (odd K and V, packed ragged batches, log-decays at -30, -1000 and 0) and
+  // K = 100 V = 36 (a partial second slab), K = 128 V = 20 extreme, K = 72 V = 136 packed.
+  std::vector<Case> cases = rung9_bit_cases();
+  cases.push_back(fixed_case(1, 150, 2, 100, 36, GateMode::random, true, 36));
+  cases.push_back(fixed_case(1, 131, 2, 128, 20, GateMode::extreme, true, 37));
+  cases.push_back(fixed_case(1, 200, 2, 72, 136, GateMode::random, true, 38, {0, 65, 200}));
+  for (const Case& cs : cases)
+    for (DType gdt : {DType::f32, DType::bf16})
+      for (Op op : {Op::kda, Op::gdn2}) {
+        BwdCase bc;
+        bc.c = cs;
+        const DevProblem d = as_device_sees(make_bwd_problem(op, bc), DType::bf16, gdt);
+        ::setenv("LINATTN_BWD14_ONE_BLOCK_G1", "1", 1);
+        struct Unset {
+          ~Unset() { ::unsetenv("LINATTN_BWD14_ONE_BLOCK_G1"); }
+        } unset;
+        const auto x = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v14_pchan);
+        ::unsetenv("LINATTN_BWD14_ONE_BLOCK_G1");
+        const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v14_pchan);
+        INFO("bwd_v14_pchan slab G1 vs one-block G1, " << ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
+        check_same_grads(x, y);
+        for (const Tensor<float>* t : {&y.dq, &y.dk, &y.dv, &y.dg, &y.dbeta, &y.db, &y.dw, &y.dh0}) {
+          if (!t->defined()) continue;
+          bool finite = true;
+          for (index_t k = 0; k < t->numel(); ++k) finite = finite && std::isfinite(t->data()[k]);
+          CHECK(finite);
+        }
+      }
 }
 
 TEST_CASE("CUDA v14 per-channel split chunked backward outside rung 3 range runs rung 2 bit for bit") {
