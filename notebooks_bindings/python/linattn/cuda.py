@@ -108,6 +108,9 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     bit for bit by design; not yet run on a GPU),
     'bwd_v13_g1g2' (rung 10 with both halves replaced: rung 12's G1' and rung 11's G2'; rung 10's
     gradients bit for bit by design; not yet run on a GPU).
+    'bwd_v14_pchan' (rung 13 for DeltaNet and GDN; for KDA and GDN2 rung 8's chunk-gradient kernel
+    split the same way, with per-channel gates: rung 8's gradients up to float32 summation order; not
+    yet run on a GPU).
     output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"
     _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})

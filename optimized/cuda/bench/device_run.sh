@@ -309,6 +309,26 @@ for s in $stages; do
         LINATTN_MUTANT=0 timeout 200 compute-sanitizer --tool racecheck $M "$BIT12" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
         LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$BIT12" 2>&1 | grep -E "ERROR SUMMARY" | head -2
         fi
+        if grp v14; then  # BMUT_ONLY=v14: rung 14's mutants alone (KDA and GDN2's G1 and G2)
+        V14='CUDA v14 per-channel split chunked backward equals the float64 reference backward for every operator in bfloat16'
+        CL14='CUDA v14 per-channel split backward is rung 8 up to float32 summation order for KDA and GDN2'
+        SG14='CUDA v14 slab G1 gives the one-block G1 gradients bit for bit for KDA and GDN2'
+        run_m 0 "$V14" "$CL14"
+        run_m 150 "$CL14" "$V14"  # G1': Z's left rows k F instead of q~ F (dk^P)
+        run_m 151 "$CL14" "$V14"  # G1': dq^P without its diagonal term on even channels
+        run_m 152 "$CL14" "$V14"  # G1': P half without level 1
+        run_m 153 "$CL14" "$V14"  # G2: X's left rows k F instead of e F (dk^L)
+        run_m 154 "$CL14" "$V14"  # G2: de without dE exp(G)
+        run_m 155 "$CL14" "$V14"  # G2: dG without e de^L (dg)
+        run_m 156 "$CL14" "$V14"  # G2: dg's reverse sum without the last row
+        run_m 157 "$CL14" "$V14"  # G2, GDN2: dw = du0 w
+        run_m 158 "$CL14" "$V14"  # G2, KDA: dbeta without <du0, v>
+        run_m 159 "$SG14" "$CL14"  # one-block G1: P half without level 1 (only the hook test sees it)
+        run_m 160 "$CL14" "$SG14"  # G1': dKd parked as dQg
+        echo "no mutant, compute-sanitizer racecheck and memcheck (rung 14's G1' and G2), $CL14:"
+        LINATTN_MUTANT=0 timeout 200 compute-sanitizer --tool racecheck $M "$CL14" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
+        LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$CL14" 2>&1 | grep -E "ERROR SUMMARY" | head -2
+        fi
       } 2>&1 | tee "$OUT/bmutants.log" ;;
     smutants)
       # The saved forward's planted bugs (make_mutants.py 95-97; chunk_cuda.hpp, SavedForward) against
