@@ -7,7 +7,8 @@
 # bit for bit with rung 13 for DeltaNet and GDN, the two properties against the float64 reference,
 # outside the range, then the shared packed / T = 1 / ragged / determinism cases (every rung of kRungs,
 # 14 included). Part 2 (only with PART2=1, at most ~300 s in all): bench_backward.py --bwd-versions 8,13,14
-# with the per-kernel profile ("grads" is G1', "wy" is G2), then memcheck and racecheck on the closeness
+# with the per-kernel profile ("grads" is G1', "wy" is G2), KDA and GDN2 again with the one-block G1 (the
+# test hook), then memcheck and racecheck on the closeness
 # test. Each step's timeout is the smaller of its own and the time left to the part's end.
 # Needs .cudabin/bins.tar.xz built at a commit that has rung 14 as committed (test_cuda_backward and
 # liblinattn_cuda_capi.so; RESULTS.md "How to build and carry"); carry `.cudabin` (.tcache optional).
@@ -52,7 +53,13 @@ if [ "${PART2:-0}" = 1 ]; then
   #     wy = G2; for DeltaNet and GDN rung 14 runs rung 13: the same times expected).
   timeout $(left 170) python3 optimized/cuda/bench/bench_backward.py --lib $L --bwd-versions 8,13,14 --rep 30 --slow-rep 5 --json /tmp/l/bbench81314.json > /tmp/l/bbench81314.log 2>&1
   echo "[$(el) s] backward speed" | tee -a /tmp/l/summary.log; grep -E "backward v(8|13|14) |kernels" /tmp/l/bbench81314.log | tee -a /tmp/l/summary.log
-  # 2b. memcheck on the closeness test (G2's in-place dG, the levels' stores), racecheck on it (the
+  # 2b. KDA and GDN2 with the one-block G1 instead of G1' (the test hook; "grads" is then G1): what the
+  #     slab retiling gains for per-channel gates (rung 12 measured it for GDN: 3.04 -> 2.04 ms).
+  if [ $(el) -lt 200 ]; then
+    LINATTN_BWD14_ONE_BLOCK_G1=1 timeout $(left 45) python3 optimized/cuda/bench/bench_backward.py --lib $L --bwd-versions 14 --ops kda,gdn2 --rep 30 --slow-rep 5 > /tmp/l/bbench14_oneblock.log 2>&1
+    echo "[$(el) s] rung 14 with the one-block G1 (LINATTN_BWD14_ONE_BLOCK_G1)" | tee -a /tmp/l/summary.log; grep -E "backward v14 |kernels" /tmp/l/bbench14_oneblock.log | tee -a /tmp/l/summary.log
+  fi
+  # 2c. memcheck on the closeness test (G2's in-place dG, the levels' stores), racecheck on it (the
   #     overlays of G2's phase-1 tiles by the levels' slabs), if time is left.
   for tool in memcheck racecheck; do
     if [ $(el) -lt 250 ]; then
