@@ -1,6 +1,7 @@
 // optimized/cuda/bwd_v12_g1slab.cu -- rung 12 of the CUDA backward ladder: rung 10 (bwd_v10_split.cu) with
 // its state-side kernel G1 retiled by 64-channel slabs of K, 2 blocks per SM (issue 6;
-// bench/analysis_bwd_plan.md sections 3.1 and 4, rung 10b). WRITTEN IN SESSION 8, NOT YET RUN ON A GPU.
+// bench/analysis_bwd_plan.md sections 3.1 and 4, rung 10b). Written in session 8; run in
+// session 9 call 1: bit for bit with rung 10, G1 2.68 -> 1.54 ms (DeltaNet), 3.04 -> 2.04 (GDN).
 //
 // Why: rung 10's G1 is rung 8's kernel cut short (bwd_grads_tc<Tg, V10Mid>): 196 registers, 167,424 bytes
 // of shared memory, one block of 8 warps per SM, each block looping over every K slab and V slab of a

@@ -649,15 +649,19 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
                                  {a.dk, "dk"}, {a.dv, "dv"}, {a.db, "db"}, {a.dw, "dw"}, {a.dh0, "dh0"}})
     require_aligned16(fn, ptr, arg);
   if (f.op == Op::kda || f.op == Op::gdn2) require_aligned16(fn, a.dg, "dg");
-  // best = rung 8 (RESULTS.md "Rung 8", session 8 calls 1-2 on the H200: its tests and every
-  // other backward test, memcheck; bit for bit with rung 7, 1.27-1.38x faster); calls outside its
-  // range run rung 2 (or rung 6 outside the 32-bit offsets), float32 inputs inside rung 2 take rung 1's kernels.
-  if (version == BwdVersion::best) version = BwdVersion::v8_wide;
+  // best = rung 13 (RESULTS.md "Rung 13", session 9 call 1 on the H200: rung 10's gradients bit for
+  // bit, backward DeltaNet 6.84 -> 4.86 ms and GDN 7.10 -> 5.91 against rung 8); KDA and GDN2 run
+  // rung 8 inside it; calls outside rung 3's range run rung 2 (or rung 6 outside the 32-bit offsets),
+  // float32 inputs inside rung 2 take rung 1's kernels.
+  if (version == BwdVersion::best) version = BwdVersion::v13_g1g2;
   const BwdRung* rung = nullptr;
   for (const BwdRung& r : kBwdLadder)
     if (r.version == version) rung = &r;
-  if (!rung)
-    fail(fn, "version", "a version of the backward ladder (1, 2, 3, 4, 5, 6, 7, 8, 9, 10 or 11)", std::to_string(static_cast<int>(version)));
+  if (!rung) {
+    std::string rungs = "best (0)";
+    for (const BwdRung& r : kBwdLadder) rungs += ", " + std::to_string(static_cast<int>(r.version));
+    fail(fn, "version", "a version of the backward ladder (" + rungs + ")", std::to_string(static_cast<int>(version)));
+  }
 
   detail::BwdCall call;
   call.dtype = static_cast<int>(f.dtype);

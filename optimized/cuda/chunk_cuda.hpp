@@ -176,9 +176,9 @@ ref::RecurrentOutput<float> chunk_gdn2(const Tensor<float>& q, const Tensor<floa
 // float32 (cumulative log-decays in float64) whatever the input type.
 // ------------------------------------------------------------------------------------------------
 
-/// The rungs of the backward ladder. `best` picks v8_wide (which, like v3_async to v7, runs
-/// v2_tensorcore outside its range: float32 inputs, K < 16 or K > 128; RESULTS.md "Rung 8", session 8
-/// calls 1-2 on the H200).
+/// The rungs of the backward ladder. `best` picks v13_g1g2 (DeltaNet and GDN on its split kernels,
+/// KDA and GDN2 on v8_wide's; like v3_async to v12 it runs v2_tensorcore outside its range: float32
+/// inputs, K < 16 or K > 128; RESULTS.md "Rung 13", session 9 on the H200).
 enum class BwdVersion : int {
   best = 0,
   v1_simple = 1,     ///< four plain FFMA kernels (prepare; states; state gradients; chunk gradients)
@@ -214,7 +214,7 @@ enum class BwdVersion : int {
                        ///< (16- / 8-byte accesses where K, V and alignment allow; same values and
                        ///< operations: v7's gradients bit for bit; the same fallbacks as v7); 1.35x
                        ///< faster than v7 for DeltaNet (9.20 -> 6.82 ms), 1.27-1.38x for GDN, KDA,
-                       ///< GDN2 (session 8 call 1); `best` (RESULTS.md, "Rung 8")
+                       ///< GDN2 (session 8 call 1); `best` in session 8 (RESULTS.md, "Rung 8")
   v9_noextras = 9,     ///< v8 without the prepare's extras kernel: the chunk-gradient kernel forms G
                        ///< (float64, per chunk) and E, Qg, Kd itself with the extras kernel's
                        ///< expressions (same values: v8's gradients bit for bit; the same fallbacks
@@ -231,17 +231,19 @@ enum class BwdVersion : int {
   v11_wyfast = 11,     ///< v10 with a faster WY-side kernel G2: dE and de kept on chip instead of
                        ///< global round trips, 16-byte k and v loads, B10's loads batched before its
                        ///< stores; the same gradients as v10 bit for bit by design; KDA and GDN2 run
-                       ///< v8; the same fallbacks as v10. Written in session 8, NOT YET RUN ON A GPU
-                       ///< (RESULTS.md, "Rung 11")
+                       ///< v8; the same fallbacks as v10. Session 9 call 1: bit for bit with v10,
+                       ///< G2 2.09 -> 1.45 ms (DeltaNet), 2.62 -> 1.91 (GDN) (RESULTS.md, "Rung 11")
   v12_g1slab = 12,     ///< v10 with its state-side kernel G1 retiled: one block per (64-channel slab
                        ///< of K, chunk, head), 128 registers, 84 KB shared memory, 2 blocks per SM
                        ///< (dP recomputed by each slab's block); the same gradients as v10 bit for
-                       ///< bit by design; KDA and GDN2 run v8; the same fallbacks as v10. Written in
-                       ///< session 8, NOT YET RUN ON A GPU (RESULTS.md, "Rung 12")
+                       ///< bit by design; KDA and GDN2 run v8; the same fallbacks as v10. Session 9
+                       ///< call 1: bit for bit with v10, G1 2.68 -> 1.54 ms (DeltaNet), 3.04 -> 2.04
+                       ///< (GDN) (RESULTS.md, "Rung 12")
   v13_g1g2 = 13,       ///< v10 with both halves replaced: v12's G1' and v11's G2' (no kernel of its
                        ///< own); the same gradients as v10 bit for bit by design; KDA and GDN2 run
-                       ///< v8; the union of v11 and v12's fallbacks. Written in session 8, NOT YET
-                       ///< RUN ON A GPU (RESULTS.md, "Rung 13")
+                       ///< v8; the union of v11 and v12's fallbacks. Session 9 call 1: bit for bit
+                       ///< with v10; backward DeltaNet 6.84 -> 4.86 ms, GDN 7.10 -> 5.91 against v8
+                       ///< (B=8 T=4096 H=16 K=V=128 bf16); `best` (RESULTS.md, "Rung 13")
   v14_pchan = 14,      ///< v13 for DeltaNet and GDN; for KDA and GDN2 the split of v10 with per-channel
                        ///< gates: G1 (v10's, its B9 P half by levels) and G2 (WY side, B9 L half by
                        ///< levels), instead of v8's one kernel; dk, dg differ from v8 by float32
