@@ -570,6 +570,21 @@ TEST_CASE("CUDA chunked forward rejects bad arguments with a linattn Error namin
                cuda::forward_device(a);
              }),
              Contains("'g'") && Contains("8 bytes past"));
+  // One grid row per head: H past the CUDA grid's y extent is refused before any launch (review9),
+  // forward and backward (both plan the call with plan_call).
+  CHECK_THAT(err([&] {
+               cuda::DeviceArgs a = kda_args();
+               a.H = 65536;
+               cuda::forward_device(a);
+             }),
+             Contains("'q.shape[2] (H)'") && Contains("65535") && Contains("65536"));
+  CHECK_THAT(err([&] {
+               cuda::DeviceBwdArgs a;
+               a.fwd = kda_args();
+               a.fwd.H = 70000;
+               cuda::backward_device(a);
+             }),
+             Contains("backward_device") && Contains("'q.shape[2] (H)'") && Contains("70000"));
   CHECK_THAT(err([&] {
                cuda::DeviceBwdArgs a;
                a.fwd = kda_args();

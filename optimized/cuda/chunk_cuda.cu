@@ -124,7 +124,8 @@ Plan plan_call(const DeviceArgs& a, const std::string& fn) {
   require(a.op != Op::linear_attn, "op", "delta_rule, gated_delta_rule, kda or gdn2", "linear_attn");
   require(a.B >= 0 && a.T >= 0, "q.shape", "non-negative B and T",
           "B = " + std::to_string(a.B) + ", T = " + std::to_string(a.T));
-  require(a.H >= 1, "q.shape[2] (H)", "a positive size", std::to_string(a.H));
+  // Every kernel launches one grid row per head (gridDim.y = H, at most 65,535): more would fail at launch.
+  require(a.H >= 1 && a.H <= 65535, "q.shape[2] (H)", "1 <= H <= 65535 (the CUDA grid's y extent)", std::to_string(a.H));
   require(a.K >= 1 && a.K <= kMaxDim, "q.shape[3] (K)", "1 <= K <= 256", std::to_string(a.K));
   require(a.V >= 1 && a.V <= kMaxDim, "v.shape[3] (V)", "1 <= V <= 256", std::to_string(a.V));
   require(a.B * a.T < (std::int64_t(1) << 31) / 64, "q.shape", "B * T < 2^25 tokens",

@@ -136,9 +136,11 @@ for s in $stages; do
       SZ='CUDA chunked backward is exact at the tuned and the largest head sizes up to K = V = 256'
       V3='CUDA v3 chunked backward on the forward tensor-core kernels equals the float64 reference backward for every operator in bfloat16'
       V4='CUDA v4 tensor-core B7 and B9 chunked backward equals the float64 reference backward for every operator in bfloat16'
-      # BMUT_ONLY=v3, v4, v5, v6, v7, v8, v9, v10, v11 or v12: that rung's mutants alone (BMUT_V3_ONLY=1 is BMUT_ONLY=v3)
+      # BMUT_ONLY=v3, v4, v5, v6, v7, v8, v9, v10, v11, v12 or v14 (or several, space-separated): those rungs'
+      # mutants alone (BMUT_V3_ONLY=1 is BMUT_ONLY=v3). MUT_SAN=0 skips the groups' sanitizer runs on the
+      # mutant tree (minutes each; run them on the real binaries instead).
       only=${BMUT_ONLY:-}; [ -n "${BMUT_V3_ONLY:-}" ] && only=v3
-      grp() { [ -z "$only" ] || [ "$only" = "$1" ]; }
+      grp() { [ -z "$only" ] || [[ " $only " == *" $1 "* ]]; }  # BMUT_ONLY may name several: "v11 v12 v14"
       run_m() { local n=$1; shift; for t in "$@"; do
           r=$(LINATTN_MUTANT=$n RC_PARAMS="seed=20261130 max_success=30" timeout 90 $M "$t" 2>&1 | grep -E "^test cases|^All tests passed" | tail -1)
           echo "mutant $n | $t | ${r:-no summary (crash or timeout)}"; done; }
@@ -214,7 +216,7 @@ for s in $stages; do
         run_m 58 "$V6"
         run_m 59 "$V6"
         echo "no mutant, compute-sanitizer racecheck (every rung, b9_levels' 13 barriers per slab included), $T1:"
-        LINATTN_MUTANT=0 timeout 120 compute-sanitizer --tool racecheck $M "$T1" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
+        [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 timeout 120 compute-sanitizer --tool racecheck $M "$T1" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
         fi
         if grp v7; then
         V7='CUDA v7 chunked backward with per-block row bases equals the float64 reference backward for every operator in bfloat16'
@@ -245,8 +247,8 @@ for s in $stages; do
         run_m 85 "$BIT8" "$V8"  # rung 8's wide extras (prepare)
         run_m 86 "$BIT8" "$V8"  # its G quads (KDA, GDN2)
         echo "no mutant, compute-sanitizer racecheck and memcheck (rung 8's quads and pairs), $PK:"
-        LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool racecheck $M "$PK" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
-        LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$BIT8" 2>&1 | grep -E "ERROR SUMMARY" | head -2
+        [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool racecheck $M "$PK" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
+        [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$BIT8" 2>&1 | grep -E "ERROR SUMMARY" | head -2
         fi
         if grp v9; then
         V9='CUDA v9 chunked backward with G E Qg Kd formed in the grads kernel equals the float64 reference backward for every operator in bfloat16'
@@ -258,8 +260,8 @@ for s in $stages; do
         run_m 90 "$BIT9" "$V9"  # (b)'s shared Kd one row late: dg alone
         run_m 91 "$BIT9" "$V9"  # the item tail's Qg without scale (K = 17, 18, 22)
         echo "no mutant, compute-sanitizer racecheck and memcheck (rung 9's G scratch and scan), $PK:"
-        LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool racecheck $M "$PK" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
-        LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$BIT9" 2>&1 | grep -E "ERROR SUMMARY" | head -2
+        [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool racecheck $M "$PK" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
+        [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$BIT9" 2>&1 | grep -E "ERROR SUMMARY" | head -2
         fi
         if grp v10; then
         V10='CUDA v10 split chunked backward equals the float64 reference backward for every operator in bfloat16'
@@ -274,8 +276,8 @@ for s in $stages; do
         run_m 104 "$CL10" "$V10"  # G1's dG_part without q~ dq^P (GDN dg)
         run_m 105 "$CL10" "$V10"  # G2's dG without dE E (GDN dg)
         echo "no mutant, compute-sanitizer racecheck and memcheck (rung 10's G1 tail and G2), $PK and $CL10:"
-        LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool racecheck $M "$PK" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
-        LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$CL10" 2>&1 | grep -E "ERROR SUMMARY" | head -2
+        [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool racecheck $M "$PK" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
+        [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$CL10" 2>&1 | grep -E "ERROR SUMMARY" | head -2
         fi
         if grp v11; then  # BMUT_ONLY=v11: rung 11's mutants alone
         V11='CUDA v11 fast WY chunked backward equals the float64 reference backward for every operator in bfloat16'
@@ -291,8 +293,8 @@ for s in $stages; do
         run_m 127 "$BIT11" "$V11"  # dbeta: du0 v of one row in four
         run_m 128 "$BIT11" "$V11"  # GDN dG without dE E
         echo "no mutant, compute-sanitizer racecheck and memcheck (rung 11's G2), $BIT11:"
-        LINATTN_MUTANT=0 timeout 200 compute-sanitizer --tool racecheck $M "$BIT11" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
-        LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$BIT11" 2>&1 | grep -E "ERROR SUMMARY" | head -2
+        [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 timeout 200 compute-sanitizer --tool racecheck $M "$BIT11" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
+        [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$BIT11" 2>&1 | grep -E "ERROR SUMMARY" | head -2
         fi
         if grp v12; then
         V12='CUDA v12 slab G1 chunked backward equals the float64 reference backward for every operator in bfloat16'
@@ -306,8 +308,8 @@ for s in $stages; do
         run_m 145 "$BIT12" "$V12"  # every block on the first slab (K > 64)
         run_m 146 "$BIT12" "$V12"  # dgamma's second half row lost (GDN dg)
         echo "no mutant, compute-sanitizer racecheck and memcheck (rung 12's G1), $BIT12:"
-        LINATTN_MUTANT=0 timeout 200 compute-sanitizer --tool racecheck $M "$BIT12" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
-        LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$BIT12" 2>&1 | grep -E "ERROR SUMMARY" | head -2
+        [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 timeout 200 compute-sanitizer --tool racecheck $M "$BIT12" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
+        [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$BIT12" 2>&1 | grep -E "ERROR SUMMARY" | head -2
         fi
         if grp v14; then  # BMUT_ONLY=v14: rung 14's mutants alone (KDA and GDN2's G1 and G2)
         V14='CUDA v14 per-channel split chunked backward equals the float64 reference backward for every operator in bfloat16'
@@ -326,8 +328,8 @@ for s in $stages; do
         run_m 159 "$SG14" "$CL14"  # one-block G1: P half without level 1 (only the hook test sees it)
         run_m 160 "$CL14" "$SG14"  # G1': dKd parked as dQg
         echo "no mutant, compute-sanitizer racecheck and memcheck (rung 14's G1' and G2), $CL14:"
-        LINATTN_MUTANT=0 timeout 200 compute-sanitizer --tool racecheck $M "$CL14" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
-        LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$CL14" 2>&1 | grep -E "ERROR SUMMARY" | head -2
+        [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 timeout 200 compute-sanitizer --tool racecheck $M "$CL14" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
+        [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$CL14" 2>&1 | grep -E "ERROR SUMMARY" | head -2
         fi
       } 2>&1 | tee "$OUT/bmutants.log" ;;
     smutants)
