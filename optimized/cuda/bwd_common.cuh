@@ -228,6 +228,10 @@ void bwd_v11_g2(const BwdCall& c, Profile& prof);
 /// Rung 12's G1', one block per 64-channel slab of K (bwd_v12_g1slab.cu's bwd12_g1), then prof.mark():
 /// a drop-in for bwd_v10_g1 (same outputs); requires num_chunks * ceil(K / 64) < 2^31 (the grid's x).
 void bwd_v12_g1(const BwdCall& c, Profile& prof);
+/// Rung 15's G1' and G2' (bwd_v15_hionly.cu): bwd_v12_g1 and bwd_v11_g2 with hi-only operands (kHi: one
+/// bf16 MMA per product, float32 operands rounded to bf16, no lo tiles); the same inputs, outputs and ranges.
+void bwd_v12_g1_hi(const BwdCall& c, Profile& prof);
+void bwd_v11_g2_hi(const BwdCall& c, Profile& prof);
 /// Rungs 10-13, the split chunk-gradient kernel (bwd_v10_split.cu): outside rung 3's range rung 2 (via
 /// rung 3), outside RowBase's range rung 6, KDA and GDN2 rung 8; else rung 8's front, then g1 (the state
 /// side: bwd_v10_g1 or bwd_v12_g1) and g2 (the WY side: bwd_v10_g2 or bwd_v11_g2), profiled as `name`.
@@ -409,11 +413,35 @@ __device__ __forceinline__ void put_split4(bf16* hi, bf16* lo, int r, int c, con
   *reinterpret_cast<uint2*>(lo + r * LT + c) = pack4(l[0], l[1], l[2], l[3]);
 }
 
+/// Rung 15 (kHi: hi-only operands; issue 6): put_split when !kHi; when kHi only the hi tile, x rounded
+/// to bf16 (no lo computed or stored).
+template <bool kHi>
+__device__ __forceinline__ void put_op(bf16* hi, bf16* lo, int r, int c, float x) {
+  if constexpr (kHi) hi[r * LT + c] = __float2bfloat16_rn(x);
+  else put_split(hi, lo, r, c, x);
+}
+/// put_op of 4 consecutive columns: put_split4 when !kHi; when kHi the hi tile's 8-byte word only.
+template <bool kHi>
+__device__ __forceinline__ void put_op4(bf16* hi, bf16* lo, int r, int c, const float (&x)[4]) {
+  if constexpr (kHi) {
+    *reinterpret_cast<uint2*>(hi + r * LT + c) =
+        pack4(__float2bfloat16_rn(x[0]), __float2bfloat16_rn(x[1]), __float2bfloat16_rn(x[2]), __float2bfloat16_rn(x[3]));
+  } else {
+    put_split4(hi, lo, r, c, x);
+  }
+}
+/// A gemm64 lo operand: lo when !kHi; nullptr when kHi (gemm64 then does hi*hi only, one MMA per product).
+template <bool kHi>
+__device__ __forceinline__ const bf16* lo_op(const bf16* lo) {
+  return kHi ? nullptr : lo;
+}
+
 /// Rung 8's staging of a 64 x 64 float32 tile by quads into its hi / lo bf16 tiles (put_split4): item
 /// (i, d) is base[i * HW + col0 + d] for i < Lc and col0 + d < W, else 0; quad qd = tid + t * kThreads
 /// (t < 4) holds row qd >> 4, columns 4 (qd & 15) .. + 3, one 16-byte load each. Requires base 16-byte
 /// aligned and HW, col0, W multiples of 4 (a quad is wholly in range or wholly out). A (col0 = 0, W = C)
-/// and each K slab of E use it.
+/// and each K slab of E use it. kHi (rung 15): the hi tile only (put_op4).
+template <bool kHi = false>
 __device__ __forceinline__ void stage_quads(bf16* hi, bf16* lo, const float* base, int HW, int col0, int W, int Lc,
                                             int tid) {
   float x[4][4];
@@ -426,7 +454,7 @@ __device__ __forceinline__ void stage_quads(bf16* hi, bf16* lo, const float* bas
 #pragma unroll
   for (int t = 0; t < 4; ++t) {
     const int qd = tid + t * kThreads;
-    put_split4(hi, lo, qd >> 4, 4 * (qd & 15), x[t]);
+    put_op4<kHi>(hi, lo, qd >> 4, 4 * (qd & 15), x[t]);
   }
 }
 

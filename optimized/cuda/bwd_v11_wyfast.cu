@@ -53,11 +53,21 @@ constexpr std::size_t kG2Smem = kG2TileBytes + sizeof(float) * (C * 128 + C) + s
 static_assert(kG2Smem == 106240, "the header's shared-memory formula");
 constexpr int LDE = 72;  // row stride (floats) of the de slab over A's tiles: float2 stores conflict-free
 static_assert(sizeof(float) * C * LDE <= 2 * sizeof(bf16) * kTile, "the de slab fits in A hi + lo");
+// Rung 15 (kHi, bwd_v15_hionly.cu): no X, Y lo tiles: A hi (tile 0; tile 1 kept for the de slab), X hi,
+// Y hi, the k slab: 5 tiles, 46,080 bytes; 87,808 bytes in all.
+constexpr std::size_t kG2HiSmem = kG2Smem - sizeof(bf16) * 2 * kTile;
+static_assert(kG2HiSmem == 87808, "bwd_v15_hionly.cu's shared-memory figure");
+template <bool kHi>
+constexpr std::size_t g2_tile_bytes = kHi ? kG2TileBytes - sizeof(bf16) * 2 * kTile : kG2TileBytes;
+template <bool kHi>
+constexpr std::size_t g2_smem = kHi ? kG2HiSmem : kG2Smem;
 
 /// Rung 10's stage_f32 (the same hi + lo values): by quads where `quads`, else 16 items per thread.
+/// kHi (rung 15): the hi tile only.
+template <bool kHi = false>
 __device__ __forceinline__ void stage_f32(bf16* hi, bf16* lo, const float* base, int HW, int col0, int W, int Lc,
                                           bool quads, int tid) {
-  if (quads) return bwdc::stage_quads(hi, lo, base, HW, col0, W, Lc, tid);
+  if (quads) return bwdc::stage_quads<kHi>(hi, lo, base, HW, col0, W, Lc, tid);
   constexpr int kItems = C * C / kThreads;
   float x[kItems];
 #pragma unroll
@@ -68,7 +78,7 @@ __device__ __forceinline__ void stage_f32(bf16* hi, bf16* lo, const float* base,
 #pragma unroll
   for (int t = 0; t < kItems; ++t) {
     const int idx = tid + t * kThreads;
-    bwdc::put_split(hi, lo, idx >> 6, idx & 63, x[t]);
+    bwdc::put_op<kHi>(hi, lo, idx >> 6, idx & 63, x[t]);
   }
 }
 
@@ -106,20 +116,24 @@ __device__ __forceinline__ float2 ld_pair(const float* a, int col, int W) {
 
 /// G2' of rung 11 (DeltaNet, GDN): rung 10's bwd10_wy (B6, B8, B7, B9's L half, the rest of B10, B11
 /// per (chunk, head)) with dE and de kept on chip and wide loads; the file comment lists the changes.
-template <class Tg>
+/// kHi (rung 15): X, Y, A hi tiles only (no lo staged, split or multiplied: one MMA per product); X hi,
+/// Y hi and the k slab at tiles 2, 3, 4 (A hi at 0, tile 1 for the de slab).
+template <class Tg, bool kHi = false>
 __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut out) {
   using bwdc::each_acc;
   using bwdc::gemm64;
-  using bwdc::put_split;
+  using bwdc::lo_op;
+  using bwdc::put_op;
   using bwdc::zero;
+  constexpr int kS = kHi ? 1 : 2;  // tiles per float32 operand (hi + lo, or hi) of X and Y
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* tiles = reinterpret_cast<bf16*>(smem_raw);
   bf16 *sAh = tiles, *sAl = tiles + kTile;                  // A hi, lo (to B7), then the de slab
   bf16 *sXh = tiles + 2 * kTile, *sXl = tiles + 3 * kTile;  // dv_new | dw_aux slab, then dA, then M1
-  bf16 *sYh = tiles + 4 * kTile, *sYl = tiles + 5 * kTile;  // u0 | E slab, then T1, then M1b
-  bf16* sKs = tiles + 6 * kTile;                            // k slab (exact in bf16)
-  float* sde = reinterpret_cast<float*>(smem_raw);          // [64][LDE] de of one K slab (after B7)
-  float* sdG = reinterpret_cast<float*>(smem_raw + kG2TileBytes);  // [Lc][K] dE, then dG, then its reverse sum
+  bf16 *sYh = tiles + (2 + kS) * kTile, *sYl = tiles + 5 * kTile;  // u0 | E slab, then T1, then M1b
+  bf16* sKs = tiles + (2 + 2 * kS) * kTile;                         // k slab (exact in bf16)
+  float* sde = reinterpret_cast<float*>(smem_raw);                  // [64][LDE] de of one K slab (after B7)
+  float* sdG = reinterpret_cast<float*>(smem_raw + g2_tile_bytes<kHi>);  // [Lc][K] dE, then dG, then its reverse sum
   float* sbeta = sdG + C * 128;                                     // [C]
   double* sG = reinterpret_cast<double*>(sbeta + C);                // [C] G_i (0 for DeltaNet)
   float* sPa = reinterpret_cast<float*>(sG + C);                    // [C][32] dbeta's lane partials
@@ -143,7 +157,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
     sbeta[i] = i < Lc ? ld(beta + rb.r0 + std::int64_t(i) * rb.H) : 0.f;
     sG[i] = (gated && i < Lc) ? rb.G(Gb, i, 0) : 0.0;
   }
-  stage_f32(sAh, sAl, rb.base(ws.A, C), rb.HC, 0, C, Lc, bwdc::aligned(ws.A, 16), tid);
+  stage_f32<kHi>(sAh, sAl, rb.base(ws.A, C), rb.HC, 0, C, Lc, bwdc::aligned(ws.A, 16), tid);
   __syncthreads();  // sbeta (u0's staging)
 
   // B6 and B8, V slabs: dA = dv_new u0^T;  du0 = A^T dv_new (-> ws.du0), dv = beta du0
@@ -158,7 +172,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
     const bool octV = V % 8 == 0 && bwdc::aligned(vb, 16);
     for (int vv = 0; vv < V; vv += 64) {
       __syncthreads();  // the previous slab's tiles read
-      stage_f32(sXh, sXl, dvnb, HV, vv, V, Lc, quadsV, tid);
+      stage_f32<kHi>(sXh, sXl, dvnb, HV, vv, V, Lc, quadsV, tid);
       if (octV) {  // u0 = beta v (F2, not fused) from two 16-byte loads per thread
         uint4 w[2];
 #pragma unroll
@@ -176,7 +190,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
             float u0[4];
 #pragma unroll
             for (int e = 0; e < 4; ++e) u0[e] = __fmul_rn(sbeta[i], bwdc::bf(x[4 * hq + e]));
-            bwdc::put_split4(sYh, sYl, i, c + 4 * hq, u0);
+            bwdc::put_op4<kHi>(sYh, sYl, i, c + 4 * hq, u0);
           }
         }
       } else {  // rung 10's scalar staging
@@ -189,14 +203,14 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
 #pragma unroll
         for (int t = 0; t < kItems; ++t) {
           const int idx = tid + t * kThreads, i = idx >> 6;
-          put_split(sYh, sYl, i, idx & 63, __fmul_rn(sbeta[i], u[t]));  // u0 = beta v (F2), not fused
+          put_op<kHi>(sYh, sYl, i, idx & 63, __fmul_rn(sbeta[i], u[t]));  // u0 = beta v (F2), not fused
         }
       }
       __syncthreads();
-      gemm64<false, false>(accA, sXh, sXl, sYh, sYl, m0, n0);
+      gemm64<false, false>(accA, sXh, lo_op<kHi>(sXl), sYh, lo_op<kHi>(sYl), m0, n0);
       float accU[4][4];
       zero(accU);
-      gemm64<true, true>(accU, sAh, sAl, sXh, sXl, m0, n0);
+      gemm64<true, true>(accU, sAh, lo_op<kHi>(sAl), sXh, lo_op<kHi>(sXl), m0, n0);
       bwdc::store_acc_pairs(du0b, HV, vv, V, Lc, evenV, accU, m0, n0);
       bwdc::each_acc_pair(accU, m0, n0, [&](int j, int c, float x0, float x1) {
         if (j < Lc) st_bf_pair(dvb + j * HV + vv + c, sbeta[j] * x0, sbeta[j] * x1, vv + c, V);  // B10: dv = beta du0
@@ -209,13 +223,13 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
     const bool quadsK = K % 4 == 0 && bwdc::aligned(ws.dwa, 16) && bwdc::aligned(ws.E, 16);
     for (int kk = 0; kk < K; kk += 64) {
       __syncthreads();
-      stage_f32(sXh, sXl, dwab, HK, kk, K, Lc, quadsK, tid);
-      stage_f32(sYh, sYl, Eb, HK, kk, K, Lc, quadsK, tid);
+      stage_f32<kHi>(sXh, sXl, dwab, HK, kk, K, Lc, quadsK, tid);
+      stage_f32<kHi>(sYh, sYl, Eb, HK, kk, K, Lc, quadsK, tid);
       __syncthreads();
-      gemm64<false, false>(accA, sXh, sXl, sYh, sYl, m0, n0);
+      gemm64<false, false>(accA, sXh, lo_op<kHi>(sXl), sYh, lo_op<kHi>(sYl), m0, n0);
       float accE[4][4];
       zero(accE);
-      gemm64<true, true>(accE, sAh, sAl, sXh, sXl, m0, n0);
+      gemm64<true, true>(accE, sAh, lo_op<kHi>(sAl), sXh, lo_op<kHi>(sXl), m0, n0);
       each_acc(accE, m0, n0, [&](int r, int c, float x) {
         if (r < Lc && kk + c < K) sdG[r * K + kk + c] = x;
       });
@@ -224,21 +238,21 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
   __syncthreads();  // the slab tiles read
   // B7 (V4Mid::run_impl's code): dA strictly lower as an operand; T1 = dA A^T (strictly lower kept);
   // dL = -A^T T1 (strictly lower)
-  each_acc(accA, m0, n0, [&](int i, int j, float x) { put_split(sXh, sXl, i, j, (i < Lc && j < i) ? x : 0.f); });
+  each_acc(accA, m0, n0, [&](int i, int j, float x) { put_op<kHi>(sXh, sXl, i, j, (i < Lc && j < i) ? x : 0.f); });
   __syncthreads();
   float acc[4][4];
   zero(acc);
-  gemm64<false, false>(acc, sXh, sXl, sAh, sAl, m0, n0);
-  each_acc(acc, m0, n0, [&](int i, int j, float x) { put_split(sYh, sYl, i, j, j < i ? x : 0.f); });
+  gemm64<false, false>(acc, sXh, lo_op<kHi>(sXl), sAh, lo_op<kHi>(sAl), m0, n0);
+  each_acc(acc, m0, n0, [&](int i, int j, float x) { put_op<kHi>(sYh, sYl, i, j, j < i ? x : 0.f); });
   __syncthreads();
   zero(acc);
-  gemm64<true, true>(acc, sAh, sAl, sYh, sYl, m0, n0);
+  gemm64<true, true>(acc, sAh, lo_op<kHi>(sAl), sYh, lo_op<kHi>(sYl), m0, n0);
   __syncthreads();  // every read of the dA, T1 and A tiles done (A's memory becomes the de slab)
   // B9's L half: M1 = dL (.) Gam, M1b = Diag(beta) M1 (strictly lower), Gam_ij = exp(G_i - G_j) <= 1
   each_acc(acc, m0, n0, [&](int i, int j, float x) {
     const float m1 = (i < Lc && j < i) ? -x * expf(float(sG[i] - sG[j])) : 0.f;
-    put_split(sXh, sXl, i, j, m1);
-    put_split(sYh, sYl, i, j, sbeta[i] * m1);
+    put_op<kHi>(sXh, sXl, i, j, m1);
+    put_op<kHi>(sYh, sYl, i, j, sbeta[i] * m1);
   });
   // Per 64-channel slab: de^L = M1 k, dk^L = M1b^T k; B10 in the fragments' epilogue; then dbeta's
   // de k terms of the slab into each lane's partial sums sPa[i][lane] (rung 10's order).
@@ -273,8 +287,8 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
     __syncthreads();
     float aDe[4][4], aDk[4][4];
     zero(aDe), zero(aDk);
-    gemm64<false, true>(aDe, sXh, sXl, sKs, nullptr, m0, n0);
-    gemm64<true, true>(aDk, sYh, sYl, sKs, nullptr, m0, n0);
+    gemm64<false, true>(aDe, sXh, lo_op<kHi>(sXl), sKs, nullptr, m0, n0);
+    gemm64<true, true>(aDk, sYh, lo_op<kHi>(sYl), sKs, nullptr, m0, n0);
     // B10 by column pairs, kNB fragment columns nt at a time: their global operands loaded before any store.
     constexpr int kNB = 2;
 #pragma unroll
@@ -385,13 +399,14 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
   }
 }
 
-template <class Tg>
+template <class Tg, bool kHi = false>
 void launch_wy(const BwdCall& c, bwdc::Profile& prof) {
   const KParams& p = c.p;
-  auto kern = bwd11_wy<Tg>;
-  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kG2Smem)));
+  auto kern = bwd11_wy<Tg, kHi>;
+  constexpr std::size_t smem = g2_smem<kHi>;
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   bwdc::BwdOut o{c.do_, c.dq, c.dk, c.dv, c.dg, c.dbeta, c.db, c.dw};
-  kern<<<dim3(p.num_chunks, p.H), kThreads, kG2Smem, c.stream>>>(p, o);
+  kern<<<dim3(p.num_chunks, p.H), kThreads, smem, c.stream>>>(p, o);
   LINATTN_CUDA_CHECK(cudaGetLastError());
   prof.mark();
 }
@@ -403,6 +418,11 @@ std::size_t bwd_v11_workspace_bytes(const KParams& p) { return bwd_v3_workspace_
 void bwdc::bwd_v11_g2(const BwdCall& c, bwdc::Profile& prof) {  // rung 13 runs G2' through this
   if (c.gate_dtype == 0) launch_wy<float>(c, prof);
   else launch_wy<bf16>(c, prof);
+}
+
+void bwdc::bwd_v11_g2_hi(const BwdCall& c, bwdc::Profile& prof) {  // rung 15's G2' (hi-only operands)
+  if (c.gate_dtype == 0) launch_wy<float, true>(c, prof);
+  else launch_wy<bf16, true>(c, prof);
 }
 
 void bwd_v11_launch(const BwdCall& c) {  // rung 10's G1, then G2'

@@ -59,28 +59,43 @@ constexpr std::size_t kG1TileBytes = sizeof(bf16) * std::size_t(kG1Tiles) * kTil
 constexpr std::size_t kG1Smem = kG1TileBytes + sizeof(float) * (3 * C) + sizeof(double) * C;  // 84,224
 static_assert(kG1Smem == 84224, "the header's shared-memory formula");
 static_assert(sizeof(float) * 3 * C * LD <= kG1TileBytes, "dG_part, dKd, Kd fit over the tiles");
+// Rung 15 (kHi, bwd_v15_hionly.cu): hi tiles only, 5 (do; v_new, dv_new, S, dS'), 46,080 bytes, under
+// the float32 overlay (dG_part, dKd, Kd: 49,920), which then sets the tile region: 51,200 bytes in all.
+constexpr std::size_t kG1HiTileBytes = sizeof(float) * 3 * C * LD;  // 49,920
+static_assert(sizeof(bf16) * 5 * kTile <= kG1HiTileBytes, "rung 15's 5 hi tiles fit under the overlay");
+constexpr std::size_t kG1HiSmem = kG1HiTileBytes + sizeof(float) * (3 * C) + sizeof(double) * C;  // 51,200
+static_assert(kG1HiSmem == 51200, "bwd_v15_hionly.cu's shared-memory figure");
+template <bool kHi>
+constexpr std::size_t g1_tile_bytes = kHi ? kG1HiTileBytes : kG1TileBytes;
+template <bool kHi>
+constexpr std::size_t g1_smem = kHi ? kG1HiSmem : kG1Smem;
 
 /// G1' of rung 12 (the file comment): B2, B4, B5 and B9's P half for one 64-channel slab of K of one
 /// (chunk, head); writes dq, ws.dwa, ws.dkLP and (GDN) ws.dGc as rung 10's G1 does.
 /// No gate dtype parameter: G1' reads no gate (G, Qg, Kd come from the prepare), so one kernel serves both.
+/// kHi (rung 15): hi tiles only (no lo staged, split or multiplied: one MMA per product); tile T of the
+/// hi + lo layout below is tile (T + 1) / 2 there (lo tiles unused), M2 hi, k and q at tiles 0, 1, 2.
+template <bool kHi>
 __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut out) {
   using bwdc::each_acc;
   using bwdc::gemm64;
-  using bwdc::put_split;
+  using bwdc::lo_op;
+  using bwdc::put_op;
   using bwdc::zero;
+  constexpr int kS = kHi ? 1 : 2;  // tiles per float32 operand (hi + lo, or hi)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* tiles = reinterpret_cast<bf16*>(smem_raw);
   bf16* sdo = tiles;
   bf16 *svnh = tiles + kTile, *svnl = tiles + 2 * kTile;
-  bf16 *sdvnh = tiles + 3 * kTile, *sdvnl = tiles + 4 * kTile;
-  bf16 *sSh = tiles + 5 * kTile, *sSl = tiles + 6 * kTile;
-  bf16 *sdSh = tiles + 7 * kTile, *sdSl = tiles + 8 * kTile;
-  bf16 *sZh = tiles, *sZl = tiles + kTile;                   // M2 hi, lo (after the products)
-  bf16 *sKs = tiles + 2 * kTile, *sQs = tiles + 3 * kTile;  // k, q slabs (exact)
-  float* sdG = reinterpret_cast<float*>(smem_raw);          // [C][LD] dG_part (after B9)
-  float* sdKd = sdG + C * LD;                                // [C][LD] dKd
-  float* sKd = sdKd + C * LD;                                // [C][LD] Kd
-  float* sdgam = reinterpret_cast<float*>(smem_raw + kG1TileBytes);  // [2][C] dgamma halves
+  bf16 *sdvnh = tiles + (1 + kS) * kTile, *sdvnl = tiles + 4 * kTile;
+  bf16 *sSh = tiles + (1 + 2 * kS) * kTile, *sSl = tiles + 6 * kTile;
+  bf16 *sdSh = tiles + (1 + 3 * kS) * kTile, *sdSl = tiles + 8 * kTile;
+  bf16 *sZh = tiles, *sZl = tiles + kTile;                             // M2 hi, lo (after the products)
+  bf16 *sKs = tiles + kS * kTile, *sQs = tiles + (kS + 1) * kTile;  // k, q slabs (exact)
+  float* sdG = reinterpret_cast<float*>(smem_raw);                    // [C][LD] dG_part (after B9)
+  float* sdKd = sdG + C * LD;                                          // [C][LD] dKd
+  float* sKd = sdKd + C * LD;                                          // [C][LD] Kd
+  float* sdgam = reinterpret_cast<float*>(smem_raw + g1_tile_bytes<kHi>);  // [2][C] dgamma halves
   float* slast = sdgam + 2 * C;                                       // [C] dG_last
   double* sG = reinterpret_cast<double*>(slast + C);                  // [C] G_i (0 for DeltaNet)
 
@@ -138,10 +153,10 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
         for (int b = 0; b < kQB; ++b) {
           const int qd = tid + (t0 + b) * kThreads, i = qd >> 4, c = 4 * (qd & 15), d = kk + i;
           *reinterpret_cast<uint2*>(sdo + i * LT + c) = rdo[b];
-          bwdc::put_split4(svnh, svnl, i, c, rvn[b]);
-          bwdc::put_split4(sdvnh, sdvnl, i, c, rdvn[b]);
-          bwdc::put_split4(sSh, sSl, i, c, rs[b]);
-          bwdc::put_split4(sdSh, sdSl, i, c, rds[b]);
+          bwdc::put_op4<kHi>(svnh, svnl, i, c, rvn[b]);
+          bwdc::put_op4<kHi>(sdvnh, sdvnl, i, c, rdvn[b]);
+          bwdc::put_op4<kHi>(sSh, sSl, i, c, rs[b]);
+          bwdc::put_op4<kHi>(sdSh, sdSl, i, c, rds[b]);
           float pr[4];
 #pragma unroll
           for (int e = 0; e < 4; ++e) pr[e] = rs[b][e] * rds[b][e];
@@ -176,10 +191,10 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
         for (int b = 0; b < kB; ++b) {
           const int idx = tid + (t0 + b) * kThreads, i = idx >> 6, c = idx & 63, d = kk + i;
           sdo[i * LT + c] = rdo[b];
-          put_split(svnh, svnl, i, c, rvn[b]);
-          put_split(sdvnh, sdvnl, i, c, rdvn[b]);
-          put_split(sSh, sSl, i, c, rs[b]);
-          put_split(sdSh, sdSl, i, c, rds[b]);
+          put_op<kHi>(svnh, svnl, i, c, rvn[b]);
+          put_op<kHi>(sdvnh, sdvnl, i, c, rdvn[b]);
+          put_op<kHi>(sSh, sSl, i, c, rs[b]);
+          put_op<kHi>(sdSh, sdSl, i, c, rds[b]);
           float prod = rs[b] * rds[b];
 #pragma unroll
           for (int o = 16; o > 0; o >>= 1) prod += __shfl_xor_sync(0xffffffffu, prod, o);
@@ -189,10 +204,10 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
     }
     __syncthreads();
     // B4: dQg = do S^T, dKd = v_new dS'^T, dw_aux = -dv_new S^T (negated below); B5: dP = do v_new^T
-    gemm64<false, false>(accQ, sdo, nullptr, sSh, sSl, m0, n0);
-    gemm64<false, false>(accK, svnh, svnl, sdSh, sdSl, m0, n0);
-    gemm64<false, false>(accW, sdvnh, sdvnl, sSh, sSl, m0, n0);
-    gemm64<false, false>(accP, sdo, nullptr, svnh, svnl, m0, n0);
+    gemm64<false, false>(accQ, sdo, nullptr, sSh, lo_op<kHi>(sSl), m0, n0);
+    gemm64<false, false>(accK, svnh, lo_op<kHi>(svnl), sdSh, lo_op<kHi>(sdSl), m0, n0);
+    gemm64<false, false>(accW, sdvnh, lo_op<kHi>(sdvnl), sSh, lo_op<kHi>(sSl), m0, n0);
+    gemm64<false, false>(accP, sdo, nullptr, svnh, lo_op<kHi>(svnl), m0, n0);
   }
   // dw_aux of this slab (G2 reads it)
   {
@@ -206,7 +221,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
   __syncthreads();  // every product tile read: M2 and the slabs overlay them
   // B9's M2 = dP (.) Gam, lower with the diagonal (V4Mid::run_impl's expression)
   each_acc(accP, m0, n0, [&](int i, int j, float x) {
-    put_split(sZh, sZl, i, j, (i < Lc && j <= i) ? x * expf(float(sG[i] - sG[j])) : 0.f);
+    put_op<kHi>(sZh, sZl, i, j, (i < Lc && j <= i) ? x * expf(float(sG[i] - sG[j])) : 0.f);
   });
   {
     const bf16 *kb = rb.base(static_cast<const bf16*>(p.k), K), *qb = rb.base(static_cast<const bf16*>(p.q), K);
@@ -233,8 +248,8 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
   // B9's P half: dq^P = M2 k, dk^P = scale M2^T q (rung 10's aDk = 0 + scale aDkq)
   float aDq[4][4], aDk[4][4], aDkq[4][4];
   zero(aDq), zero(aDk), zero(aDkq);
-  gemm64<false, true>(aDq, sZh, sZl, sKs, nullptr, m0, n0);
-  gemm64<true, true>(aDkq, sZh, sZl, sQs, nullptr, m0, n0);
+  gemm64<false, true>(aDq, sZh, lo_op<kHi>(sZl), sKs, nullptr, m0, n0);
+  gemm64<true, true>(aDkq, sZh, lo_op<kHi>(sZl), sQs, nullptr, m0, n0);
   const float scale = p.scale;
 #pragma unroll
   for (int a = 0; a < 4; ++a)
@@ -288,13 +303,15 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
   }
 }
 
+template <bool kHi>
 void launch_g1(const BwdCall& c, bwdc::Profile& prof) {
   const KParams& p = c.p;
-  auto kern = bwd12_g1;
-  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kG1Smem)));
+  auto kern = bwd12_g1<kHi>;
+  constexpr std::size_t smem = g1_smem<kHi>;
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   bwdc::BwdOut o{c.do_, c.dq, c.dk, c.dv, c.dg, c.dbeta, c.db, c.dw};
   const int nK = (p.K + 63) / 64;
-  kern<<<dim3(unsigned(p.num_chunks) * unsigned(nK), p.H), kThreads, kG1Smem, c.stream>>>(p, o);
+  kern<<<dim3(unsigned(p.num_chunks) * unsigned(nK), p.H), kThreads, smem, c.stream>>>(p, o);
   LINATTN_CUDA_CHECK(cudaGetLastError());
   prof.mark();
 }
@@ -303,7 +320,8 @@ void launch_g1(const BwdCall& c, bwdc::Profile& prof) {
 
 std::size_t bwd_v12_workspace_bytes(const KParams& p) { return bwd_v3_workspace_bytes(p); }
 
-void bwdc::bwd_v12_g1(const BwdCall& c, bwdc::Profile& prof) { launch_g1(c, prof); }  // rung 13's G1'
+void bwdc::bwd_v12_g1(const BwdCall& c, bwdc::Profile& prof) { launch_g1<false>(c, prof); }  // rung 13's G1'
+void bwdc::bwd_v12_g1_hi(const BwdCall& c, bwdc::Profile& prof) { launch_g1<true>(c, prof); }  // rung 15's
 
 void bwd_v12_launch(const BwdCall& c) {  // G1', then rung 10's G2 unchanged
   // The grid's x extent (a signed int index in the kernel): else rung 10 (one block per chunk).

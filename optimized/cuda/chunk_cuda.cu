@@ -561,6 +561,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v12_g1slab: return "bwd_v12_g1slab";
     case BwdVersion::v13_g1g2: return "bwd_v13_g1g2";
     case BwdVersion::v14_pchan: return "bwd_v14_pchan";
+    case BwdVersion::v15_hionly: return "bwd_v15_hionly";
   }
   return "?";
 }
@@ -592,6 +593,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v12_g1slab, detail::bwd_v12_workspace_bytes, detail::bwd_v12_launch},
     {BwdVersion::v13_g1g2, detail::bwd_v13_workspace_bytes, detail::bwd_v13_launch},
     {BwdVersion::v14_pchan, detail::bwd_v14_workspace_bytes, detail::bwd_v14_launch},
+    {BwdVersion::v15_hionly, detail::bwd_v15_workspace_bytes, detail::bwd_v15_launch},
 };
 }  // namespace
 
@@ -603,7 +605,7 @@ const std::vector<BwdVersion>& saved_bwd_versions() {
   static const std::vector<BwdVersion> v = {BwdVersion::best,       BwdVersion::v5_levels_front, BwdVersion::v6_tc_b9,
                                             BwdVersion::v7_rowbase, BwdVersion::v8_wide,         BwdVersion::v9_noextras,
                                             BwdVersion::v10_split, BwdVersion::v11_wyfast,  BwdVersion::v12_g1slab,
-                                            BwdVersion::v13_g1g2, BwdVersion::v14_pchan};
+                                            BwdVersion::v13_g1g2, BwdVersion::v14_pchan, BwdVersion::v15_hionly};
   return v;
 }
 

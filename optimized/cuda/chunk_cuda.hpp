@@ -249,6 +249,12 @@ enum class BwdVersion : int {
                        ///< levels), instead of v8's one kernel; dk, dg differ from v8 by float32
                        ///< summation order only; the same fallbacks as v13. Written in session 9, not
                        ///< yet run on a GPU (RESULTS.md, "Rung 14")
+  v15_hionly = 15,     ///< v13 with one bf16 MMA per product in G1' and G2' (float32 operands rounded
+                       ///< to bf16, no lo operands: fewer MMAs, 51 / 88 KB shared memory instead of
+                       ///< 84 / 106); bf16-level gradients within rung 3's bounds (predicted by
+                       ///< bench/models/bwd_v15_hionly_model.py); KDA and GDN2 run v8; the same
+                       ///< fallbacks as v13. Written in session 9, not yet run on a GPU (RESULTS.md,
+                       ///< "Rung 15")
 };
 
 const char* bwd_version_name(BwdVersion v);
@@ -351,7 +357,7 @@ class SavedForward {
 };
 
 /// The backward rungs that accept a SavedForward: those whose prepare is forward rung 4's intra
-/// kernel (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan). Any other
+/// kernel (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly). Any other
 /// rung, and rung 5 with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel), is refused.
 const std::vector<BwdVersion>& saved_bwd_versions();
 

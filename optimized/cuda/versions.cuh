@@ -152,6 +152,12 @@ void bwd_v13_launch(const BwdCall& c);
 std::size_t bwd_v14_workspace_bytes(const KParams& p);
 void bwd_v14_launch(const BwdCall& c);
 
+// bwd_v15_hionly.cu (rung 13 with hi-only operands in G1' and G2': one bf16 MMA per product, no lo
+// tiles; bf16-level gradients; KDA and GDN2 run bwd_v8_launch; otherwise rung 13's fallbacks; written
+// in session 9, not yet run on a GPU)
+std::size_t bwd_v15_workspace_bytes(const KParams& p);
+void bwd_v15_launch(const BwdCall& c);
+
 // Reused by the backward's rung 3 from the forward's tensor-core rungs (bf16 inputs, 16 <= K <= 128;
 // c.p.ws is the tensor-core workspace of tc_common.cuh, V2Ws):
 /// v3_async.cu: v3's intra-chunk kernel, which also writes A = (I + L)^-1 of every chunk to a_out
