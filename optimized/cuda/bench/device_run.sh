@@ -136,7 +136,7 @@ for s in $stages; do
       SZ='CUDA chunked backward is exact at the tuned and the largest head sizes up to K = V = 256'
       V3='CUDA v3 chunked backward on the forward tensor-core kernels equals the float64 reference backward for every operator in bfloat16'
       V4='CUDA v4 tensor-core B7 and B9 chunked backward equals the float64 reference backward for every operator in bfloat16'
-      # BMUT_ONLY=v3, v4, v5, v6, v7, v8, v9, v10, v11, v12 or v14 (or several, space-separated): those rungs'
+      # BMUT_ONLY=v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v14 or v15 (or several, space-separated): those rungs'
       # mutants alone (BMUT_V3_ONLY=1 is BMUT_ONLY=v3). MUT_SAN=0 skips the groups' sanitizer runs on the
       # mutant tree (minutes each; run them on the real binaries instead).
       only=${BMUT_ONLY:-}; [ -n "${BMUT_V3_ONLY:-}" ] && only=v3
@@ -330,6 +330,23 @@ for s in $stages; do
         echo "no mutant, compute-sanitizer racecheck and memcheck (rung 14's G1' and G2), $CL14:"
         [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 timeout 200 compute-sanitizer --tool racecheck $M "$CL14" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
         [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$CL14" 2>&1 | grep -E "ERROR SUMMARY" | head -2
+        fi
+        if grp v15; then  # BMUT_ONLY=v15: rung 15's mutants alone (the hi-only G1' and G2', kHi instantiations)
+        V15='CUDA v15 hi-only products chunked backward equals the float64 reference backward for every operator in bfloat16'
+        FX15='CUDA v15 hi-only products keep every gradient within rung 3 bounds beside rungs 13 and 8 on fixed cases'
+        run_m 0 "$V15" "$FX15"
+        run_m 170 "$FX15" "$V15"  # G1' hi: dKd product left out
+        run_m 171 "$FX15" "$V15"  # G1' hi: dQg reads dS' instead of S
+        run_m 172 "$FX15" "$V15"  # G1' hi: quad staging puts v_new in the dv_new tile
+        run_m 173 "$FX15" "$V15"  # G1' hi: dk^P from k instead of q
+        run_m 174 "$FX15" "$V15"  # G2' hi: Y tile on the k slab's tile
+        run_m 175 "$FX15" "$V15"  # G2' hi: dL product left out
+        run_m 176 "$FX15" "$V15"  # G2' hi: dE buffer one tile early (over the k slab)
+        run_m 177 "$FX15" "$V15"  # G2' hi: u0 column quads swapped (16-byte v path)
+        run_m 178 "$FX15" "$V15"  # G1' hi: M2 without its diagonal
+        echo "no mutant, compute-sanitizer racecheck and memcheck (rung 15's hi-only G1' and G2'), $V15 (max_success=3):"
+        [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 RC_PARAMS="seed=20261130 max_success=3" timeout 200 compute-sanitizer --tool racecheck $M "$V15" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
+        [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 RC_PARAMS="seed=20261130 max_success=3" timeout 150 compute-sanitizer --tool memcheck $M "$V15" 2>&1 | grep -E "ERROR SUMMARY" | head -2
         fi
       } 2>&1 | tee "$OUT/bmutants.log" ;;
     smutants)
