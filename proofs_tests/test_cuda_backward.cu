@@ -52,10 +52,12 @@
 //   with rung 10 tested below. Rung 12
 //   (rung 10 with G1 retiled by 64-channel slabs) computes rung 10's values: rung 3's bounds, and
 //   bit-identity with rung 10 tested below.
-//   Rung 15 (rung 13 with one bf16 MMA per product in G1' and G2': float32 operands rounded to bf16, no
-//   lo operands; KDA and GDN2 run rung 8) is held to rung 3's bounds, which are bf16-level already: a
-//   float64 model of its products (bench/models/bwd_v15_hionly_model.py) predicts its added error at
-//   the 1e-3 level (RESULTS.md, "Rung 15"); the fixed-case test below prints it next to rungs 13 and 8.
+//   Rung 15 (one bf16 MMA per product, float32 operands rounded to bf16, no lo operands: rung 13's G1'
+//   and G2' for DeltaNet and GDN, rung 8's chunk-gradient kernel for KDA and GDN2) is held to rung 3's
+//   bounds, which are bf16-level already: a float64 model of its products
+//   (bench/models/bwd_v15_hionly_model.py) predicts its added error ratio at up to 4e-3 (dk) and 6e-3
+//   (GDN dg), within the bounds together with rung 13's measured error (RESULTS.md, "Rung 15"); the
+//   fixed-case test below prints it next to rungs 13 and 8.
 // Every gradient buffer is filled with NaN before the launch (the host API does it), so an element
 // a kernel does not write fails (a non-finite value counts as an infinite error).
 // Without a usable GPU every test that needs one says why (Catch2 WARN) and returns, so CTest
@@ -914,8 +916,8 @@ TEST_CASE("CUDA v15 hi-only products keep every gradient within rung 3 bounds be
   // (odd sizes K = 36 V = 20 and K = 100 V = 200, a packed ragged batch, log-decays of 0 and of -1000,
   // both gate dtypes) every gradient is held to rung 3's bounds against the float64 reference; its error
   // ratio is printed next to rung 13's and rung 8's (LINATTN_CUDA_BACKWARD_REPORT) to compare with the
-  // model's prediction. DeltaNet and GDN: dk must differ from rung 13's (the hi-only kernels ran, not
-  // rung 13's by a wiring slip); KDA and GDN2 run rung 8: bit for bit.
+  // model's prediction. dk must differ from that of the rung whose kernels rung 15 runs hi-only (13 for
+  // DeltaNet and GDN, 8 for KDA and GDN2): the hi-only kernels ran, not the hi + lo ones by a wiring slip.
   const std::vector<Case> cases = {fixed_case(1, 150, 2, 36, 20, GateMode::random, true, 1501),
                                    fixed_case(1, 130, 1, 100, 200, GateMode::mixed, true, 1502),
                                    fixed_case(1, 100, 2, 48, 40, GateMode::random, true, 1503, {0, 7, 70, 100}),
@@ -939,12 +941,9 @@ TEST_CASE("CUDA v15 hi-only products keep every gradient within rung 3 bounds be
           auto& w = worst[std::string(ref::op_name(op)) + " " + e15[i].name];
           w[0] = std::max(w[0], e15[i].ratio()), w[1] = std::max(w[1], e13[i].ratio()), w[2] = std::max(w[2], e8[i].ratio());
         }
-        if (op == Op::kda || op == Op::gdn2) {
-          check_same_grads(y8, y15);
-        } else {
-          REQUIRE(y15.dk.numel() == y13.dk.numel());
-          CHECK(std::memcmp(y15.dk.data(), y13.dk.data(), sizeof(float) * y15.dk.numel()) != 0);
-        }
+        const auto& base = (op == Op::kda || op == Op::gdn2) ? y8 : y13;
+        REQUIRE(y15.dk.numel() == base.dk.numel());
+        CHECK(std::memcmp(y15.dk.data(), base.dk.data(), sizeof(float) * y15.dk.numel()) != 0);
       }
   if (std::getenv("LINATTN_CUDA_BACKWARD_REPORT"))
     for (const auto& [key, w] : worst)

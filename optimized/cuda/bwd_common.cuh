@@ -214,6 +214,9 @@ void bwd_v8_grads(const BwdCall& c, Profile& prof);
 /// Mid::kNoExtras), then prof.mark(); reads what bwd_v3_front(.., extras = false) leaves (no G, E, Qg,
 /// Kd); the same range as bwd_v7_grads.
 void bwd_v9_grads(const BwdCall& c, Profile& prof);
+/// Rung 15's chunk-gradient kernel for KDA and GDN2 (bwd_v4_tc_tail.cu's V15Mid: rung 8's, Mid::kHiOnly:
+/// every product with hi-only operands, one bf16 MMA each), then prof.mark(); the same range as bwd_v8_grads.
+void bwd_v15_grads(const BwdCall& c, Profile& prof);
 /// Rung 10's G1, the state side of the split chunk-gradient kernel (bwd_v4_tc_tail.cu's V10Mid: rung
 /// 8's kernel with Mid::kSplit, DeltaNet and GDN only), then prof.mark(): B2, B4, B5, B9's P half; writes
 /// dq, ws.dwa (dw_aux), ws.dkLP (dk_part) and, for GDN, ws.dGc (dG_part, dG_last folded into the last
@@ -485,6 +488,7 @@ struct NoMid {
   static constexpr bool kWide = false;        // 4-byte global accesses (rung 8's V8Mid sets it; needs kRowBase)
   static constexpr bool kNoExtras = false;    // E, Qg, Kd, G read from the workspace (rung 9's V9Mid forms them)
   static constexpr bool kSplit = false;       // the whole chunk gradient (rung 10's V10Mid: G1, the state side)
+  static constexpr bool kHiOnly = false;      // hi + lo operands (rung 15's V15Mid: hi only, one MMA per product)
   template <class Tg>
   static __device__ bool run(const KParams&, const BWs&, unsigned char*, int, int, const float*, const float (&)[4][4],
                              const float (&)[4][4]) {
@@ -492,10 +496,17 @@ struct NoMid {
   }
 };
 
+/// Mid::kHiOnly where Mid declares it (rung 15's V15Mid: true), else false (Mids written before it).
+template <class Mid, class = void>
+struct HiOnlyOf : std::false_type {};
+template <class Mid>
+struct HiOnlyOf<Mid, std::void_t<decltype(Mid::kHiOnly)>> : std::bool_constant<Mid::kHiOnly> {};
+
 /// B2, B4-B11 per (chunk, head), with S, dS', v_new and dv_new known (bwd_v1_front). Dynamic shared
 /// memory: kSmemMain + sizeof(float) * (2 * 256 + C) bytes.
 template <class Tg, class Mid>
 __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) {
+  constexpr bool kHi = HiOnlyOf<Mid>::value;  // rung 15 (V15Mid): hi-only operands
   using Tin = bf16;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* tiles = reinterpret_cast<bf16*>(smem_raw);
@@ -612,7 +623,7 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
   } else if constexpr (Mid::kWide) {
     if (aligned(ws.A, 16)) {
       a_wide = true;  // rung 8: by quads
-      stage_quads(sAh, sAl, rb.base(ws.A, C), rb.HC, 0, C, Lc, tid);
+      stage_quads<kHi>(sAh, sAl, rb.base(ws.A, C), rb.HC, 0, C, Lc, tid);
     }
   }
   if (a_wide) {
@@ -628,12 +639,12 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
 #pragma unroll
     for (int t = 0; t < kItems; ++t) {
       const int idx = tid + t * kThreads;
-      put_split(sAh, sAl, idx >> 6, idx & 63, a[t]);
+      put_op<kHi>(sAh, sAl, idx >> 6, idx & 63, a[t]);
     }
   } else {
     for (int idx = tid; idx < C * C; idx += nt) {
       const int i = idx >> 6, j = idx & 63;
-      put_split(sAh, sAl, i, j, i < Lc ? ws.A[row(i) * C + j] : 0.f);
+      put_op<kHi>(sAh, sAl, i, j, i < Lc ? ws.A[row(i) * C + j] : 0.f);
     }
   }
 
@@ -679,16 +690,16 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
               const int qd = tid + (t0 + b) * kThreads, i = qd >> 4, c = 4 * (qd & 15), cc = vv + c, d = kk + i;
               const bool in = i < Lc && cc < V;
               *reinterpret_cast<uint2*>(sdo + i * LT + c) = rdo[b];
-              put_split4(svnh, svnl, i, c, rvn[b]);
-              put_split4(sdvnh, sdvnl, i, c, rdvn[b]);
+              put_op4<kHi>(svnh, svnl, i, c, rvn[b]);
+              put_op4<kHi>(sdvnh, sdvnl, i, c, rdvn[b]);
               if (!Mid::kSplit && kk == 0) {
                 float u0[4];
 #pragma unroll
                 for (int e = 0; e < 4; ++e) u0[e] = in ? (p.gdn2 ? ru[b][e] : sbeta[i]) * rv[b][e] : 0.f;
-                put_split4(su0h, su0l, i, c, u0);
+                put_op4<kHi>(su0h, su0l, i, c, u0);
               }
-              put_split4(sSh, sSl, i, c, rs[b]);
-              put_split4(sdSh, sdSl, i, c, rds[b]);
+              put_op4<kHi>(sSh, sSl, i, c, rs[b]);
+              put_op4<kHi>(sdSh, sdSl, i, c, rds[b]);
               float pr[4];
 #pragma unroll
               for (int e = 0; e < 4; ++e) pr[e] = rs[b][e] * rds[b][e];
@@ -740,11 +751,11 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
             const int idx = tid + (t0 + b) * kThreads, i = idx >> 6, c = idx & 63, cc = vv + c, d = kk + i;
             const bool in = i < Lc && cc < V;
             sdo[i * LT + c] = rdo[b];
-            put_split(svnh, svnl, i, c, rvn[b]);
-            put_split(sdvnh, sdvnl, i, c, rdvn[b]);
-            if (kk == 0) put_split(su0h, su0l, i, c, in ? (p.gdn2 ? ru[b] : sbeta[i]) * rv[b] : 0.f);
-            put_split(sSh, sSl, i, c, rs[b]);
-            put_split(sdSh, sdSl, i, c, rds[b]);
+            put_op<kHi>(svnh, svnl, i, c, rvn[b]);
+            put_op<kHi>(sdvnh, sdvnl, i, c, rdvn[b]);
+            if (kk == 0) put_op<kHi>(su0h, su0l, i, c, in ? (p.gdn2 ? ru[b] : sbeta[i]) * rv[b] : 0.f);
+            put_op<kHi>(sSh, sSl, i, c, rs[b]);
+            put_op<kHi>(sdSh, sdSl, i, c, rds[b]);
             float prod = rs[b] * rds[b];
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) prod += __shfl_xor_sync(0xffffffffu, prod, o);
@@ -756,18 +767,18 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
         const int i = idx >> 6, c = idx & 63, cc = vv + c;
         const bool in = i < Lc && cc < V;
         sdo[i * LT + c] = in ? dO[row(i) * V + cc] : __float2bfloat16_rn(0.f);
-        put_split(svnh, svnl, i, c, in ? ws.vn[row(i) * V + cc] : 0.f);
-        put_split(sdvnh, sdvnl, i, c, in ? ws.dvn[row(i) * V + cc] : 0.f);
+        put_op<kHi>(svnh, svnl, i, c, in ? ws.vn[row(i) * V + cc] : 0.f);
+        put_op<kHi>(sdvnh, sdvnl, i, c, in ? ws.dvn[row(i) * V + cc] : 0.f);
         if (kk == 0) {
           const float u0 = in ? (p.gdn2 ? ld(wg + row(i) * V + cc) : sbeta[i]) * ld(v + row(i) * V + cc) : 0.f;
-          put_split(su0h, su0l, i, c, u0);
+          put_op<kHi>(su0h, su0l, i, c, u0);
         }
         // S and dS' rows d = kk + i: dgamma_d = sum_c S_dc dS'_dc (a warp holds 32 columns of one row)
         const int d = kk + i;
         const bool ins = d < K && cc < V;
         const float s = ins ? S[std::int64_t(d) * V + cc] : 0.f, ds = ins ? dS[std::int64_t(d) * V + cc] : 0.f;
-        put_split(sSh, sSl, i, c, s);
-        put_split(sdSh, sdSl, i, c, ds);
+        put_op<kHi>(sSh, sSl, i, c, s);
+        put_op<kHi>(sdSh, sdSl, i, c, ds);
         float prod = s * ds;
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) prod += __shfl_xor_sync(0xffffffffu, prod, o);
@@ -775,17 +786,17 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
       }
       __syncthreads();
       // B4: dQg = do S^T, dKd = v_new dS'^T, dw_aux = -dv_new S^T (negated below)
-      gemm64<false, false>(accQ, sdo, nullptr, sSh, sSl, m0, n0);
-      gemm64<false, false>(accK, svnh, svnl, sdSh, sdSl, m0, n0);
-      gemm64<false, false>(accW, sdvnh, sdvnl, sSh, sSl, m0, n0);
+      gemm64<false, false>(accQ, sdo, nullptr, sSh, lo_op<kHi>(sSl), m0, n0);
+      gemm64<false, false>(accK, svnh, lo_op<kHi>(svnl), sdSh, lo_op<kHi>(sdSl), m0, n0);
+      gemm64<false, false>(accW, sdvnh, lo_op<kHi>(sdvnl), sSh, lo_op<kHi>(sSl), m0, n0);
       if (kk == 0) {
         // B5: dP = do v_new^T;  B6: dA = dv_new u0^T (+ dw_aux E^T below);  B8: du0 = A^T dv_new
-        gemm64<false, false>(accP, sdo, nullptr, svnh, svnl, m0, n0);
+        gemm64<false, false>(accP, sdo, nullptr, svnh, lo_op<kHi>(svnl), m0, n0);
         if constexpr (Mid::kSplit) continue;  // rung 10's G1: B6 and B8 are G2's (the last statement of the slab)
-        gemm64<false, false>(accA, sdvnh, sdvnl, su0h, su0l, m0, n0);
+        gemm64<false, false>(accA, sdvnh, lo_op<kHi>(sdvnl), su0h, lo_op<kHi>(su0l), m0, n0);
         float accU[4][4];
         zero(accU);
-        gemm64<true, true>(accU, sAh, sAl, sdvnh, sdvnl, m0, n0);
+        gemm64<true, true>(accU, sAh, lo_op<kHi>(sAl), sdvnh, lo_op<kHi>(sdvnl), m0, n0);
         if constexpr (Mid::kWide) {
           store_acc_pairs(rb.base(ws.du0, V), rb.HV, vv, V, Lc, evenV, accU, m0, n0);
         } else
@@ -807,7 +818,7 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
       store_acc_pairs(rb.base(ws.dwa, K), rb.HK, kk, K, Lc, evenK, accW, m0, n0);
       if constexpr (!Mid::kSplit)
       each_acc(accW, m0, n0, [&](int i, int d, float x) {
-        put_split(sdwh, sdwl, i, d, x);  // zero outside (the staged operands were)
+        put_op<kHi>(sdwh, sdwl, i, d, x);  // zero outside (the staged operands were)
       });
     } else {
     each_acc(accQ, m0, n0, [&](int i, int d, float x) {
@@ -825,7 +836,7 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
       if constexpr (Mid::kRowBase) {
         if (i < Lc && kk + d < K) rb.base(ws.dwa, K)[i * rb.HK + kk + d] = x;
       } else if (i < Lc && kk + d < K) ws.dwa[row(i) * K + kk + d] = x;
-      put_split(sdwh, sdwl, i, d, x);  // zero outside (the staged operands were)
+      put_op<kHi>(sdwh, sdwl, i, d, x);  // zero outside (the staged operands were)
     });
     }
     // Rung 10's G1: dw_aux is stored (G2 reads it); B6's dw_aux E^T and B8's dE are G2's.
@@ -864,10 +875,10 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
 #pragma unroll
           for (int t = 0; t < 4; ++t) {
             const int qd = tid + t * kThreads;
-            put_split4(sEh, sEl, qd >> 4, 4 * (qd & 15), xe[t]);
+            put_op4<kHi>(sEh, sEl, qd >> 4, 4 * (qd & 15), xe[t]);
           }
         } else
-        stage_quads(sEh, sEl, rb.base(ws.E, K), rb.HK, kk, K, Lc, tid);
+        stage_quads<kHi>(sEh, sEl, rb.base(ws.E, K), rb.HK, kk, K, Lc, tid);
       }
     }
     if (e_wide) {
@@ -888,20 +899,20 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
 #pragma unroll
       for (int t = 0; t < kItems; ++t) {
         const int idx = tid + t * kThreads;
-        put_split(sEh, sEl, idx >> 6, idx & 63, e[t]);
+        put_op<kHi>(sEh, sEl, idx >> 6, idx & 63, e[t]);
       }
     } else {
       for (int idx = tid; idx < 64 * 64; idx += nt) {
         const int i = idx >> 6, d = idx & 63;
-        put_split(sEh, sEl, i, d, (i < Lc && kk + d < K) ? ws.E[row(i) * K + kk + d] : 0.f);
+        put_op<kHi>(sEh, sEl, i, d, (i < Lc && kk + d < K) ? ws.E[row(i) * K + kk + d] : 0.f);
       }
     }
     __syncthreads();
     // B6: dA += dw_aux E^T;  B8: dE = A^T dw_aux
-    gemm64<false, false>(accA, sdwh, sdwl, sEh, sEl, m0, n0);
+    gemm64<false, false>(accA, sdwh, lo_op<kHi>(sdwl), sEh, lo_op<kHi>(sEl), m0, n0);
     float accE[4][4];
     zero(accE);
-    gemm64<true, true>(accE, sAh, sAl, sdwh, sdwl, m0, n0);
+    gemm64<true, true>(accE, sAh, lo_op<kHi>(sAl), sdwh, lo_op<kHi>(sdwl), m0, n0);
     if constexpr (Mid::kWide) {
       store_acc_pairs(rb.base(ws.dE, K), rb.HK, kk, K, Lc, evenK, accE, m0, n0);
     } else

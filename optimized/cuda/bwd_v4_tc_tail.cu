@@ -69,6 +69,7 @@ struct V4Mid {
   static constexpr bool kWide = false;        // rung 8's V8Mid sets it (bwd_common.cuh, full-width accesses)
   static constexpr bool kNoExtras = false;    // rung 9's V9Mid sets it (bwd_common.cuh, F1 and F2 formed in the kernel)
   static constexpr bool kSplit = false;       // rung 10's V10Mid sets it (bwd_common.cuh, G1 of the split)
+  static constexpr bool kHiOnly = false;      // rung 15's V15Mid sets it (hi-only operands, one MMA per product)
 
   template <class Tg>
   static __device__ __forceinline__ bool run(const KParams& p, const BWs& ws, unsigned char* smem_raw, int tok0,
@@ -82,13 +83,16 @@ struct V4Mid {
   /// kW (rung 8's V8Mid, with kRB): de^L, dq^P, dk^{L,P} stored by column pairs (st_pair_w).
   /// kSP (rung 10's V10Mid, with kW; DeltaNet and GDN only): B9's P half alone, dq^P = M2 k into ws.dqP
   /// and dk^P = scale M2^T q into ws.dkLP; no B7, no M1 (the L half is G2's, bwd_v10_split.cu).
-  template <class Tg, bool kBatch, bool kLevels = false, bool kRB = false, bool kW = false, bool kSP = false>
+  /// kHi (rung 15's V15Mid): hi-only operands (put_op, lo_op; b9_levels<.., kHi>).
+  template <class Tg, bool kBatch, bool kLevels = false, bool kRB = false, bool kW = false, bool kSP = false,
+            bool kHi = false>
   static __device__ __forceinline__ bool run_impl(const KParams& p, const BWs& ws, unsigned char* smem_raw,
                                                   int tok0, int Lc, const float* sbeta, const float (&accP)[4][4],
                                                   const float (&accA)[4][4]) {
     using bwdc::each_acc;
     using bwdc::gemm64;
-    using bwdc::put_split;
+    using bwdc::lo_op;
+    using bwdc::put_op;
     using bwdc::zero;
     const int K = p.K, H = p.H, h = blockIdx.y;
     const int tid = threadIdx.x, nt = blockDim.x, warp = tid >> 5;
@@ -107,27 +111,27 @@ struct V4Mid {
     for (int i = tid; i < C; i += nt) sG[i] = (tc9 && i < Lc) ? bwdc::G_at(p, ws, row(i), 0) : 0.0;
     // B6's dA, strictly lower, as an operand
     if constexpr (!kSP)
-    each_acc(accA, m0, n0, [&](int i, int j, float x) { put_split(sXh, sXl, i, j, (i < Lc && j < i) ? x : 0.f); });
+    each_acc(accA, m0, n0, [&](int i, int j, float x) { put_op<kHi>(sXh, sXl, i, j, (i < Lc && j < i) ? x : 0.f); });
     __syncthreads();
     // B9's M2 = dP (.) Gam, lower with the diagonal (B5's dP)
     if (tc9)
       each_acc(accP, m0, n0, [&](int i, int j, float x) {
-        put_split(sZh, sZl, i, j, (i < Lc && j <= i) ? x * expf(float(sG[i] - sG[j])) : 0.f);
+        put_op<kHi>(sZh, sZl, i, j, (i < Lc && j <= i) ? x * expf(float(sG[i] - sG[j])) : 0.f);
       });
     // B7: T1 = dA A^T (strictly lower part kept: T1_ij = sum_{m <= j} dA_im A_jm for j < i)
     float acc[4][4];
     if constexpr (!kSP) {  // rung 10's G1: no B7, no M1 (G2's); M2 above is its only operand
     zero(acc);
-    gemm64<false, false>(acc, sXh, sXl, sAh, sAl, m0, n0);
-    each_acc(acc, m0, n0, [&](int i, int j, float x) { put_split(sYh, sYl, i, j, j < i ? x : 0.f); });
+    gemm64<false, false>(acc, sXh, lo_op<kHi>(sXl), sAh, lo_op<kHi>(sAl), m0, n0);
+    each_acc(acc, m0, n0, [&](int i, int j, float x) { put_op<kHi>(sYh, sYl, i, j, j < i ? x : 0.f); });
     __syncthreads();
     // B7: dL = -A^T T1 (strictly lower: dL_ij = -sum_{a >= i} A_ai T1_aj for j < i)
     zero(acc);
-    gemm64<true, true>(acc, sAh, sAl, sYh, sYl, m0, n0);
+    gemm64<true, true>(acc, sAh, lo_op<kHi>(sAl), sYh, lo_op<kHi>(sYl), m0, n0);
     __syncthreads();  // every read of the dA and T1 tiles (and of A) done
     if constexpr (kLevels) {
       if (!tc9) {
-        bwdc::b9_levels<Tg, kRB, kW>(p, ws, smem_raw, tok0, Lc, sbeta, acc, accP);
+        bwdc::b9_levels<Tg, kRB, kW, kHi>(p, ws, smem_raw, tok0, Lc, sbeta, acc, accP);
         return true;
       }
     }
@@ -143,8 +147,8 @@ struct V4Mid {
     // M1 = dL (.) Gam and M1b = Diag(beta) M1 (strictly lower)
     each_acc(acc, m0, n0, [&](int i, int j, float x) {
       const float m1 = (i < Lc && j < i) ? -x * expf(float(sG[i] - sG[j])) : 0.f;
-      put_split(sXh, sXl, i, j, m1);
-      put_split(sYh, sYl, i, j, sbeta[i] * m1);
+      put_op<kHi>(sXh, sXl, i, j, m1);
+      put_op<kHi>(sYh, sYl, i, j, sbeta[i] * m1);
     });
     }  // !kSP
     // B9 per 64-channel slab: de^L = M1 k, dq^P = M2 k, dk^{L,P} = M1b^T k + scale M2^T q
@@ -188,10 +192,10 @@ struct V4Mid {
       __syncthreads();
       float aDe[4][4], aDq[4][4], aDk[4][4], aDkq[4][4];
       zero(aDe), zero(aDq), zero(aDk), zero(aDkq);
-      if constexpr (!kSP) gemm64<false, true>(aDe, sXh, sXl, sKs, nullptr, m0, n0);
-      gemm64<false, true>(aDq, sZh, sZl, sKs, nullptr, m0, n0);
-      if constexpr (!kSP) gemm64<true, true>(aDk, sYh, sYl, sKs, nullptr, m0, n0);  // kSP: aDk stays 0
-      gemm64<true, true>(aDkq, sZh, sZl, sQs, nullptr, m0, n0);
+      if constexpr (!kSP) gemm64<false, true>(aDe, sXh, lo_op<kHi>(sXl), sKs, nullptr, m0, n0);
+      gemm64<false, true>(aDq, sZh, lo_op<kHi>(sZl), sKs, nullptr, m0, n0);
+      if constexpr (!kSP) gemm64<true, true>(aDk, sYh, lo_op<kHi>(sYl), sKs, nullptr, m0, n0);  // kSP: aDk stays 0
+      gemm64<true, true>(aDkq, sZh, lo_op<kHi>(sZl), sQs, nullptr, m0, n0);
       const float scale = p.scale;
       if constexpr (kW) {
         // Rung 8: de^L, dq^P (and dk^{L,P} below) by column pairs (st_pair_w), through RowBase.
@@ -310,6 +314,19 @@ struct V10Mid : V8Mid {
   }
 };
 
+/// Rung 15 (bwd_v15_hionly.cu; KDA and GDN2, the host routes DeltaNet and GDN to the split kernels):
+/// V8Mid with kHiOnly: every product of bwd_grads_tc, run_impl (B7) and b9_levels with hi-only operands
+/// (float32 operands rounded to bf16, one MMA per product, no lo tiles staged); shared memory as rung 8's.
+struct V15Mid : V8Mid {
+  static constexpr bool kHiOnly = true;
+  template <class Tg>
+  static __device__ __forceinline__ bool run(const KParams& p, const BWs& ws, unsigned char* smem_raw, int tok0,
+                                             int Lc, const float* sbeta, const float (&accP)[4][4],
+                                             const float (&accA)[4][4]) {
+    return run_impl<Tg, true, true, true, true, false, true>(p, ws, smem_raw, tok0, Lc, sbeta, accP, accA);
+  }
+};
+
 template <class Tg, class Mid>
 void launch_grads(const BwdCall& c, Profile& prof) {
   const KParams& p = c.p;
@@ -364,6 +381,11 @@ void bwdc::bwd_v8_grads(const BwdCall& c, Profile& prof) {
 void bwdc::bwd_v9_grads(const BwdCall& c, Profile& prof) {
   if (c.gate_dtype == 0) launch_grads<float, V9Mid>(c, prof);
   else launch_grads<bf16, V9Mid>(c, prof);
+}
+
+void bwdc::bwd_v15_grads(const BwdCall& c, Profile& prof) {
+  if (c.gate_dtype == 0) launch_grads<float, V15Mid>(c, prof);
+  else launch_grads<bf16, V15Mid>(c, prof);
 }
 
 void bwdc::bwd_v10_g1(const BwdCall& c, Profile& prof) {

@@ -33,11 +33,26 @@ __device__ __forceinline__ void level_mask(unsigned (&mask)[4], int s) {
 
 /// One k-step of 16 (contraction rows k0..k0+15) of a level product: acc (this warp's rows m0..m0+15,
 /// channels n0..n0+31) += A B, A = the row-major tile (ATRANS: its transpose) masked by `mask`, B a
-/// row-major [k][n] tile; both hi + lo: hi*hi + hi*lo + lo*hi, in gemm64's order.
-template <bool ATRANS>
+/// row-major [k][n] tile; both hi + lo: hi*hi + hi*lo + lo*hi, in gemm64's order. kHi (rung 15's V15Mid):
+/// hi*hi only (Al, Bl not read).
+template <bool ATRANS, bool kHi = false>
 __device__ __forceinline__ void level_kstep(float (&acc)[4][4], const bf16* Ah, const bf16* Al, const bf16* Bh,
                                             const bf16* Bl, int m0, int k0, int n0, const unsigned (&mask)[4]) {
   unsigned ah[4], al[4];
+  if constexpr (kHi) {
+    if (ATRANS) load_a_t(ah, Ah, LT, m0, k0);
+    else load_a(ah, Ah, LT, m0, k0);
+#pragma unroll
+    for (int x = 0; x < 4; ++x) ah[x] &= mask[x];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      unsigned bh[4];
+      load_b_kn(bh, Bh, LT, k0, n0 + 16 * half);
+      mma_bf16(acc[2 * half], ah, bh[0], bh[1]);
+      mma_bf16(acc[2 * half + 1], ah, bh[2], bh[3]);
+    }
+    return;
+  }
   if (ATRANS) load_a_t(ah, Ah, LT, m0, k0), load_a_t(al, Al, LT, m0, k0);
   else load_a(ah, Ah, LT, m0, k0), load_a(al, Al, LT, m0, k0);
 #pragma unroll
@@ -78,7 +93,9 @@ __device__ __forceinline__ void level_kstep(float (&acc)[4][4], const bf16* Ah, 
 /// returns after a barrier (the tail may overlay it again). kRowBase (rung 7): the staging's and the
 /// outputs' [rows, W] addresses by per-block bases and 32-bit offsets (bwd_common.cuh's RowBase).
 /// kWide (rung 8, with kRowBase): the outputs stored by column pairs (st_pair_w: 8 bytes where aligned).
-template <class Tg, bool kRowBase = false, bool kWide = false>
+/// kHi (rung 15's V15Mid): hi-only operands (dL, dP, X_s, Y_s rounded to bf16, no lo tiles staged or
+/// multiplied: put_op, level_kstep<.., true>); F, the epilogue and the diagonal terms stay float32.
+template <class Tg, bool kRowBase = false, bool kWide = false, bool kHi = false>
 __device__ __forceinline__ void b9_levels(const KParams& p, const BWs& ws, unsigned char* smem_raw, int tok0, int Lc,
                                           const float* sbeta, const float (&accL)[4][4],
                                           const float (&accP)[4][4]) {
@@ -98,10 +115,10 @@ __device__ __forceinline__ void b9_levels(const KParams& p, const BWs& ws, unsig
   double* sG = reinterpret_cast<double*>(sdg + 64);           // [64][64] G slab (0 past Lc and K)
 
   each_acc(accL, m0, n0, [&](int i, int j, float x) {
-    put_split(sLh, sLl, i, j, (i < Lc && j < i) ? -x : 0.f);
+    put_op<kHi>(sLh, sLl, i, j, (i < Lc && j < i) ? -x : 0.f);
   });
   each_acc(accP, m0, n0, [&](int i, int j, float x) {
-    put_split(sPh, sPl, i, j, (i < Lc && j < i) ? x : 0.f);
+    put_op<kHi>(sPh, sPl, i, j, (i < Lc && j < i) ? x : 0.f);
     if (i == j) sdg[i] = i < Lc ? x : 0.f;  // each diagonal entry is in exactly one warp's part
   });
   const bf16* k = static_cast<const bf16*>(p.k);
@@ -205,8 +222,8 @@ __device__ __forceinline__ void b9_levels(const KParams& p, const BWs& ws, unsig
         const double Gr = sG[r * 64 + d], Gm = sG[m * 64 + d];
         const float F = expf(fminf(float(left ? Gr - Gm : Gm - Gr), 0.f));
         sF[r * LF + d] = F;
-        put_split(sXh, sXl, r, d, (left ? sE[r * 64 + d] : bf(sKs[r * LT + d])) * F);
-        put_split(sYh, sYl, r, d, left ? (p.scale * bf(sQs[r * LT + d])) * F : 0.f);
+        put_op<kHi>(sXh, sXl, r, d, (left ? sE[r * 64 + d] : bf(sKs[r * LT + d])) * F);
+        put_op<kHi>(sYh, sYl, r, d, left ? (p.scale * bf(sQs[r * LT + d])) * F : 0.f);
       }
       __syncthreads();
       // This warp's contractions at level s (the model's TABLE; dk^LP's is the transpose):
@@ -217,12 +234,12 @@ __device__ __forceinline__ void b9_levels(const KParams& p, const BWs& ws, unsig
       unsigned mask[4];
       level_mask(mask, s <= 8 ? s : 0);
       auto left_step = [&](int bj) {
-        level_kstep<false>(aL, sLh, sLl, sXh, sXl, m0, 16 * bj, n0, mask);
-        level_kstep<false>(aP, sPh, sPl, sXh, sXl, m0, 16 * bj, n0, mask);
+        level_kstep<false, kHi>(aL, sLh, sLl, sXh, sXl, m0, 16 * bj, n0, mask);
+        level_kstep<false, kHi>(aP, sPh, sPl, sXh, sXl, m0, 16 * bj, n0, mask);
       };
       auto right_step = [&](int bi) {
-        level_kstep<true>(aK, sLh, sLl, sXh, sXl, m0, 16 * bi, n0, mask);
-        level_kstep<true>(aK, sPh, sPl, sYh, sYl, m0, 16 * bi, n0, mask);
+        level_kstep<true, kHi>(aK, sLh, sLl, sXh, sXl, m0, 16 * bi, n0, mask);
+        level_kstep<true, kHi>(aK, sPh, sPl, sYh, sYl, m0, 16 * bi, n0, mask);
       };
       if (s == 32) {  // blocks (2, 0), (2, 1), (3, 0), (3, 1)
         if (mb >= 2) left_step(0), left_step(1);

@@ -249,12 +249,12 @@ enum class BwdVersion : int {
                        ///< levels), instead of v8's one kernel; dk, dg differ from v8 by float32
                        ///< summation order only; the same fallbacks as v13. Written in session 9, not
                        ///< yet run on a GPU (RESULTS.md, "Rung 14")
-  v15_hionly = 15,     ///< v13 with one bf16 MMA per product in G1' and G2' (float32 operands rounded
-                       ///< to bf16, no lo operands: fewer MMAs, 51 / 88 KB shared memory instead of
-                       ///< 84 / 106); bf16-level gradients within rung 3's bounds (predicted by
-                       ///< bench/models/bwd_v15_hionly_model.py); KDA and GDN2 run v8; the same
-                       ///< fallbacks as v13. Written in session 9, not yet run on a GPU (RESULTS.md,
-                       ///< "Rung 15")
+  v15_hionly = 15,     ///< v13 with one bf16 MMA per product (float32 operands rounded to bf16, no lo
+                       ///< operands) in G1' and G2' for DeltaNet and GDN (51 / 88 KB shared memory
+                       ///< instead of 84 / 106) and in v8's chunk-gradient kernel for KDA and GDN2;
+                       ///< bf16-level gradients within rung 3's bounds (predicted by
+                       ///< bench/models/bwd_v15_hionly_model.py); the same fallbacks as v13. Written
+                       ///< in session 9, not yet run on a GPU (RESULTS.md, "Rung 15")
 };
 
 const char* bwd_version_name(BwdVersion v);

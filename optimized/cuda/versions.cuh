@@ -152,9 +152,9 @@ void bwd_v13_launch(const BwdCall& c);
 std::size_t bwd_v14_workspace_bytes(const KParams& p);
 void bwd_v14_launch(const BwdCall& c);
 
-// bwd_v15_hionly.cu (rung 13 with hi-only operands in G1' and G2': one bf16 MMA per product, no lo
-// tiles; bf16-level gradients; KDA and GDN2 run bwd_v8_launch; otherwise rung 13's fallbacks; written
-// in session 9, not yet run on a GPU)
+// bwd_v15_hionly.cu (rung 13 with hi-only operands: one bf16 MMA per product, no lo tiles, in G1' and
+// G2' for DeltaNet and GDN and in rung 8's chunk-gradient kernel for KDA and GDN2; bf16-level
+// gradients; otherwise rung 13's fallbacks; written in session 9, not yet run on a GPU)
 std::size_t bwd_v15_workspace_bytes(const KParams& p);
 void bwd_v15_launch(const BwdCall& c);
 

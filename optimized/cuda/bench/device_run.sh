@@ -331,7 +331,7 @@ for s in $stages; do
         [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 timeout 200 compute-sanitizer --tool racecheck $M "$CL14" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
         [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$CL14" 2>&1 | grep -E "ERROR SUMMARY" | head -2
         fi
-        if grp v15; then  # BMUT_ONLY=v15: rung 15's mutants alone (the hi-only G1' and G2', kHi instantiations)
+        if grp v15; then  # BMUT_ONLY=v15: rung 15's mutants alone (the kHi instantiations: G1', G2', rung 8's kernel)
         V15='CUDA v15 hi-only products chunked backward equals the float64 reference backward for every operator in bfloat16'
         FX15='CUDA v15 hi-only products keep every gradient within rung 3 bounds beside rungs 13 and 8 on fixed cases'
         run_m 0 "$V15" "$FX15"
@@ -344,7 +344,11 @@ for s in $stages; do
         run_m 176 "$FX15" "$V15"  # G2' hi: dE buffer one tile early (over the k slab)
         run_m 177 "$FX15" "$V15"  # G2' hi: u0 column quads swapped (16-byte v path)
         run_m 178 "$FX15" "$V15"  # G1' hi: M2 without its diagonal
-        echo "no mutant, compute-sanitizer racecheck and memcheck (rung 15's hi-only G1' and G2'), $V15 (max_success=3):"
+        run_m 179 "$FX15" "$V15"  # KDA / GDN2 hi: B9 levels without de^L's products
+        run_m 180 "$FX15" "$V15"  # KDA / GDN2 hi: dE = A^T E
+        run_m 181 "$FX15" "$V15"  # KDA / GDN2 hi: T1 product left out
+        run_m 182 "$FX15" "$V15"  # KDA / GDN2 hi: Y_s left rows zero
+        echo "no mutant, compute-sanitizer racecheck and memcheck (rung 15's hi-only kernels), $V15 (max_success=3):"
         [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 RC_PARAMS="seed=20261130 max_success=3" timeout 200 compute-sanitizer --tool racecheck $M "$V15" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
         [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 RC_PARAMS="seed=20261130 max_success=3" timeout 150 compute-sanitizer --tool memcheck $M "$V15" 2>&1 | grep -E "ERROR SUMMARY" | head -2
         fi
