@@ -23,11 +23,17 @@ random / zero / extreme / mixed, beta in [0, 1], unit keys, T = 150 or 200 with 
 initial state, dht). Predicted rung 15 ratio = sqrt(rung 13's measured worst^2 + added^2), compared
 with rung 3's bounds (1e-2 dq, dk, dv, dh0; 2e-2 dg, dbeta).
 
-Part 2, B9 for per-channel gates (KDA, GDN2) by levels (bwd_b9_levels_model.py's levels()): its
-products with hi-only operands (A = dL, dP and B = X, Y = k F, e F, q~ F rounded to bf16) against the
-direct float64 sums, next to hi + lo: what a later rung giving rung 8's kernel the flag would add.
+KDA end to end likewise (chunk_backward_kda, per-channel log-decays): rung 8's chunk-gradient kernel,
+which rung 15 runs with hi-only operands (V15Mid): the same products, and B9 by levels as
+bwd_b9_levels_model.py's levels() computes it (hi + lo: its Dev; hi only: both operands rounded to bf16),
+the direct float64 sums in 'exact'. GDN2 (b, w gates) is not modelled end to end: its products and B9
+are KDA's with e = b (.) k, u0 = w (.) v.
 
-Exit 0: the model checks pass (finite differences within 1e-6; hi + lo adds < 1e-4; every predicted
+Part 2, B9 for per-channel gates (KDA, GDN2) by levels alone: its outputs de^L, dq^P, dk^LP with
+hi-only operands (A = dL, dP and B = X, Y = k F, e F, q~ F rounded to bf16) against the direct float64
+sums, next to hi + lo.
+
+Exit 0: the model checks pass (finite differences within 1e-6 for DeltaNet, GDN and KDA; hi + lo adds < 1e-4; every predicted
 rung 15 ratio within its bound); 1: a check failed (printed); 77: numpy missing (CTest skip).
   python3 optimized/cuda/bench/models/bwd_v15_hionly_model.py"""
 import os
@@ -135,18 +141,100 @@ def chunk_backward(q, k, v, g, beta, h0, do, dht, scale, mode):
     return out
 
 
+def chunk_backward_kda(q, k, v, g, beta, h0, do, dht, scale, mode):
+    """KDA (per-channel log-decays g [T, K]): rung 8's chunk-gradient kernel (V15Mid for mode 'hi'):
+    the same G1 / G2 products as chunk_backward, and B9 by levels (bwd_b9_levels_model.levels) with the
+    device's operands: 'exact' uses the direct float64 sums, 'hilo' levels() with hi + lo, 'hi' with
+    hi-only operands (HiDev)."""
+    import bwd_b9_levels_model as b9
+    T, K = k.shape
+    V = v.shape[1]
+    KP = (K + 63) // 64 * 64
+    chunks = [(c0, min(c0 + C, T)) for c0 in range(0, T, C)]
+    fw, S = [], h0.copy()
+    for c0, c1 in chunks:
+        n = c1 - c0
+        G = np.cumsum(g[c0:c1], axis=0)
+        low = np.tri(n, dtype=bool)[:, :, None]
+        Gam3 = np.where(low, np.exp(np.where(low, G[:, None, :] - G[None, :, :], 0.0)), 0.0)
+        qs, kk, vv, b = scale * q[c0:c1], k[c0:c1], v[c0:c1], beta[c0:c1]
+        E = (b[:, None] * kk) * np.exp(G)
+        u0 = b[:, None] * vv
+        Qg = qs * np.exp(G)
+        Kd = kk * np.exp(G[-1] - G)
+        Lm = b[:, None] * np.einsum("id,jd,ijd->ij", kk, kk, Gam3) * np.tri(n, k=-1)
+        P = np.einsum("id,jd,ijd->ij", qs, kk, Gam3)
+        A = np.linalg.inv(np.eye(n) + Lm)
+        w_aux, u = A @ E, A @ u0
+        vn = u - w_aux @ S
+        fw.append(dict(G=G, qs=qs, k=kk, v=vv, b=b, E=E, u0=u0, Qg=Qg, Kd=Kd, P=P, A=A, w_aux=w_aux, vn=vn,
+                       S=S.copy()))
+        S = np.exp(G[-1])[:, None] * S + Kd.T @ vn
+    dq, dk, dv = np.zeros((T, K)), np.zeros((T, K)), np.zeros((T, V))
+    dbeta, dg = np.zeros(T), np.zeros((T, K))
+    dS = dht.copy()
+    for (c0, c1), f in reversed(list(zip(chunks, fw))):
+        n = c1 - c0
+        G, S, A, kk, qs, b = f["G"], f["S"], f["A"], f["k"], f["qs"], f["b"]
+        dO = do[c0:c1]
+        gamma = np.exp(G[-1])
+        dvn = f["P"].T @ dO + f["Kd"] @ dS
+        dKd = mm(f["vn"], dS.T, mode)
+        dgam = np.sum(S * dS, axis=1)
+        dQg = mm(dO, S.T, mode)
+        dwa = -mm(dvn, S.T, mode)
+        dP = mm(dO, f["vn"].T, mode) * np.tri(n)
+        dS_prev = gamma[:, None] * dS + f["Qg"].T @ dO - f["w_aux"].T @ dvn
+        dA = (mm(dvn, f["u0"].T, mode) + mm(dwa, f["E"].T, mode)) * np.tri(n, k=-1)
+        du0 = mm(A.T, dvn, mode)
+        dE = mm(A.T, dwa, mode)
+        T1 = mm(dA, A.T, mode) * np.tri(n, k=-1)
+        dL = -mm(A.T, T1, mode) * np.tri(n, k=-1)
+        # B9 per channel on 64-row, KP-column tiles as the kernel stages them (zero past n and K)
+        pad = lambda x, w: np.pad(x, ((0, C - x.shape[0]), (0, w - x.shape[1])))
+        args = (pad(dL, C), pad(dP, C), pad(G, KP), pad(kk, KP), pad(b[:, None] * kk, KP), pad(qs, KP))
+        if mode == "exact":
+            deL, dqP, dkLP = b9.direct(*args, n)
+        else:
+            deL, dqP, dkLP = b9.levels(*args, KP, b9.Dev(True) if mode == "hilo" else _hidev(b9))
+        deL, dqP, dkLP = deL[:n, :K], dqP[:n, :K], dkLP[:n, :K]
+        eG = np.exp(G)
+        de = dE * eG + deL
+        dq[c0:c1] = scale * (dQg * eG + dqP)
+        dk[c0:c1] = dKd * np.exp(G[-1] - G) + dkLP + b[:, None] * de
+        dv[c0:c1] = b[:, None] * du0
+        dbeta[c0:c1] = np.sum(de * kk, axis=1) + np.sum(du0 * f["v"], axis=1)
+        dGm = dE * f["E"] + dQg * f["Qg"] - dKd * f["Kd"] + (b[:, None] * kk) * deL + qs * dqP - kk * dkLP
+        dGm[-1] += np.sum(dKd * f["Kd"], axis=0) + dgam * gamma
+        dg[c0:c1] = np.cumsum(dGm[::-1], axis=0)[::-1]
+        dS = dS_prev
+    return dict(dq=dq, dk=dk, dv=dv, dbeta=dbeta, dh0=dS, dg=dg)
+
+
+def _hidev(b9):
+    class HiDev(b9.Dev):
+        """Rung 15's products: both operands float32 rounded to bf16, hi.hi only, float32 per k-step."""
+        def mm(self, acc, a, b):
+            ah, bh = bf16(a), bf16(b)
+            for k0 in range(0, a.shape[1], 16):
+                ks = slice(k0, k0 + 16)
+                acc = b9.f32(acc + ah[:, ks] @ bh[ks])
+            return acc
+    return HiDev(True)
+
+
 def loss(q, k, v, g, beta, h0, do, dht, scale):
     S = h0.copy()
     L = 0.0
     for t in range(k.shape[0]):
-        a = 1.0 if g is None else np.exp(g[t])
+        a = 1.0 if g is None else (np.exp(g[t])[:, None] if np.ndim(g) == 2 else np.exp(g[t]))
         S = a * S
         S = S + beta[t] * np.outer(k[t], v[t] - S.T @ k[t])
         L += do[t] @ (S.T @ (scale * q[t]))
     return L + np.sum(dht * S)
 
 
-def make_case(rng, T, K, V, gate, gated):
+def make_case(rng, T, K, V, gate, gated, chan=False):
     q = bf16(rng.standard_normal((T, K)))
     k = rng.standard_normal((T, K))
     k = bf16(k / np.linalg.norm(k, axis=1, keepdims=True))
@@ -159,15 +247,16 @@ def make_case(rng, T, K, V, gate, gated):
     beta = f32(beta)
     g = None
     if gated:
+        shape = (T, K) if chan else (T,)
         if gate == "zero":
-            g = np.zeros(T)
+            g = np.zeros(shape)
         elif gate == "extreme":
-            g = np.where(rng.random(T) < 0.5, -30.0, -1000.0)
+            g = np.where(rng.random(shape) < 0.5, -30.0, -1000.0)
         else:  # log(sigmoid(N(2.5, 1.5))), the generator's random gates; mixed: some extreme
-            x = rng.normal(2.5, 1.5, T)
+            x = rng.normal(2.5, 1.5, shape)
             g = -np.log1p(np.exp(-x))
             if gate == "mixed":
-                g = np.where(rng.random(T) < 0.2, -1000.0, g)
+                g = np.where(rng.random(shape) < 0.2, -1000.0, g)
         g = f32(g)
     h0 = f32(0.5 * rng.standard_normal((K, V)))
     dht = f32(rng.standard_normal((K, V)))
@@ -184,9 +273,9 @@ def ratio(got, want, floor):
 def check_fd(rng, failures):
     """The float64 chunked backward equals central finite differences of the loss (both operators)."""
     worst = 0.0
-    for gated in (False, True):
-        args = make_case(rng, 70, 8, 5, "random", gated)
-        grads = chunk_backward(*args, "exact")
+    for gated, chan in ((False, False), (True, False), (True, True)):
+        args = make_case(rng, 70, 8, 5, "random", gated, chan)
+        grads = (chunk_backward_kda if chan else chunk_backward)(*args, "exact")
         q, k, v, g, beta, h0, do, dht, scale = args
         names = [("dq", 0), ("dk", 1), ("dv", 2), ("dbeta", 4), ("dh0", 5)] + ([("dg", 3)] if gated else [])
         for name, ai in names:
@@ -200,7 +289,8 @@ def check_fd(rng, failures):
                 fd = (loss(*xp) - loss(*xm)) / (2 * h)
                 an = grads[name][idx]
                 worst = max(worst, abs(fd - an) / max(1.0, abs(an)))
-    print(f"float64 chunked backward vs finite differences (T = 70, K = 8, V = 5, 2 chunks): worst {worst:.1e}")
+    print(f"float64 chunked backward (DeltaNet, GDN, KDA) vs finite differences (T = 70, K = 8, V = 5, 2 chunks): "
+          f"worst {worst:.1e}")
     if worst > 1e-6:
         failures.append(f"finite differences {worst:.1e} > 1e-6")
 
@@ -210,20 +300,23 @@ def part1(failures):
     check_fd(rng, failures)
     shapes = [(150, 64, 64), (200, 128, 128), (150, 36, 20), (130, 100, 128)]
     gates = ["random", "zero", "extreme", "mixed"]
-    for opname, gated in (("DeltaNet", False), ("GDN", True)):
+    for opname, gated in (("DeltaNet", False), ("GDN", True), ("KDA", True)):
+        chan = opname == "KDA"
+        fn = chunk_backward_kda if chan else chunk_backward
         worst = {m: {} for m in ("hilo", "hi")}
-        for (T, K, V) in shapes:
+        for (T, K, V) in (shapes[:3] if chan else shapes):
             for gate in (gates if gated else ["random", "mixed"]):
-                for rep in range(2):
-                    args = make_case(rng, T, K, V, gate, gated)
-                    want = chunk_backward(*args, "exact")
+                for rep in range(1 if chan else 2):
+                    args = make_case(rng, T, K, V, gate, gated, chan)
+                    want = fn(*args, "exact")
                     floor = np.sqrt(np.mean(np.concatenate([want[n].ravel() for n in ("dq", "dk", "dv")]) ** 2))
                     for m in ("hilo", "hi"):
-                        got = chunk_backward(*args, m)
+                        got = fn(*args, m)
                         for n in want:
                             worst[m][n] = max(worst[m].get(n, 0.0), ratio(got[n], want[n], floor))
-        print(f"\n{opname}: added error ratio of G1' / G2' products, worst over {len(shapes)} shapes x gate modes x 2")
-        print("  grad   hi+lo (rung 13)   hi only (rung 15)   rung 13 measured   predicted rung 15   bound")
+        what = "rung 8's kernel (B9 by levels)" if chan else "G1' / G2'"
+        print(f"\n{opname}: added error ratio of {what} products, worst over the shapes x gate modes")
+        print("  grad   hi+lo (rung 13/8) hi only (rung 15)   rung 3 family worst  predicted rung 15   bound")
         for n in worst["hi"]:
             pred = float(np.hypot(MEASURED13[n], worst["hi"][n]))
             ok = pred <= BOUND[n]
@@ -238,15 +331,6 @@ def part1(failures):
 def part2(failures):
     import bwd_b9_levels_model as b9
 
-    class HiDev(b9.Dev):
-        """Rung 15's products: both operands float32 rounded to bf16, hi.hi only."""
-        def mm(self, acc, a, b):
-            ah, bh = bf16(a), bf16(b)
-            for k0 in range(0, a.shape[1], 16):
-                ks = slice(k0, k0 + 16)
-                acc = b9.f32(acc + ah[:, ks] @ bh[ks])
-            return acc
-
     rng = np.random.default_rng(150)
     print("\nB9 per channel by levels (KDA, GDN2), relative RMS against the float64 direct sums, worst over "
           "Lc in {64, 37}, K in {128, 100}:")
@@ -258,7 +342,7 @@ def part2(failures):
                 for K in (128, 100):
                     dL, dP, G, k, e, qs, KP = b9.make_case(rng, Lc, K, gate, op)
                     want = b9.direct(dL, dP, G, k, e, qs, Lc)
-                    for name, dev in (("hilo", b9.Dev(True)), ("hi", HiDev(True))):
+                    for name, dev in (("hilo", b9.Dev(True)), ("hi", _hidev(b9))):
                         got = b9.levels(dL, dP, G, k, e, qs, KP, dev)
                         for t in range(3):
                             w[name][t] = max(w[name][t], b9.rel_rms(want[t], got[t]))
