@@ -8,13 +8,15 @@
 # then the shared packed / extreme-gate / ragged / T = 1 / determinism cases (every rung of kRungs, 15
 # included). Part 2 (only with PART2=1, at most ~300 s in all): bench_backward.py --bwd-versions 8,13,15
 # with the per-kernel profile ("grads" is G1', "wy" is G2'), then memcheck and racecheck on one property
-# with RC_PARAMS="max_success=3" (racecheck of a whole bit test takes > 200 s).
+# with RC_PARAMS="max_success=3" (racecheck of a whole bit test takes > 200 s). Part 3 (only with
+# PART3=1, ~300 s): ncu of G1', G2' (DeltaNet, rungs 13 and 15) and rung 8's grads kernel (KDA, rungs 8
+# and 15): whether these kernels are MMA-bound.
 # Each step's timeout is the smaller of its own and the time left to the part's end; each step's exit
 # status is saved before anything else runs (rc=$?) and printed in summary.log.
 # Needs .cudabin/bins.tar.xz built at a commit that has rung 15 as committed (test_cuda_backward and
 # liblinattn_cuda_capi.so; RESULTS.md "How to build and carry"); carry `.cudabin` (.tcache optional).
 # Writes two files to $OUT: env.log and logs.tar.xz (summary.log inside, one line per step).
-# Usage on the device: bash optimized/cuda/bench/logs_session9/rung15_run.sh   (PART2=1 for the rest)
+# Usage on the device: bash optimized/cuda/bench/logs_session9/rung15_run.sh   (PART2=1, PART3=1 for the rest)
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/b /tmp/l
 S0=$(date +%s); el() { echo $(( $(date +%s) - S0 )); }
@@ -64,5 +66,29 @@ if [ "${PART2:-0}" = 1 ]; then
       echo "[$(el) s] backward $tool ($P15, max_success=3) rc $rc: $(grep -E 'SUMMARY' /tmp/l/san_$tool.log | tail -1)" | tee -a /tmp/l/summary.log
     fi
   done
+fi
+if [ "${PART3:-0}" = 1 ]; then
+  # 3. Is the chunk gradient MMA-bound? ncu (hardware counters, one launch each at B=8 T=4096 H=16 K=V=128)
+  #    of G1' and G2' (DeltaNet; rung 13 hi + lo against rung 15 hi-only) and of rung 8's grads kernel (KDA;
+  #    rung 8 against rung 15's V15Mid): duration, issue slots busy, stall reasons, and the tensor pipe's
+  #    active cycles. A tensor pipe far from busy with few "math pipe throttle" stalls says the lo MMAs
+  #    were not what bounded the kernel (RESULTS.md "Rung 15", the estimate's two ends).
+  END=$(( $(el) + 300 ))
+  S="--section SpeedOfLight --section Occupancy --section WarpStateStats --section ComputeWorkloadAnalysis --section InstructionStats"
+  M="--metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_tensor_op_hmma.sum,smsp__inst_executed.sum"
+  prof() {  # name, kernel regex, rung, op
+    local n=$1 rc
+    timeout $(left 60) ncu --clock-control none -k regex:$2 --launch-count 1 $S $M -o /tmp/l/$n \
+      python3 optimized/cuda/bench/bench_backward.py --lib $L --ops $4 --bwd-versions $3 --rep 1 --slow-rep 1 > /tmp/l/$n.run.txt 2>&1; rc=$?
+    ncu -i /tmp/l/$n.ncu-rep --page details > /tmp/l/$n.details.txt 2>&1
+    echo "[$(el) s] ncu $n rc $rc" | tee -a /tmp/l/summary.log
+    grep -E "Duration|Issue Slots Busy|Compute \(SM\) Throughput|Achieved Occupancy|Warp Cycles Per Issued|sm__pipe_tensor|sm__inst_executed_pipe_tensor|smsp__inst_executed.sum" /tmp/l/$n.details.txt | head -10 | tee -a /tmp/l/summary.log
+    rm -f /tmp/l/$n.ncu-rep; }
+  prof g1_v13_dn bwd12_g1 13 delta_rule
+  prof g1_v15_dn bwd12_g1 15 delta_rule
+  prof g2_v13_dn bwd11_wy 13 delta_rule
+  prof g2_v15_dn bwd11_wy 15 delta_rule
+  prof grads_v8_kda bwd_grads_tc 8 kda
+  prof grads_v15_kda bwd_grads_tc 15 kda
 fi
 tar -cJf $OUT/logs.tar.xz -C /tmp/l .
