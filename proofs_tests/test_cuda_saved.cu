@@ -2,7 +2,7 @@
 // would recompute (optimized/cuda/chunk_cuda.hpp, SavedForward; issue 6) and the backward that reads
 // it: forward_device(args, version, &saved) gives o and the final state of forward_device bit for
 // bit, and backward_device(args, version, &saved) gives the gradients of backward_device(args,
-// version) bit for bit for the rungs of cuda::saved_bwd_versions() (best, 5 to 10: those whose
+// version) bit for bit for the rungs of cuda::saved_bwd_versions() (best, 5 to 15: those whose
 // prepare is forward rung 4's intra kernel), so the saved path inherits every property the backward
 // tests prove of those rungs; a property checks it against the float64 reference backward too.
 // Every compared element must also be finite, so an element neither path wrote (NaN on both sides)
@@ -513,7 +513,7 @@ TEST_CASE("CUDA saved backward refuses every backward rung outside saved_bwd_ver
   using Catch::Matchers::Contains;
   const std::vector<BwdVersion> listed = cuda::saved_bwd_versions();
   auto is_listed = [&](BwdVersion v) { return std::find(listed.begin(), listed.end(), v) != listed.end(); };
-  // best (= rung 8) and the rungs whose prepare is rung 4's intra kernel are listed; rungs 1-4 are not.
+  // best (= rung 13) and the rungs whose prepare is rung 4's intra kernel are listed; rungs 1-4 are not.
   CHECK(is_listed(BwdVersion::best));
   CHECK(is_listed(BwdVersion::v8_wide));
   for (BwdVersion v : {BwdVersion::v1_simple, BwdVersion::v2_tensorcore, BwdVersion::v3_async, BwdVersion::v4_tc_tail})

@@ -22,7 +22,7 @@
 // Training (issue 6): forward_device(args, version, &saved) is a forward that also keeps, in a
 // SavedForward, what the backward's first kernel ("prepare": the forward's rung 4 intra-chunk
 // kernel launched again with A) would recompute; backward_device(args, version, &saved) then skips
-// that kernel (the rungs of saved_bwd_versions(): best and 5-10) and gives the same gradients bit for
+// that kernel (the rungs of saved_bwd_versions(): best and 5-15) and gives the same gradients bit for
 // bit. See SavedForward below for what it holds, its memory (0.82 GiB at B=8 T=4096 H=16 K=V=128),
 // its checks and its stream ordering.
 #pragma once
@@ -247,8 +247,10 @@ enum class BwdVersion : int {
   v14_pchan = 14,      ///< v13 for DeltaNet and GDN; for KDA and GDN2 the split of v10 with per-channel
                        ///< gates: G1 (v10's, its B9 P half by levels) and G2 (WY side, B9 L half by
                        ///< levels), instead of v8's one kernel; dk, dg differ from v8 by float32
-                       ///< summation order only; the same fallbacks as v13. Written in session 9, not
-                       ///< yet run on a GPU (RESULTS.md, "Rung 14")
+                       ///< summation order only; the same fallbacks as v13. Session 9 calls 3-4: tests
+                       ///< pass, mutants caught, but slower than v8 for KDA (backward 11.21 against
+                       ///< 10.69 ms: the per-channel B9 levels built in both halves), not `best`
+                       ///< (RESULTS.md, "Rung 14")
   v15_hionly = 15,     ///< v13 with one bf16 MMA per product (float32 operands rounded to bf16, no lo
                        ///< operands) in G1' and G2' for DeltaNet and GDN (51 / 88 KB shared memory
                        ///< instead of 84 / 106) and in v8's chunk-gradient kernel for KDA and GDN2;

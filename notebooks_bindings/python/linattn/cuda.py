@@ -97,20 +97,20 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     version picks a rung of the backward ladder: 'best', 'bwd_v1_simple', 'bwd_v2_tensorcore'
     (float32-accurate gate gradients and dh0 with bf16 inputs), 'bwd_v3_async', 'bwd_v4_tc_tail',
     'bwd_v5_levels_front', 'bwd_v6_tc_b9', 'bwd_v7_rowbase',
-    'bwd_v8_wide' (rung 7 with full-width global accesses, the same gradients; the one 'best' picks;
+    'bwd_v8_wide' (rung 7 with full-width global accesses, the same gradients; 'best' in session 8;
     optimized/cuda/RESULTS.md), 'bwd_v9_noextras' (rung 8 without the prepare's extras kernel, the
     same gradients; slower than rung 8 for the gated operators), 'bwd_v10_split' (rung 8 with the
     chunk-gradient kernel split in two for DeltaNet and GDN, rung 8's gradients up to float32
     summation order; KDA and GDN2 run rung 8; 2.7% faster than rung 8 for DeltaNet, slower for GDN),
-    'bwd_v11_wyfast' (rung 10 with a faster WY-side kernel G2; rung 10's gradients bit for bit by
-    design; not yet run on a GPU),
+    'bwd_v11_wyfast' (rung 10 with a faster WY-side kernel G2; rung 10's gradients bit for bit),
     'bwd_v12_g1slab' (rung 10 with its state-side kernel retiled, 2 blocks per SM; rung 10's gradients
-    bit for bit by design; not yet run on a GPU),
+    bit for bit),
     'bwd_v13_g1g2' (rung 10 with both halves replaced: rung 12's G1' and rung 11's G2'; rung 10's
-    gradients bit for bit by design; not yet run on a GPU).
+    gradients bit for bit; the one 'best' picks since session 9: DeltaNet and GDN 1.2-1.4x faster
+    than rung 8, KDA and GDN2 run rung 8 inside it),
     'bwd_v14_pchan' (rung 13 for DeltaNet and GDN; for KDA and GDN2 rung 8's chunk-gradient kernel
-    split the same way, with per-channel gates: rung 8's gradients up to float32 summation order; not
-    yet run on a GPU).
+    split the same way, with per-channel gates: rung 8's gradients up to float32 summation order;
+    slower than rung 8 for KDA),
     'bwd_v15_hionly' (rung 13 with one bf16 MMA per product in its chunk-gradient kernels, and in
     rung 8's for KDA and GDN2: float32 operands rounded to bf16, no lo operands; bf16-level gradients
     within rung 3's bounds; not yet run on a GPU).
