@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # optimized/cuda/bench/logs_session9/rung15_run.sh -- one device call for backward rung 15
 # (bwd_v15_hionly.cu: rung 13 with one bf16 MMA per product in G1' and G2', hi-only operands, for DeltaNet
-# and GDN; KDA and GDN2 run rung 8; written in session 9, not yet run on a GPU; RESULTS.md "Rung 15").
+# and GDN, and in rung 8's chunk-gradient kernel for KDA and GDN2; written in session 9, not yet run on a
+# GPU; RESULTS.md "Rung 15").
 # Part 1 (tests only, at most ~60 s; what the lead runs first): the fixed-case test (rung 15 against the
 # float64 reference within rung 3's bounds, its error ratios printed beside rungs 13 and 8: compare with
 # the model's prediction, bench/models/bwd_v15_hionly_model.py), the two properties, outside the range,
@@ -55,7 +56,7 @@ for t in 'CUDA chunked backward of a packed batch of many short sequences equals
 if [ "${PART2:-0}" = 1 ]; then
   END=300
   # 2a. Speed beside rungs 8 and 13, with the per-kernel profile (rung 15 for DeltaNet, GDN: grads = G1'
-  #     hi, wy = G2' hi; for KDA and GDN2 rung 15 runs rung 8: the same times expected).
+  #     hi, wy = G2' hi; for KDA and GDN2 "grads" is rung 8's kernel with hi-only products).
   timeout $(left 170) python3 optimized/cuda/bench/bench_backward.py --lib $L --bwd-versions 8,13,15 --rep 30 --slow-rep 5 --json /tmp/l/bbench81315.json > /tmp/l/bbench81315.log 2>&1; rc=$?
   echo "[$(el) s] backward speed rc $rc" | tee -a /tmp/l/summary.log; grep -E "backward v(8|13|15) |kernels" /tmp/l/bbench81315.log | tee -a /tmp/l/summary.log
   # 2b. memcheck and racecheck on one property, three cases per operator (the hi layouts' overlays: G1''s
