@@ -562,6 +562,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v13_g1g2: return "bwd_v13_g1g2";
     case BwdVersion::v14_pchan: return "bwd_v14_pchan";
     case BwdVersion::v15_hionly: return "bwd_v15_hionly";
+    case BwdVersion::v16_b9one: return "bwd_v16_b9one";
   }
   return "?";
 }
@@ -594,6 +595,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v13_g1g2, detail::bwd_v13_workspace_bytes, detail::bwd_v13_launch},
     {BwdVersion::v14_pchan, detail::bwd_v14_workspace_bytes, detail::bwd_v14_launch},
     {BwdVersion::v15_hionly, detail::bwd_v15_workspace_bytes, detail::bwd_v15_launch},
+    {BwdVersion::v16_b9one, detail::bwd_v16_workspace_bytes, detail::bwd_v16_launch},
 };
 }  // namespace
 
@@ -605,7 +607,8 @@ const std::vector<BwdVersion>& saved_bwd_versions() {
   static const std::vector<BwdVersion> v = {BwdVersion::best,       BwdVersion::v5_levels_front, BwdVersion::v6_tc_b9,
                                             BwdVersion::v7_rowbase, BwdVersion::v8_wide,         BwdVersion::v9_noextras,
                                             BwdVersion::v10_split, BwdVersion::v11_wyfast,  BwdVersion::v12_g1slab,
-                                            BwdVersion::v13_g1g2, BwdVersion::v14_pchan, BwdVersion::v15_hionly};
+                                            BwdVersion::v13_g1g2, BwdVersion::v14_pchan, BwdVersion::v15_hionly,
+                                            BwdVersion::v16_b9one};
   return v;
 }
 
@@ -705,8 +708,11 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
     call.saved_A = reinterpret_cast<const float*>(static_cast<const char*>(s.buf_) + s.a_offset_);
   }
   // With a saved forward the rung's own tc region (about 742 MB at B=8 T=4096 H=16 K=V=128) is not
-  // used: every rung of saved_bwd_versions() reads the saved one (bwd_v3_front), so it is not reserved.
-  const std::size_t ws_bytes = saved ? detail::bwd_saved_workspace_bytes(p) : rung->workspace_bytes(p);
+  // used: every rung of saved_bwd_versions() reads the saved one (bwd_v3_front), so it is not reserved;
+  // rung 16 puts its hand-over there (bwd_v16_b9one.cu), so its saved workspace is its own figure.
+  const std::size_t ws_bytes = !saved ? rung->workspace_bytes(p)
+                               : rung->version == BwdVersion::v16_b9one ? detail::bwd_v16_saved_workspace_bytes(p)
+                                                                        : detail::bwd_saved_workspace_bytes(p);
   char* base = static_cast<char*>(workspace_bwd().get(pl.table_bytes() + align256(ws_bytes) + 256));
   pl.place(base, call.stream);
   call.p = p;

@@ -22,7 +22,7 @@
 // Training (issue 6): forward_device(args, version, &saved) is a forward that also keeps, in a
 // SavedForward, what the backward's first kernel ("prepare": the forward's rung 4 intra-chunk
 // kernel launched again with A) would recompute; backward_device(args, version, &saved) then skips
-// that kernel (the rungs of saved_bwd_versions(): best and 5-15) and gives the same gradients bit for
+// that kernel (the rungs of saved_bwd_versions(): best and 5-16) and gives the same gradients bit for
 // bit. See SavedForward below for what it holds, its memory (0.82 GiB at B=8 T=4096 H=16 K=V=128),
 // its checks and its stream ordering.
 #pragma once
@@ -257,6 +257,13 @@ enum class BwdVersion : int {
                        ///< bf16-level gradients within rung 3's bounds (predicted by
                        ///< bench/models/bwd_v15_hionly_model.py); the same fallbacks as v13. Written
                        ///< in session 9, not yet run on a GPU (RESULTS.md, "Rung 15")
+  v16_b9one = 16,      ///< v13 for DeltaNet and GDN; for KDA and GDN2 v14's split without B9 (G1s:
+                       ///< B2, B4, B5; G2s: B6, B8, B7) and one B9 kernel: v8's B9 by levels (both
+                       ///< halves in one pass per level), then B10 and B11; dP and A^T T1 handed
+                       ///< over through the workspace (32 KiB per chunk and head); dq, dv, dw, dh0
+                       ///< as v8's, dk, dg, db, dbeta up to float32 summation order; the same
+                       ///< fallbacks as v14. Written in session 9, not yet run on a GPU (RESULTS.md,
+                       ///< "Rung 16")
 };
 
 const char* bwd_version_name(BwdVersion v);
@@ -359,7 +366,7 @@ class SavedForward {
 };
 
 /// The backward rungs that accept a SavedForward: those whose prepare is forward rung 4's intra
-/// kernel (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly). Any other
+/// kernel (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one). Any other
 /// rung, and rung 5 with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel), is refused.
 const std::vector<BwdVersion>& saved_bwd_versions();
 

@@ -158,6 +158,15 @@ void bwd_v14_launch(const BwdCall& c);
 std::size_t bwd_v15_workspace_bytes(const KParams& p);
 void bwd_v15_launch(const BwdCall& c);
 
+// bwd_v16_b9one.cu (DeltaNet, GDN: bwd_v13_launch; KDA, GDN2: rung 8's front, then rung 14's split without
+// B9 (G1s: B2, B4, B5; G2s: B6, B8, B7) and one B9 kernel (rung 8's b9_levels, both halves in one pass per
+// level, then B10, B11); dP and A^T T1 handed over through the workspace; otherwise rung 14's fallbacks;
+// written in session 9, not yet run on a GPU). With a saved forward its workspace is
+// bwd_v16_saved_workspace_bytes (the hand-over lies where the rung's own tensor-core region would).
+std::size_t bwd_v16_workspace_bytes(const KParams& p);
+std::size_t bwd_v16_saved_workspace_bytes(const KParams& p);
+void bwd_v16_launch(const BwdCall& c);
+
 // Reused by the backward's rung 3 from the forward's tensor-core rungs (bf16 inputs, 16 <= K <= 128;
 // c.p.ws is the tensor-core workspace of tc_common.cuh, V2Ws):
 /// v3_async.cu: v3's intra-chunk kernel, which also writes A = (I + L)^-1 of every chunk to a_out

@@ -113,7 +113,10 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     slower than rung 8 for KDA),
     'bwd_v15_hionly' (rung 13 with one bf16 MMA per product in its chunk-gradient kernels, and in
     rung 8's for KDA and GDN2: float32 operands rounded to bf16, no lo operands; bf16-level gradients
-    within rung 3's bounds; not yet run on a GPU).
+    within rung 3's bounds; not yet run on a GPU),
+    'bwd_v16_b9one' (rung 13 for DeltaNet and GDN; for KDA and GDN2 rung 14's split without B9 and one
+    B9 kernel, rung 8's per-channel B9 by levels with both halves in one pass, then the rest of the
+    chunk gradient: rung 8's gradients up to float32 summation order; not yet run on a GPU).
     output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"
     _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})
