@@ -123,7 +123,7 @@ for s in $stages; do
       echo "determinism test: $fails failures in ${DET_REPEATS:-50} runs" | tee "$OUT/bdeterminism.log" ;;
     bmutants)
       # Each planted bug of the backward (make_mutants.py, 11-16 rung 1, 21-24 rung 2, 41-49 rung 3, 51-55
-      # rung 4, 50 and 56-59 rung 5, 66-68 rung 6, 69-72 rung 7, 73-79 and 85-86 rung 8, 87-91 rung 9, 98-105 rung 10, 120-128 rung 11, 140-146 rung 12, 150-160 rung 14, 170-182 rung 15; 5 is shared with the forward)
+      # rung 4, 50 and 56-59 rung 5, 66-68 rung 6, 69-72 rung 7, 73-79 and 85-86 rung 8, 87-91 rung 9, 98-105 rung 10, 120-128 rung 11, 140-146 rung 12, 150-160 rung 14, 170-182 rung 15, 190-203 rung 16; 5 is shared with the forward)
       # must make the tests aimed at it fail.
       M=${MBIN:-build/mutants}/test_cuda_backward
       P32='CUDA v1 chunked backward equals the float64 reference backward for every operator in float32'
@@ -136,7 +136,7 @@ for s in $stages; do
       SZ='CUDA chunked backward is exact at the tuned and the largest head sizes up to K = V = 256'
       V3='CUDA v3 chunked backward on the forward tensor-core kernels equals the float64 reference backward for every operator in bfloat16'
       V4='CUDA v4 tensor-core B7 and B9 chunked backward equals the float64 reference backward for every operator in bfloat16'
-      # BMUT_ONLY=v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v14 or v15 (or several, space-separated): those rungs'
+      # BMUT_ONLY=v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v14, v15 or v16 (or several, space-separated): those rungs'
       # mutants alone (BMUT_V3_ONLY=1 is BMUT_ONLY=v3). MUT_SAN=0 skips the groups' sanitizer runs on the
       # mutant tree (minutes each; run them on the real binaries instead).
       only=${BMUT_ONLY:-}; [ -n "${BMUT_V3_ONLY:-}" ] && only=v3
@@ -351,6 +351,28 @@ for s in $stages; do
         echo "no mutant, compute-sanitizer racecheck and memcheck (rung 15's hi-only kernels), $V15 (max_success=3):"
         [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 RC_PARAMS="seed=20261130 max_success=3" timeout 200 compute-sanitizer --tool racecheck $M "$V15" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
         [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 RC_PARAMS="seed=20261130 max_success=3" timeout 150 compute-sanitizer --tool memcheck $M "$V15" 2>&1 | grep -E "ERROR SUMMARY" | head -2
+        fi
+        if grp v16; then  # BMUT_ONLY=v16: rung 16's mutants alone (KDA and GDN2's G1s, G2s and B9 kernel)
+        V16='CUDA v16 one B9 kernel chunked backward equals the float64 reference backward for every operator in bfloat16'
+        CL16='CUDA v16 one B9 kernel backward is rung 8 up to float32 summation order for KDA and GDN2'
+        run_m 0 "$V16" "$CL16"
+        run_m 190 "$CL16" "$V16"  # G1s: the hand-over's dP is dQg
+        run_m 191 "$CL16" "$V16"  # G1s: dk_part without exp(G_last - G)
+        run_m 192 "$CL16" "$V16"  # G1s: dG_last without dgamma exp(G_last)
+        run_m 193 "$CL16" "$V16"  # B9: A^T T1 read from dP's place
+        run_m 194 "$CL16" "$V16"  # B9: de without de^L
+        run_m 195 "$CL16" "$V16"  # B9: dk without (beta | b) de
+        run_m 196 "$CL16" "$V16"  # B9: dG without q~ dq^P
+        run_m 197 "$CL16" "$V16"  # B9: dq without exp(G)
+        run_m 198 "$CL16" "$V16"  # B9: dg's reverse sum without the last row
+        run_m 199 "$CL16" "$V16"  # B9, KDA: dbeta without <du0, v>
+        run_m 200 "$CL16" "$V16"  # G2s, GDN2: dw = du0 w
+        run_m 201 "$CL16" "$V16"  # B9, KDA: beta staged as 0
+        run_m 202 "$CL16" "$V16"  # B9, KDA: dbeta's <du0, v> at a wrong row stride
+        run_m 203 "$CL16" "$V16"  # G2s: u0 staged as 0
+        echo "no mutant, compute-sanitizer racecheck and memcheck (rung 16's G1s, G2s, B9 kernel), $V16 (max_success=3):"
+        [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 RC_PARAMS="seed=20261130 max_success=3" timeout 200 compute-sanitizer --tool racecheck $M "$V16" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
+        [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 RC_PARAMS="seed=20261130 max_success=3" timeout 150 compute-sanitizer --tool memcheck $M "$V16" 2>&1 | grep -E "ERROR SUMMARY" | head -2
         fi
       } 2>&1 | tee "$OUT/bmutants.log" ;;
     smutants)
