@@ -977,24 +977,13 @@ TEST_CASE("CUDA v16 gradients equal v13 gradients bit for bit for DeltaNet and G
                     /*require_finite=*/true);
 }
 
-TEST_CASE("CUDA v16 one B9 kernel backward is rung 8 up to float32 summation order for KDA and GDN2") {
-  SKIP_WITHOUT_GPU();
-  // Rung 16 runs rung 8's front, rung 14's split without B9 (G1s: B2, B4, B5; G2s: B6, B8, B7) and one B9
-  // kernel that calls rung 8's own b9_levels on dP and A^T T1 read back from the workspace. The same by
-  // design: the front (dh0); dQg, dP, du0 (the same tiles and products); dq^P (the same function on the same
-  // dP), hence dq = scale (dQg exp(G) + dq^P), rung 8's expression; dv = (beta | w) du0 and GDN2's dw = du0 v:
-  // dq, dv, dw, dh0 bit for bit (memcmp). Different: float32 summation order in dk (dk_part + dk^LP + gate
-  // de) and dG (dG_part from G1s, four terms added by the B9 kernel), hence dg; and possibly de (hence db,
-  // dbeta) in the last bits through u0 = (beta | w) v by mul.rn (rung 14's note). Bounds: rung 14's test's
-  // (5e-4 where stored in bf16: dk and the gate gradients with bf16 gates; 2e-5 in float32), relative to
-  // max(rms(rung 8), rms of rung 8's dq, dk, dv); rung 14 measured dk 3.7e-5, dg 2.9e-5 and dbeta, db bit
-  // for bit under them (RESULTS.md Status). A dropped or misplaced term moves a gradient by O(1) of its
-  // size (make_mutants.py's v16 group). Cases: rung 9's bit test's (K = 36 V = 20, K = 18 V = 22, K = 100
-  // V = 200, packed ragged batches, log-decays at -30 / -1000 and 0, initial states) and K = 128 V = 20
-  // (two K slabs) with extreme gates; float32 and bf16 gates. The worst ratios are printed under
-  // LINATTN_CUDA_BACKWARD_REPORT ("v16 vs v8 worst ...").
-  std::vector<Case> cases = rung9_bit_cases();
-  cases.push_back(fixed_case(1, 131, 2, 128, 20, GateMode::extreme, true, 37));
+namespace {
+/// Rung 16 against rung 8 for KDA and GDN2 on `cases`, both gate dtypes (the test "CUDA v16 one B9 kernel
+/// backward is rung 8 up to float32 summation order for KDA and GDN2" says what and why): dq, dv, dw, dh0
+/// bit for bit; dk, dg, db, dbeta within 5e-4 (stored in bf16) or 2e-5 (float32) relative to max(rms(rung
+/// 8), rms of rung 8's dq, dk, dv); every gradient finite. Worst ratios printed under
+/// LINATTN_CUDA_BACKWARD_REPORT as "v16 vs v8 worst " + label + key.
+void check_v16_near_v8(const std::vector<Case>& cases, const std::string& label = "") {
   std::map<std::string, double> worst;
   for (const Case& cs : cases)
     for (DType gdt : {DType::f32, DType::bf16})
@@ -1037,7 +1026,29 @@ TEST_CASE("CUDA v16 one B9 kernel backward is rung 8 up to float32 summation ord
         }
       }
   if (std::getenv("LINATTN_CUDA_BACKWARD_REPORT"))
-    for (const auto& [key, r] : worst) std::cout << "v16 vs v8 worst " << key << ": " << r << "\n";
+    for (const auto& [key, r] : worst) std::cout << "v16 vs v8 worst " << label << key << ": " << r << "\n";
+}
+}  // namespace
+
+TEST_CASE("CUDA v16 one B9 kernel backward is rung 8 up to float32 summation order for KDA and GDN2") {
+  SKIP_WITHOUT_GPU();
+  // Rung 16 runs rung 8's front, rung 14's split without B9 (G1s: B2, B4, B5; G2s: B6, B8, B7) and one B9
+  // kernel that calls rung 8's own b9_levels on dP and A^T T1 read back from the workspace. The same by
+  // design: the front (dh0); dQg, dP, du0 (the same tiles and products); dq^P (the same function on the same
+  // dP), hence dq = scale (dQg exp(G) + dq^P), rung 8's expression; dv = (beta | w) du0 and GDN2's dw = du0 v:
+  // dq, dv, dw, dh0 bit for bit (memcmp). Different: float32 summation order in dk (dk_part + dk^LP + gate
+  // de) and dG (dG_part from G1s, four terms added by the B9 kernel), hence dg; and possibly de (hence db,
+  // dbeta) in the last bits through u0 = (beta | w) v by mul.rn (rung 14's note). Bounds: rung 14's test's
+  // (5e-4 where stored in bf16: dk and the gate gradients with bf16 gates; 2e-5 in float32), relative to
+  // max(rms(rung 8), rms of rung 8's dq, dk, dv); rung 14 measured dk 3.7e-5, dg 2.9e-5 and dbeta, db bit
+  // for bit under them (RESULTS.md Status). A dropped or misplaced term moves a gradient by O(1) of its
+  // size (make_mutants.py's v16 group). Cases: rung 9's bit test's (K = 36 V = 20, K = 18 V = 22, K = 100
+  // V = 200, packed ragged batches, log-decays at -30 / -1000 and 0, initial states) and K = 128 V = 20
+  // (two K slabs) with extreme gates; float32 and bf16 gates. The worst ratios are printed under
+  // LINATTN_CUDA_BACKWARD_REPORT ("v16 vs v8 worst ...").
+  std::vector<Case> cases = rung9_bit_cases();
+  cases.push_back(fixed_case(1, 131, 2, 128, 20, GateMode::extreme, true, 37));
+  check_v16_near_v8(cases);
 }
 
 TEST_CASE("CUDA v16 one B9 kernel chunked backward outside rung 3 range runs rung 2 bit for bit") {
@@ -1102,6 +1113,51 @@ TEST_CASE("CUDA v13 chunked backward equals the float64 reference backward at od
           for (const GradErr& e : errs) CHECK(within(e, DType::bf16, gdt, cuda::BwdVersion::v13_g1g2, cs.K));
         }
       }
+}
+
+namespace {
+/// review10 (session 9, before rungs 15 and 16 first run): review9_edge_cases (odd K = 127 with V = 129
+/// and H = 3, packed; K = V = 16; K = 128 V = 256; K = 65 V = 1; 41 short sequences with extreme gates),
+/// which no rung 15 or 16 test reaches, and K = 120 V = 255, H = 1, sequences of 1, 128 and 11 tokens:
+/// V odd past 128 (G2' / G2s stage their V slabs by items, the last of 63 columns; KDA dbeta's V > 128
+/// loop in the B9 kernel), K a multiple of 8 but not of 64 (a second K slab of 56 channels in G1' / G1s
+/// and in b9_levels), two full chunks of one sequence next to a one-token sequence.
+std::vector<Case> review10_cases() {
+  std::vector<Case> cases = review9_edge_cases();
+  cases.push_back(fixed_case(1, 140, 1, 120, 255, GateMode::mixed, true, 61, {0, 1, 129, 140}));
+  return cases;
+}
+}  // namespace
+
+TEST_CASE("CUDA v15 and v16 chunked backward equal the float64 reference backward at odd and extreme head sizes and on many short sequences") {
+  SKIP_WITHOUT_GPU();
+  // Rungs 15 (hi-only G1', G2' and rung 8's kernel) and 16 (G1s, G2s, the B9 kernel for KDA and GDN2;
+  // rung 13 for DeltaNet and GDN) against the float64 reference with rung 3's bounds on review10_cases,
+  // every operator, both gate dtypes (the host API fills the gradient buffers with NaN: an element no
+  // kernel writes fails as an infinite error).
+  for (const Case& cs : review10_cases())
+    for (DType gdt : {DType::f32, DType::bf16})
+      for (Op op : kOps) {
+        BwdCase b;
+        b.c = cs;
+        const DevProblem d = as_device_sees(make_bwd_problem(op, b), DType::bf16, gdt);
+        const auto want = reference_backward(d);
+        for (cuda::BwdVersion ver : {cuda::BwdVersion::v15_hionly, cuda::BwdVersion::v16_b9one}) {
+          const auto errs = compare_grads(cuda_backward(d, DType::bf16, gdt, ver), want);
+          INFO(cuda::bwd_version_name(ver) << " " << ref::op_name(op) << " gates " << dname(gdt) << " " << cs << ": "
+                                           << describe(errs));
+          for (const GradErr& e : errs) CHECK(within(e, DType::bf16, gdt, ver, cs.K));
+        }
+      }
+}
+
+TEST_CASE("CUDA v16 one B9 kernel backward is rung 8 up to float32 summation order at odd and extreme head sizes and on many short sequences") {
+  SKIP_WITHOUT_GPU();
+  // The rung 8 comparison of "CUDA v16 one B9 kernel backward is rung 8 up to float32 summation order for
+  // KDA and GDN2" (dq, dv, dw, dh0 bit for bit; dk, dg, db, dbeta within its bounds; finite) on
+  // review10_cases: odd and partial K slabs in G1s and b9_levels (pairs on st_pair_w), V = 1 and V > 128,
+  // Lc = 1 .. 9 blocks, H = 3 (the hand-over indexed by chunk and head).
+  check_v16_near_v8(review10_cases(), "(review10 cases) ");
 }
 
 // ---------------------------------------------------------------------------------------------
