@@ -981,10 +981,11 @@ namespace {
 /// Rung 16 against rung 8 for KDA and GDN2 on `cases`, both gate dtypes (the test "CUDA v16 one B9 kernel
 /// backward is rung 8 up to float32 summation order for KDA and GDN2" says what and why): dq, dv, dw, dh0
 /// bit for bit; dk, dg, db, dbeta within 5e-4 (stored in bf16) or 2e-5 (float32) relative to max(rms(rung
-/// 8), rms of rung 8's dq, dk, dv); every gradient finite. Worst ratios printed under
+/// 8), rms of rung 8's dq, dk, dv); every gradient finite; dg not bit for bit everywhere. Worst ratios printed under
 /// LINATTN_CUDA_BACKWARD_REPORT as "v16 vs v8 worst " + label + key.
 void check_v16_near_v8(const std::vector<Case>& cases, const std::string& label = "") {
   std::map<std::string, double> worst;
+  bool dg_differs = false;  // somewhere: the B9 kernel ran, not rung 8 by a wiring slip
   for (const Case& cs : cases)
     for (DType gdt : {DType::f32, DType::bf16})
       for (Op op : {Op::kda, Op::gdn2}) {
@@ -1017,6 +1018,7 @@ void check_v16_near_v8(const std::vector<Case>& cases, const std::string& label 
           CHECK(r <= bound);
           const std::string key = std::string(ref::op_name(op)) + " " + name + " gates " + dname(gdt);
           worst[key] = std::max(worst[key], r);
+          if (std::string(name) == "dg") dg_differs = dg_differs || std::memcmp(a->data(), b->data(), sizeof(float) * a->numel()) != 0;
         }
         for (const Tensor<float>* t : {&y.dq, &y.dk, &y.dv, &y.dg, &y.dbeta, &y.db, &y.dw, &y.dh0}) {
           if (!t->defined()) continue;
@@ -1027,6 +1029,12 @@ void check_v16_near_v8(const std::vector<Case>& cases, const std::string& label 
       }
   if (std::getenv("LINATTN_CUDA_BACKWARD_REPORT"))
     for (const auto& [key, r] : worst) std::cout << "v16 vs v8 worst " << label << key << ": " << r << "\n";
+  // dG is summed in another float32 order than rung 8's (dG_part rounded in G1s, then four terms in the B9
+  // kernel; rung 8: six terms in one expression), so dg (float32 with float32 gates) differs from rung 8's
+  // in some element over these cases unless rung 16's kernels did not run (rung 14, the same reordering,
+  // measured dg 2.9e-5 from rung 8).
+  INFO("v16's dg equals rung 8's bit for bit on every case: did bwd_v16_b9one run rung 8?");
+  CHECK(dg_differs);
 }
 }  // namespace
 
