@@ -27,7 +27,7 @@ export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/triton_cache TRITON_CACHE_AUTOTU
 mkdir -p /tmp/triton_cache && [ -f .tcache/triton_cache.tgz ] && tar -xzf .tcache/triton_cache.tgz -C /tmp/triton_cache
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > $OUT/env.log
 L=/tmp/b/liblinattn_cuda_capi.so BT=/tmp/b/test_cuda_backward ST=/tmp/b/test_cuda_saved
-END=60  # part 1 ends here (s)
+END=90  # part 1 ends here (s): review10's two cases added 25 s
 res() { grep -E '^All tests|^test cases' "$1" | tail -1; }
 left() { local t=$(( END - $(el) )); [ $t -gt $1 ] && t=$1; [ $t -lt 1 ] && t=1; echo $t; }  # min(nominal, time left)
 logof() { echo /tmp/l/$1_$(echo "$2" | md5sum | cut -c1-6).log; }
@@ -41,6 +41,10 @@ P16B='CUDA v16 one B9 kernel chunked backward with bfloat16 gates equals the ref
 # 1a. Rung 16's own test cases.
 one $BT bwd 15 "$CL16"
 grep -E "^v16 vs v8 worst" $(logof bwd "$CL16") | tee -a /tmp/l/summary.log
+# review10's two cases (review9's odd / extreme head sizes and many short sequences, plus K = 120 V = 255):
+# rung 16 against rung 8 there, then rungs 15 and 16 against the float64 reference.
+one $BT bwd 10 'CUDA v16 one B9 kernel backward is rung 8 up to float32 summation order at odd and extreme head sizes and on many short sequences'
+one $BT bwd 15 'CUDA v15 and v16 chunked backward equal the float64 reference backward at odd and extreme head sizes and on many short sequences'
 one $BT bwd 8 'CUDA v16 gradients equal v13 gradients bit for bit for DeltaNet and GDN'
 one $BT bwd 10 "$P16"
 grep -E "^bwd_v16_b9one .*worst" $(logof bwd "$P16") | tee -a /tmp/l/summary.log
