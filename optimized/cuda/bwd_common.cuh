@@ -235,6 +235,11 @@ void bwd_v12_g1(const BwdCall& c, Profile& prof);
 /// bf16 MMA per product, float32 operands rounded to bf16, no lo tiles); the same inputs, outputs and ranges.
 void bwd_v12_g1_hi(const BwdCall& c, Profile& prof);
 void bwd_v11_g2_hi(const BwdCall& c, Profile& prof);
+/// Rung 17's G1' and G2' (bwd_v17_hybrid.cu): rung 15's with the lo operands that
+/// bench/models/bwd_v17_hybrid_model.py finds necessary kept: G1''s dP = do v_new^T takes v_new's lo
+/// (kVnLo); G2''s du0 = A^T dv_new takes dv_new's lo and T1 = dA A^T takes dA's lo (kLo). Same ranges.
+void bwd_v12_g1_hy(const BwdCall& c, Profile& prof);
+void bwd_v11_g2_hy(const BwdCall& c, Profile& prof);
 /// Rungs 10-13, the split chunk-gradient kernel (bwd_v10_split.cu): outside rung 3's range rung 2 (via
 /// rung 3), outside RowBase's range rung 6, KDA and GDN2 rung 8; else rung 8's front, then g1 (the state
 /// side: bwd_v10_g1 or bwd_v12_g1) and g2 (the WY side: bwd_v10_g2 or bwd_v11_g2), profiled as `name`.

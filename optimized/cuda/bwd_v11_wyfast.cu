@@ -61,6 +61,10 @@ template <bool kHi>
 constexpr std::size_t g2_tile_bytes = kHi ? kG2TileBytes - sizeof(bf16) * 2 * kTile : kG2TileBytes;
 template <bool kHi>
 constexpr std::size_t g2_smem = kHi ? kG2HiSmem : kG2Smem;
+// Rung 17 (kHi with kLo, bwd_v17_hybrid.cu): rung 15's tiles, and X's lo in tile 1 (A lo's, unused when
+// kHi; the de slab takes it only after B7) for the products in kLo: no more shared memory than rung 15.
+constexpr unsigned kLoDu0 = 1;  // du0 = A^T dv_new: hi*hi + hi*lo(dv_new)
+constexpr unsigned kLoT1 = 2;   // T1 = dA A^T: hi*hi + lo(dA)*hi
 
 /// Rung 10's stage_f32 (the same hi + lo values): by quads where `quads`, else 16 items per thread.
 /// kHi (rung 15): the hi tile only.
@@ -118,7 +122,9 @@ __device__ __forceinline__ float2 ld_pair(const float* a, int col, int W) {
 /// per (chunk, head)) with dE and de kept on chip and wide loads; the file comment lists the changes.
 /// kHi (rung 15): X, Y, A hi tiles only (no lo staged, split or multiplied: one MMA per product); X hi,
 /// Y hi and the k slab at tiles 2, 3, 4 (A hi at 0, tile 1 for the de slab).
-template <class Tg, bool kHi = false>
+/// kLo (rung 17, with kHi; bits kLoDu0, kLoT1): X's lo staged in tile 1 for the operand those products
+/// take (dv_new in the V slabs, dA in B7), and only those products multiply it.
+template <class Tg, bool kHi = false, unsigned kLo = 0>
 __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut out) {
   using bwdc::each_acc;
   using bwdc::gemm64;
@@ -129,7 +135,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* tiles = reinterpret_cast<bf16*>(smem_raw);
   bf16 *sAh = tiles, *sAl = tiles + kTile;                  // A hi, lo (to B7), then the de slab
-  bf16 *sXh = tiles + 2 * kTile, *sXl = tiles + 3 * kTile;  // dv_new | dw_aux slab, then dA, then M1
+  bf16 *sXh = tiles + 2 * kTile, *sXl = tiles + (kHi && kLo ? 1 : 3) * kTile;  // dv_new | dw_aux slab, then dA, then M1
   bf16 *sYh = tiles + (2 + kS) * kTile, *sYl = tiles + 5 * kTile;  // u0 | E slab, then T1, then M1b
   bf16* sKs = tiles + (2 + 2 * kS) * kTile;                         // k slab (exact in bf16)
   float* sde = reinterpret_cast<float*>(smem_raw);                  // [64][LDE] de of one K slab (after B7)
@@ -172,7 +178,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
     const bool octV = V % 8 == 0 && bwdc::aligned(vb, 16);
     for (int vv = 0; vv < V; vv += 64) {
       __syncthreads();  // the previous slab's tiles read
-      stage_f32<kHi>(sXh, sXl, dvnb, HV, vv, V, Lc, quadsV, tid);
+      stage_f32<kHi && !(kLo & kLoDu0)>(sXh, sXl, dvnb, HV, vv, V, Lc, quadsV, tid);
       if (octV) {  // u0 = beta v (F2, not fused) from two 16-byte loads per thread
         uint4 w[2];
 #pragma unroll
@@ -210,7 +216,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
       gemm64<false, false>(accA, sXh, lo_op<kHi>(sXl), sYh, lo_op<kHi>(sYl), m0, n0);
       float accU[4][4];
       zero(accU);
-      gemm64<true, true>(accU, sAh, lo_op<kHi>(sAl), sXh, lo_op<kHi>(sXl), m0, n0);
+      gemm64<true, true>(accU, sAh, lo_op<kHi>(sAl), sXh, lo_op<kHi && !(kLo & kLoDu0)>(sXl), m0, n0);
       bwdc::store_acc_pairs(du0b, HV, vv, V, Lc, evenV, accU, m0, n0);
       bwdc::each_acc_pair(accU, m0, n0, [&](int j, int c, float x0, float x1) {
         if (j < Lc) st_bf_pair(dvb + j * HV + vv + c, sbeta[j] * x0, sbeta[j] * x1, vv + c, V);  // B10: dv = beta du0
@@ -238,11 +244,13 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
   __syncthreads();  // the slab tiles read
   // B7 (V4Mid::run_impl's code): dA strictly lower as an operand; T1 = dA A^T (strictly lower kept);
   // dL = -A^T T1 (strictly lower)
-  each_acc(accA, m0, n0, [&](int i, int j, float x) { put_op<kHi>(sXh, sXl, i, j, (i < Lc && j < i) ? x : 0.f); });
+  each_acc(accA, m0, n0, [&](int i, int j, float x) {
+    put_op<kHi && !(kLo & kLoT1)>(sXh, sXl, i, j, (i < Lc && j < i) ? x : 0.f);
+  });
   __syncthreads();
   float acc[4][4];
   zero(acc);
-  gemm64<false, false>(acc, sXh, lo_op<kHi>(sXl), sAh, lo_op<kHi>(sAl), m0, n0);
+  gemm64<false, false>(acc, sXh, lo_op<kHi && !(kLo & kLoT1)>(sXl), sAh, lo_op<kHi>(sAl), m0, n0);
   each_acc(acc, m0, n0, [&](int i, int j, float x) { put_op<kHi>(sYh, sYl, i, j, j < i ? x : 0.f); });
   __syncthreads();
   zero(acc);
@@ -399,10 +407,10 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
   }
 }
 
-template <class Tg, bool kHi = false>
+template <class Tg, bool kHi = false, unsigned kLo = 0>
 void launch_wy(const BwdCall& c, bwdc::Profile& prof) {
   const KParams& p = c.p;
-  auto kern = bwd11_wy<Tg, kHi>;
+  auto kern = bwd11_wy<Tg, kHi, kLo>;
   constexpr std::size_t smem = g2_smem<kHi>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   bwdc::BwdOut o{c.do_, c.dq, c.dk, c.dv, c.dg, c.dbeta, c.db, c.dw};
@@ -423,6 +431,11 @@ void bwdc::bwd_v11_g2(const BwdCall& c, bwdc::Profile& prof) {  // rung 13 runs 
 void bwdc::bwd_v11_g2_hi(const BwdCall& c, bwdc::Profile& prof) {  // rung 15's G2' (hi-only operands)
   if (c.gate_dtype == 0) launch_wy<float, true>(c, prof);
   else launch_wy<bf16, true>(c, prof);
+}
+
+void bwdc::bwd_v11_g2_hy(const BwdCall& c, bwdc::Profile& prof) {  // rung 17's G2' (du0, T1 with lo)
+  if (c.gate_dtype == 0) launch_wy<float, true, kLoDu0 | kLoT1>(c, prof);
+  else launch_wy<bf16, true, kLoDu0 | kLoT1>(c, prof);
 }
 
 void bwd_v11_launch(const BwdCall& c) {  // rung 10's G1, then G2'

@@ -65,17 +65,25 @@ constexpr std::size_t kG1HiTileBytes = sizeof(float) * 3 * C * LD;  // 49,920
 static_assert(sizeof(bf16) * 5 * kTile <= kG1HiTileBytes, "rung 15's 5 hi tiles fit under the overlay");
 constexpr std::size_t kG1HiSmem = kG1HiTileBytes + sizeof(float) * (3 * C) + sizeof(double) * C;  // 51,200
 static_assert(kG1HiSmem == 51200, "bwd_v15_hionly.cu's shared-memory figure");
-template <bool kHi>
-constexpr std::size_t g1_tile_bytes = kHi ? kG1HiTileBytes : kG1TileBytes;
-template <bool kHi>
-constexpr std::size_t g1_smem = kHi ? kG1HiSmem : kG1Smem;
+// Rung 17 (kHi with kVnLo, bwd_v17_hybrid.cu): rung 15's tiles and v_new's lo tile (tile 5, for dP = do
+// v_new^T hi + lo): 6 tiles, 55,296 bytes over the overlay's 49,920; 56,576 bytes in all.
+constexpr std::size_t kG1HyTileBytes = sizeof(bf16) * 6 * kTile;  // 55,296
+static_assert(kG1HyTileBytes >= kG1HiTileBytes, "rung 17's 6 tiles set the tile region");
+constexpr std::size_t kG1HySmem = kG1HyTileBytes + sizeof(float) * (3 * C) + sizeof(double) * C;  // 56,576
+static_assert(kG1HySmem == 56576, "bwd_v17_hybrid.cu's shared-memory figure");
+template <bool kHi, bool kVnLo = false>
+constexpr std::size_t g1_tile_bytes = kHi ? (kVnLo ? kG1HyTileBytes : kG1HiTileBytes) : kG1TileBytes;
+template <bool kHi, bool kVnLo = false>
+constexpr std::size_t g1_smem = kHi ? (kVnLo ? kG1HySmem : kG1HiSmem) : kG1Smem;
 
 /// G1' of rung 12 (the file comment): B2, B4, B5 and B9's P half for one 64-channel slab of K of one
 /// (chunk, head); writes dq, ws.dwa, ws.dkLP and (GDN) ws.dGc as rung 10's G1 does.
 /// No gate dtype parameter: G1' reads no gate (G, Qg, Kd come from the prepare), so one kernel serves both.
 /// kHi (rung 15): hi tiles only (no lo staged, split or multiplied: one MMA per product); tile T of the
 /// hi + lo layout below is tile (T + 1) / 2 there (lo tiles unused), M2 hi, k and q at tiles 0, 1, 2.
-template <bool kHi>
+/// kVnLo (rung 17, with kHi): v_new's lo tile too (tile 5), and dP = do v_new^T takes it (hi*hi + hi*lo:
+/// do is exact in bf16, so dP is rung 13's); every other product stays hi only.
+template <bool kHi, bool kVnLo = false>
 __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut out) {
   using bwdc::each_acc;
   using bwdc::gemm64;
@@ -86,7 +94,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* tiles = reinterpret_cast<bf16*>(smem_raw);
   bf16* sdo = tiles;
-  bf16 *svnh = tiles + kTile, *svnl = tiles + 2 * kTile;
+  bf16 *svnh = tiles + kTile, *svnl = tiles + (kHi && kVnLo ? 5 : 2) * kTile;
   bf16 *sdvnh = tiles + (1 + kS) * kTile, *sdvnl = tiles + 4 * kTile;
   bf16 *sSh = tiles + (1 + 2 * kS) * kTile, *sSl = tiles + 6 * kTile;
   bf16 *sdSh = tiles + (1 + 3 * kS) * kTile, *sdSl = tiles + 8 * kTile;
@@ -95,7 +103,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
   float* sdG = reinterpret_cast<float*>(smem_raw);                    // [C][LD] dG_part (after B9)
   float* sdKd = sdG + C * LD;                                          // [C][LD] dKd
   float* sKd = sdKd + C * LD;                                          // [C][LD] Kd
-  float* sdgam = reinterpret_cast<float*>(smem_raw + g1_tile_bytes<kHi>);  // [2][C] dgamma halves
+  float* sdgam = reinterpret_cast<float*>(smem_raw + g1_tile_bytes<kHi, kVnLo>);  // [2][C] dgamma halves
   float* slast = sdgam + 2 * C;                                       // [C] dG_last
   double* sG = reinterpret_cast<double*>(slast + C);                  // [C] G_i (0 for DeltaNet)
 
@@ -153,7 +161,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
         for (int b = 0; b < kQB; ++b) {
           const int qd = tid + (t0 + b) * kThreads, i = qd >> 4, c = 4 * (qd & 15), d = kk + i;
           *reinterpret_cast<uint2*>(sdo + i * LT + c) = rdo[b];
-          bwdc::put_op4<kHi>(svnh, svnl, i, c, rvn[b]);
+          bwdc::put_op4<kHi && !kVnLo>(svnh, svnl, i, c, rvn[b]);
           bwdc::put_op4<kHi>(sdvnh, sdvnl, i, c, rdvn[b]);
           bwdc::put_op4<kHi>(sSh, sSl, i, c, rs[b]);
           bwdc::put_op4<kHi>(sdSh, sdSl, i, c, rds[b]);
@@ -191,7 +199,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
         for (int b = 0; b < kB; ++b) {
           const int idx = tid + (t0 + b) * kThreads, i = idx >> 6, c = idx & 63, d = kk + i;
           sdo[i * LT + c] = rdo[b];
-          put_op<kHi>(svnh, svnl, i, c, rvn[b]);
+          put_op<kHi && !kVnLo>(svnh, svnl, i, c, rvn[b]);
           put_op<kHi>(sdvnh, sdvnl, i, c, rdvn[b]);
           put_op<kHi>(sSh, sSl, i, c, rs[b]);
           put_op<kHi>(sdSh, sdSl, i, c, rds[b]);
@@ -207,7 +215,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
     gemm64<false, false>(accQ, sdo, nullptr, sSh, lo_op<kHi>(sSl), m0, n0);
     gemm64<false, false>(accK, svnh, lo_op<kHi>(svnl), sdSh, lo_op<kHi>(sdSl), m0, n0);
     gemm64<false, false>(accW, sdvnh, lo_op<kHi>(sdvnl), sSh, lo_op<kHi>(sSl), m0, n0);
-    gemm64<false, false>(accP, sdo, nullptr, svnh, lo_op<kHi>(svnl), m0, n0);
+    gemm64<false, false>(accP, sdo, nullptr, svnh, lo_op<kHi && !kVnLo>(svnl), m0, n0);
   }
   // dw_aux of this slab (G2 reads it)
   {
@@ -303,11 +311,11 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
   }
 }
 
-template <bool kHi>
+template <bool kHi, bool kVnLo = false>
 void launch_g1(const BwdCall& c, bwdc::Profile& prof) {
   const KParams& p = c.p;
-  auto kern = bwd12_g1<kHi>;
-  constexpr std::size_t smem = g1_smem<kHi>;
+  auto kern = bwd12_g1<kHi, kVnLo>;
+  constexpr std::size_t smem = g1_smem<kHi, kVnLo>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   bwdc::BwdOut o{c.do_, c.dq, c.dk, c.dv, c.dg, c.dbeta, c.db, c.dw};
   const int nK = (p.K + 63) / 64;
@@ -322,6 +330,7 @@ std::size_t bwd_v12_workspace_bytes(const KParams& p) { return bwd_v3_workspace_
 
 void bwdc::bwd_v12_g1(const BwdCall& c, bwdc::Profile& prof) { launch_g1<false>(c, prof); }  // rung 13's G1'
 void bwdc::bwd_v12_g1_hi(const BwdCall& c, bwdc::Profile& prof) { launch_g1<true>(c, prof); }  // rung 15's
+void bwdc::bwd_v12_g1_hy(const BwdCall& c, bwdc::Profile& prof) { launch_g1<true, true>(c, prof); }  // rung 17's
 
 void bwd_v12_launch(const BwdCall& c) {  // G1', then rung 10's G2 unchanged
   // The grid's x extent (a signed int index in the kernel): else rung 10 (one block per chunk).

@@ -264,6 +264,11 @@ enum class BwdVersion : int {
                        ///< as v8's, dk, dg, db, dbeta up to float32 summation order; the same
                        ///< fallbacks as v14. Written in session 9, not yet run on a GPU (RESULTS.md,
                        ///< "Rung 16")
+  v17_hybrid = 17,     ///< v15 with the lo operand kept on three products (dP's v_new, du0's dv_new,
+                       ///< T1's dA: bench/models/bwd_v17_hybrid_model.py finds them needed on the tests'
+                       ///< small cases with extreme gates, where v15 failed rung 3's bounds) in G1' and
+                       ///< G2' for DeltaNet and GDN; KDA and GDN2 run v8 (hi + lo); the same fallbacks
+                       ///< as v13. Written in session 10, not yet run on a GPU (RESULTS.md, "Rung 17")
 };
 
 const char* bwd_version_name(BwdVersion v);
@@ -366,7 +371,7 @@ class SavedForward {
 };
 
 /// The backward rungs that accept a SavedForward: those whose prepare is forward rung 4's intra
-/// kernel (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one). Any other
+/// kernel (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid). Any other
 /// rung, and rung 5 with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel), is refused.
 const std::vector<BwdVersion>& saved_bwd_versions();
 

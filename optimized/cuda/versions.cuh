@@ -167,6 +167,12 @@ std::size_t bwd_v16_workspace_bytes(const KParams& p);
 std::size_t bwd_v16_saved_workspace_bytes(const KParams& p);
 void bwd_v16_launch(const BwdCall& c);
 
+// bwd_v17_hybrid.cu (rung 15 with the lo operand kept where bench/models/bwd_v17_hybrid_model.py finds it
+// needed: dP's v_new, du0's dv_new, T1's dA, in G1' and G2' for DeltaNet and GDN; KDA and GDN2 run rung 8;
+// otherwise rung 13's fallbacks; written in session 10, not yet run on a GPU)
+std::size_t bwd_v17_workspace_bytes(const KParams& p);
+void bwd_v17_launch(const BwdCall& c);
+
 // Reused by the backward's rung 3 from the forward's tensor-core rungs (bf16 inputs, 16 <= K <= 128;
 // c.p.ws is the tensor-core workspace of tc_common.cuh, V2Ws):
 /// v3_async.cu: v3's intra-chunk kernel, which also writes A = (I + L)^-1 of every chunk to a_out

@@ -1,0 +1,40 @@
+// optimized/cuda/bwd_v17_hybrid.cu -- rung 17 of the CUDA backward ladder: rung 15 (bwd_v15_hionly.cu, one
+// bf16 MMA per product) with the lo operand kept on the three products where dropping it is not safe
+// (issue 6). WRITTEN IN SESSION 10, NOT YET RUN ON A GPU.
+//
+// Why: rung 15 failed its properties on the H200 on tiny cases with gates = extreme (T = 1, 2; K = 16,
+// 41; V = 2, 10; dk up to 1.9x, KDA dbeta 3x its bound): there a gradient is a sum of a few terms that
+// cancel, and a 2^-9 rounding of a float32 operand is amplified. The float64 model
+// bench/models/bwd_v17_hybrid_model.py (the tests' small / extreme cases and large ones, each product
+// with its own precision) reproduces those failures with all products hi only, and its greedy search
+// finds three lo operands that bring every predicted ratio (with rung 13's measured front error) under
+// 0.7x rung 3's bounds (RESULTS.md "Rung 17"):
+//   G1' dP = do v_new^T       v_new's lo (do is exact in bf16: the product is rung 13's, 2 MMAs)
+//   G2' du0 = A^T dv_new      dv_new's lo (hi*hi + hi*lo; A hi only)
+//   G2' T1 = dA A^T           dA's lo (hi*hi + lo*hi; A hi only)
+// every other product hi*hi only, as rung 15. Static HMMA: G1' 112 (rung 15 96, rung 13 224), G2' 160
+// (128, 352).
+//
+// Kernels: rung 12's G1' as bwd12_g1<true, true> (kVnLo: v_new's lo in a sixth tile, 56,576 bytes of
+// shared memory; rung 15's 51,200) and rung 11's G2' as bwd11_wy<Tg, true, kLoDu0 | kLoT1> (X's lo in
+// tile 1, A lo's unused place: rung 15's 87,808 bytes). The flags default to rung 15's and rung 13's
+// instantiations, whose PTX is unchanged (bench/ptx_identity.py, RESULTS.md "Rung 17").
+// KDA and GDN2 run rung 8 (hi + lo, as rung 13): rung 8's kernel with a per-product selection (V15Mid
+// and the B9 levels of bwd_v6_tc_b9.cuh) is not written.
+//
+// Range: rung 13's. Calls outside rung 3's range run rung 2 (via rung 3); H * max(K, V, 64) >= 2^25
+// runs rung 6; DeltaNet and GDN with num_chunks * ceil(K / 64) >= 2^31 (G1''s grid) run rung 11 (hi +
+// lo). Workspace: rung 3's. Requires log-decays <= 0, as rung 10 (the host API checks; the device API not).
+#include "optimized/cuda/bwd_common.cuh"
+
+namespace linattn::cuda::detail {
+
+std::size_t bwd_v17_workspace_bytes(const KParams& p) { return bwd_v3_workspace_bytes(p); }
+
+void bwd_v17_launch(const BwdCall& c) {  // rung 17's G1', then its G2' (KDA, GDN2: rung 8, in bwd_split_launch)
+  // G1''s grid x extent (a signed int index in the kernel): else rung 11 (rung 10's G1, then G2', hi + lo).
+  if (std::int64_t(c.p.num_chunks) * ((c.p.K + 63) / 64) >= (std::int64_t(1) << 31)) return bwd_v11_launch(c);
+  bwdc::bwd_split_launch(c, "bwd_v17", bwdc::bwd_v12_g1_hy, bwdc::bwd_v11_g2_hy);
+}
+
+}  // namespace linattn::cuda::detail
