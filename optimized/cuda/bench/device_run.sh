@@ -123,7 +123,7 @@ for s in $stages; do
       echo "determinism test: $fails failures in ${DET_REPEATS:-50} runs" | tee "$OUT/bdeterminism.log" ;;
     bmutants)
       # Each planted bug of the backward (make_mutants.py, 11-16 rung 1, 21-24 rung 2, 41-49 rung 3, 51-55
-      # rung 4, 50 and 56-59 rung 5, 66-68 rung 6, 69-72 rung 7, 73-79 and 85-86 rung 8, 87-91 rung 9, 98-105 rung 10, 120-128 rung 11, 140-146 rung 12, 150-160 rung 14, 170-182 rung 15, 190-203 rung 16; 5 is shared with the forward)
+      # rung 4, 50 and 56-59 rung 5, 66-68 rung 6, 69-72 rung 7, 73-79 and 85-86 rung 8, 87-91 rung 9, 98-105 rung 10, 120-128 rung 11, 140-146 rung 12, 150-160 rung 14, 170-182 rung 15, 190-203 rung 16, 210-214 rung 17; 5 is shared with the forward)
       # must make the tests aimed at it fail.
       M=${MBIN:-build/mutants}/test_cuda_backward
       P32='CUDA v1 chunked backward equals the float64 reference backward for every operator in float32'
@@ -136,7 +136,7 @@ for s in $stages; do
       SZ='CUDA chunked backward is exact at the tuned and the largest head sizes up to K = V = 256'
       V3='CUDA v3 chunked backward on the forward tensor-core kernels equals the float64 reference backward for every operator in bfloat16'
       V4='CUDA v4 tensor-core B7 and B9 chunked backward equals the float64 reference backward for every operator in bfloat16'
-      # BMUT_ONLY=v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v14, v15 or v16 (or several, space-separated): those rungs'
+      # BMUT_ONLY=v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v14, v15, v16 or v17 (or several, space-separated): those rungs'
       # mutants alone (BMUT_V3_ONLY=1 is BMUT_ONLY=v3). MUT_SAN=0 skips the groups' sanitizer runs on the
       # mutant tree (minutes each; run them on the real binaries instead).
       only=${BMUT_ONLY:-}; [ -n "${BMUT_V3_ONLY:-}" ] && only=v3
@@ -373,6 +373,19 @@ for s in $stages; do
         echo "no mutant, compute-sanitizer racecheck and memcheck (rung 16's G1s, G2s, B9 kernel), $V16 (max_success=3):"
         [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 RC_PARAMS="seed=20261130 max_success=3" timeout 200 compute-sanitizer --tool racecheck $M "$V16" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
         [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 RC_PARAMS="seed=20261130 max_success=3" timeout 150 compute-sanitizer --tool memcheck $M "$V16" 2>&1 | grep -E "ERROR SUMMARY" | head -2
+        fi
+        if grp v17; then  # BMUT_ONLY=v17: rung 17's mutants alone (the lo operands it keeps, its tile layouts)
+        V17='CUDA v17 hybrid products chunked backward equals the float64 reference backward for every operator in bfloat16'
+        FX17='CUDA v17 hybrid products keep every gradient within rung 3 bounds on rung 15 failing cases and fixed cases'
+        run_m 0 "$V17" "$FX17"
+        run_m 210 "$FX17" "$V17"  # G1': dP without v_new's lo (the model: dk 1.5-1.9x its bound on the fixed cases)
+        run_m 211 "$FX17" "$V17"  # G2': du0 without dv_new's lo (the model: dbeta ~4x on seed 121)
+        run_m 212 "$FX17" "$V17"  # G2': T1 without dA's lo (the model's margin only: EXPECTED TO SURVIVE)
+        run_m 213 "$FX17" "$V17"  # G1': v_new's lo tile on dS' hi
+        run_m 214 "$FX17" "$V17"  # G2': X's lo tile on A hi
+        echo "no mutant, compute-sanitizer racecheck and memcheck (rung 17's G1', G2'), $V17 (max_success=3):"
+        [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 RC_PARAMS="seed=20261130 max_success=3" timeout 200 compute-sanitizer --tool racecheck $M "$V17" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
+        [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 RC_PARAMS="seed=20261130 max_success=3" timeout 150 compute-sanitizer --tool memcheck $M "$V17" 2>&1 | grep -E "ERROR SUMMARY" | head -2
         fi
       } 2>&1 | tee "$OUT/bmutants.log" ;;
     smutants)
