@@ -237,7 +237,7 @@ void bwd_v12_g1_hi(const BwdCall& c, Profile& prof);
 void bwd_v11_g2_hi(const BwdCall& c, Profile& prof);
 /// Rung 17's G1' and G2' (bwd_v17_hybrid.cu): rung 15's with the lo operands that
 /// bench/models/bwd_v17_hybrid_model.py finds necessary kept: G1''s dP = do v_new^T takes v_new's lo
-/// (kVnLo); G2''s du0 = A^T dv_new takes dv_new's lo and T1 = dA A^T takes dA's lo (kLo). Same ranges.
+/// (kVnLo); G2''s du0 = A^T dv_new takes dv_new's lo (kLo = kLoDu0). Same ranges.
 void bwd_v12_g1_hy(const BwdCall& c, Profile& prof);
 void bwd_v11_g2_hy(const BwdCall& c, Profile& prof);
 /// Rungs 10-13, the split chunk-gradient kernel (bwd_v10_split.cu): outside rung 3's range rung 2 (via

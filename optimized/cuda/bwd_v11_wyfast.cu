@@ -63,8 +63,7 @@ template <bool kHi>
 constexpr std::size_t g2_smem = kHi ? kG2HiSmem : kG2Smem;
 // Rung 17 (kHi with kLo, bwd_v17_hybrid.cu): rung 15's tiles, and X's lo in tile 1 (A lo's, unused when
 // kHi; the de slab takes it only after B7) for the products in kLo: no more shared memory than rung 15.
-constexpr unsigned kLoDu0 = 1;  // du0 = A^T dv_new: hi*hi + hi*lo(dv_new)
-constexpr unsigned kLoT1 = 2;   // T1 = dA A^T: hi*hi + lo(dA)*hi
+constexpr unsigned kLoDu0 = 1;  // du0 = A^T dv_new: hi*hi + hi*lo(dv_new) (the only bit so far)
 
 /// Rung 10's stage_f32 (the same hi + lo values): by quads where `quads`, else 16 items per thread.
 /// kHi (rung 15): the hi tile only.
@@ -122,8 +121,8 @@ __device__ __forceinline__ float2 ld_pair(const float* a, int col, int W) {
 /// per (chunk, head)) with dE and de kept on chip and wide loads; the file comment lists the changes.
 /// kHi (rung 15): X, Y, A hi tiles only (no lo staged, split or multiplied: one MMA per product); X hi,
 /// Y hi and the k slab at tiles 2, 3, 4 (A hi at 0, tile 1 for the de slab).
-/// kLo (rung 17, with kHi; bits kLoDu0, kLoT1): X's lo staged in tile 1 for the operand those products
-/// take (dv_new in the V slabs, dA in B7), and only those products multiply it.
+/// kLo (rung 17, with kHi; bit kLoDu0): dv_new's lo staged in tile 1 in the V slabs, and du0 = A^T dv_new
+/// alone multiplies it (dA = dv_new u0^T stays hi*hi).
 template <class Tg, bool kHi = false, unsigned kLo = 0>
 __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut out) {
   using bwdc::each_acc;
@@ -244,13 +243,11 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
   __syncthreads();  // the slab tiles read
   // B7 (V4Mid::run_impl's code): dA strictly lower as an operand; T1 = dA A^T (strictly lower kept);
   // dL = -A^T T1 (strictly lower)
-  each_acc(accA, m0, n0, [&](int i, int j, float x) {
-    put_op<kHi && !(kLo & kLoT1)>(sXh, sXl, i, j, (i < Lc && j < i) ? x : 0.f);
-  });
+  each_acc(accA, m0, n0, [&](int i, int j, float x) { put_op<kHi>(sXh, sXl, i, j, (i < Lc && j < i) ? x : 0.f); });
   __syncthreads();
   float acc[4][4];
   zero(acc);
-  gemm64<false, false>(acc, sXh, lo_op<kHi && !(kLo & kLoT1)>(sXl), sAh, lo_op<kHi>(sAl), m0, n0);
+  gemm64<false, false>(acc, sXh, lo_op<kHi>(sXl), sAh, lo_op<kHi>(sAl), m0, n0);
   each_acc(acc, m0, n0, [&](int i, int j, float x) { put_op<kHi>(sYh, sYl, i, j, j < i ? x : 0.f); });
   __syncthreads();
   zero(acc);
@@ -433,9 +430,9 @@ void bwdc::bwd_v11_g2_hi(const BwdCall& c, bwdc::Profile& prof) {  // rung 15's 
   else launch_wy<bf16, true>(c, prof);
 }
 
-void bwdc::bwd_v11_g2_hy(const BwdCall& c, bwdc::Profile& prof) {  // rung 17's G2' (du0, T1 with lo)
-  if (c.gate_dtype == 0) launch_wy<float, true, kLoDu0 | kLoT1>(c, prof);
-  else launch_wy<bf16, true, kLoDu0 | kLoT1>(c, prof);
+void bwdc::bwd_v11_g2_hy(const BwdCall& c, bwdc::Profile& prof) {  // rung 17's G2' (du0 with dv_new's lo)
+  if (c.gate_dtype == 0) launch_wy<float, true, kLoDu0>(c, prof);
+  else launch_wy<bf16, true, kLoDu0>(c, prof);
 }
 
 void bwd_v11_launch(const BwdCall& c) {  // rung 10's G1, then G2'

@@ -264,9 +264,9 @@ enum class BwdVersion : int {
                        ///< as v8's, dk, dg, db, dbeta up to float32 summation order; the same
                        ///< fallbacks as v14. Written in session 9, not yet run on a GPU (RESULTS.md,
                        ///< "Rung 16")
-  v17_hybrid = 17,     ///< v15 with the lo operand kept on three products (dP's v_new, du0's dv_new,
-                       ///< T1's dA: bench/models/bwd_v17_hybrid_model.py finds them needed on the tests'
-                       ///< small cases with extreme gates, where v15 failed rung 3's bounds) in G1' and
+  v17_hybrid = 17,     ///< v15 with the lo operand kept on two products (dP's v_new, du0's dv_new:
+                       ///< bench/models/bwd_v17_hybrid_model.py finds them needed on the tests' small
+                       ///< cases with extreme gates, where v15 failed rung 3's bounds) in G1' and
                        ///< G2' for DeltaNet and GDN; KDA and GDN2 run v8 (hi + lo); the same fallbacks
                        ///< as v13. Written in session 10, not yet run on a GPU (RESULTS.md, "Rung 17")
 };

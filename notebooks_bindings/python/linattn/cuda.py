@@ -117,8 +117,8 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     'bwd_v16_b9one' (rung 13 for DeltaNet and GDN; for KDA and GDN2 rung 14's split without B9 and one
     B9 kernel, rung 8's per-channel B9 by levels with both halves in one pass, then the rest of the
     chunk gradient: rung 8's gradients up to float32 summation order; not yet run on a GPU),
-    'bwd_v17_hybrid' (rung 15 with the lo operand kept on the three products where rounding it to bf16
-    is not safe on small cases with extreme gates: dP's v_new, du0's dv_new, T1's dA; KDA and GDN2 run
+    'bwd_v17_hybrid' (rung 15 with the lo operand kept on the two products where rounding it to bf16
+    is not safe on small cases with extreme gates: dP's v_new, du0's dv_new; KDA and GDN2 run
     rung 8; not yet run on a GPU).
     output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"

@@ -379,8 +379,8 @@ for s in $stages; do
         FX17='CUDA v17 hybrid products keep every gradient within rung 3 bounds on rung 15 failing cases and fixed cases'
         run_m 0 "$V17" "$FX17"
         run_m 210 "$FX17" "$V17"  # G1': dP without v_new's lo (the model: dk 1.5-1.9x its bound on the fixed cases)
-        run_m 211 "$FX17" "$V17"  # G2': du0 without dv_new's lo (the model: dbeta ~4x on seed 121)
-        run_m 212 "$FX17" "$V17"  # G2': T1 without dA's lo (the model's margin only: EXPECTED TO SURVIVE)
+        run_m 211 "$FX17" "$V17"  # G2': du0 without dv_new's lo (the model: dbeta 3-4x on seeds 537651 and 121)
+        run_m 212 "$FX17" "$V17"  # G2': X's lo tile on Y hi
         run_m 213 "$FX17" "$V17"  # G1': v_new's lo tile on dS' hi
         run_m 214 "$FX17" "$V17"  # G2': X's lo tile on A hi
         echo "no mutant, compute-sanitizer racecheck and memcheck (rung 17's G1', G2'), $V17 (max_success=3):"

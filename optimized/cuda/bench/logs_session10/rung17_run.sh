@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # optimized/cuda/bench/logs_session10/rung17_run.sh -- one device call for backward rung 17
-# (bwd_v17_hybrid.cu: rung 15's G1' and G2' for DeltaNet and GDN with the lo operand kept on dP's v_new,
-# du0's dv_new and T1's dA; KDA and GDN2 run rung 8; written in session 10, not yet run on a GPU;
+# (bwd_v17_hybrid.cu: rung 15's G1' and G2' for DeltaNet and GDN with the lo operand kept on dP's v_new
+# and du0's dv_new; KDA and GDN2 run rung 8; written in session 10, not yet run on a GPU;
 # RESULTS.md "Rung 17"). At most ~330 s in all:
 #   1. (~90 s) the fixed-case test (rung 17 within rung 3's bounds on rung 15's fixed cases and on the cases
 #      rung 15's properties shrank to; its ratios printed beside rungs 15, 13 and 8: compare with

@@ -10,13 +10,19 @@ amplified. This model (1) draws the tests' cases (proofs_tests/generators.hpp, c
 q, k, v, do ~ N(0, 1) rounded to bf16, unit keys, beta in [0, 1] (mixed: 0 and 1 exactly), log-gates
 random / zero / extreme (-30 or -1000) / mixed, optional initial state N(0, 0.5^2), dht N(0, 1) in three
 cases of four, scale K^-1/2 or 0.7; gates float32 or bf16), measures each gradient as the test does
-(err / max(rms, floor), floor = rms of dq, dk, dv together), (2) reproduces the device failures of rung
-15 in mode all-'hi', (3) gives each product its own precision and finds the cheapest selection whose
-worst ratio stays under 0.7x rung 3's bounds (1e-2 dq dk dv dh0; 2e-2 dg dbeta) together with rung 13's
-own worst (sqrt(r13^2 + added^2), r13 of MEASURED13: rung 13's front error, common to rungs 13, 15, 17).
+(err / max(rms, floor), floor = rms of dq, dk, dv together, against the float64 reference on the same
+inputs), (2) reproduces rung 15's device failures on their own inputs, (3) gives each product its own
+precision and finds the cheapest selection whose worst ratio stays under 0.7x rung 3's bounds (1e-2 dq
+dk dv dh0; 2e-2 dg dbeta).
 
-The chunked backward is bwd_v15_hionly_model.chunk_backward's (DeltaNet, GDN; one chunk of C = 64 rows
-per 64 tokens; the front in float64), with every G1' / G2' product named; a product's mode:
+The device is emulated (device()): the chunked backward of bwd_v15_hionly_model.chunk_backward (DeltaNet,
+GDN; chunks of C = 64) with rung 3's front as the rungs 3-17 run it (its two recurrences take w_aux, Qg,
+Kd, P, v_new and dv_new as single bf16 values, results float32: front = 'bf16'), every G1' / G2' product
+named with its own mode, and the outputs stored as the device stores them (dq, dk, dv bf16; dbeta, dg in
+the gate dtype). Not emulated: float32 accumulation order inside products and epilogues (~1e-7). Check
+of the emulation: with every product hi + lo (rung 13) its worst ratios (dbeta 7.8e-3, dh0 4.2e-3, dv
+4.9e-3, dk 3.3e-3 + stores) are of the order rung 13 measured on the H200 (9.1e-3, 3.5e-3, 3.8e-3, 5.2e-3).
+A product's mode:
   'exact' float64; 'hi' both operands rounded to bf16, hi*hi (1 MMA per k-step and n8 tile);
   'x'   hi*hi + lo(x)*hi (x's lo kept, 2 MMAs);  'y'  hi*hi + hi*lo(y) (2 MMAs);
   'xy'  hi*hi + hi*lo + lo*hi (rung 13, 3 MMAs).
@@ -29,16 +35,16 @@ Products (static HMMA per pass = 16: one gemm64 call, 64 x 64 x 64 per block, 8 
   G2' (rung 11's bwd11_wy): A1 dA += dv_new u0^T   A2 dA += dw_aux E^T   U du0 = A^T dv_new
                             E dE = A^T dw_aux      T T1 = dA A^T         L dL = A^T T1
                             M1 de^L = M1 k (k exact)   M2b dk^L = M1b^T k (k exact)
-Findings (python3 ... --search; 1,088 cases, seeds fixed; RESULTS.md "Rung 17"): all hi reproduces the
-device failures on their own inputs within 2% (dk; not KDA's dbeta at T = 1: see device_failures) and
-predicts dk 5.5x, dbeta 3.1x their bounds at worst. Each product alone hi (the rest hi + lo): only P
-(5.5x: dk, dq at T = 1, 2 with V = 2..10, where do . v_new cancels) and U (3.0x: dbeta = du0 . v + de . k
-cancelling at T = 1) exceed a bound (Z1 / Z2 alone 1.8x through dg, but they share M2's tile: as a pair
-they are safe). Greedy: + P (3.07x), + U (0.718x), + T (0.686x; the 0.7 line is met only with rung 13's
-measured worst added in quadrature). Without P 5.5x, without U 3.1x, without T 0.718x.
-Exit 0: the chosen selection (SELECTION below, what rung 17 compiles) keeps every predicted ratio under
-0.7x the bounds and all-'hi' reproduces the failures (> 1x a bound); 1: not so; 77: numpy missing.
-About 5 s (--search: minutes; --quick: a smaller case list).
+Findings (--search; 1,088 cases, seeds fixed; RESULTS.md "Rung 17"): all hi reproduces the five device
+ratios on their own inputs within 2% (KDA's dbeta at T = 1 only with the front's bf16 P: the exact
+dv_new happens to round almost without error there) and reaches dk 5.5x, dbeta 2.7x their bounds.
+Each product alone hi (the rest hi + lo): only P (5.5x: dk, dq at T = 1, 2 with V = 2..10, where
+do . v_new cancels) and U (3.0x: dbeta = du0 . v cancelling at T = 1) exceed a bound (Z1 or Z2 alone
+1.8x through dg, but they share M2's tile: as a pair, as the kernel has them, they are safe). Greedy:
++ P, + U, then every ratio is <= 0.55x its bound (dk, dg). Without P or U 5.5x / 2.7x.
+Exit 0: the selection (SELECTION below, what rung 17 compiles) keeps every ratio under 0.7x the bounds
+and all 'hi' reproduces the device failures; 1: not so; 77: numpy missing.
+About 10 s (--search: minutes; --quick: a smaller case list).
   python3 optimized/cuda/bench/models/bwd_v17_hybrid_model.py [--search] [--quick]"""
 import itertools
 import os
@@ -55,7 +61,7 @@ from devround import bf16, split  # noqa: E402  the device rounding
 
 C = 64
 BOUND = {"dq": 1e-2, "dk": 1e-2, "dv": 1e-2, "dh0": 1e-2, "dbeta": 2e-2, "dg": 2e-2}
-# Rung 13's worst measured ratios (test_cuda_backward.cu's file comment; the front's bf16-level error).
+# Rung 13's worst measured ratios (test_cuda_backward.cu's file comment), beside the emulation's.
 MEASURED13 = {"dq": 2.0e-3, "dk": 5.2e-3, "dv": 3.8e-3, "dh0": 3.5e-3, "dbeta": 9.1e-3, "dg": 3.5e-3}
 # Products: name -> (kernel, which operands are float32 (x, y)); an exact bf16 side has no lo
 PRODUCTS = {
@@ -70,9 +76,9 @@ PRODUCTS = {
 # E; the rest once), to weigh dynamic MMAs.
 DYN = {"Q": 2, "K": 2, "W": 2, "P": 2, "Z1": 1, "Z2": 1, "A1": 2, "U": 2, "A2": 2, "E": 2, "T": 1, "L": 1,
        "M1": 2, "M2b": 2}
-# The selection rung 17 compiles (--search's greedy result; RESULTS.md "Rung 17"): dP takes v_new's lo, du0
-# dv_new's lo, T1 dA's lo (L's dL = A^T T1 with T1's lo is as good a third: 0.683 against 0.686).
-SELECTION = {"P": "y", "U": "y", "T": "x"}
+# The selection rung 17 compiles (--search's greedy result; RESULTS.md "Rung 17"): dP takes v_new's lo,
+# du0 dv_new's lo.
+SELECTION = {"P": "y", "U": "y"}
 
 
 # The four shrunk device failures of rung 15 (RESULTS.md 'Rung 17'), their float64 inputs as
@@ -139,10 +145,13 @@ def mults(modes, name):
     return 1 + (("x" in m) and fx) + (("y" in m) and fy)
 
 
-def chunk_backward(q, k, v, g, beta, h0, do, dht, scale, modes):
+def chunk_backward(q, k, v, g, beta, h0, do, dht, scale, modes, front="exact"):
     """Gradients of L = <do, o> + <dht, S_T> for one (sequence, head); g None: DeltaNet. modes: product
-    name -> mode ('exact' for all: the float64 reference; missing names are 'hi')."""
+    name -> mode ('exact' for all: the float64 reference; missing names are 'hi'). front 'bf16': the
+    two recurrences take w_aux, Qg, Kd, P, v_new and dv_new as single bf16 values, as rung 3's front
+    (common to rungs 3-17) does, the results float32; 'exact': float64."""
     md = (lambda n: "exact") if modes == "exact" else (lambda n: modes.get(n, "hi"))
+    fb, fr = (bf16, f32) if front == "bf16" else ((lambda x: x), (lambda x: x))
     T, K = k.shape
     V = v.shape[1]
     gl = np.zeros(T) if g is None else g
@@ -162,10 +171,10 @@ def chunk_backward(q, k, v, g, beta, h0, do, dht, scale, modes):
         P = (qs @ kk.T) * Gam
         A = np.linalg.inv(np.eye(n) + Lm)
         w_aux, u = A @ E, A @ u0
-        vn = u - w_aux @ S
+        vn = fr(u - fb(w_aux) @ S)
         fw.append(dict(G=G, Gam=Gam, qs=qs, k=kk, v=vv, b=b, E=E, u0=u0, Qg=Qg, Kd=Kd, P=P, A=A, w_aux=w_aux,
                        vn=vn, S=S.copy()))
-        S = np.exp(G[-1]) * S + Kd.T @ vn
+        S = fr(np.exp(G[-1]) * S + fb(Kd).T @ fb(vn))
     dq, dk, dv = np.zeros((T, K)), np.zeros((T, K)), np.zeros((T, V))
     dbeta, dg = np.zeros(T), np.zeros(T)
     dS = np.zeros((K, V)) if dht is None else dht.copy()
@@ -174,7 +183,7 @@ def chunk_backward(q, k, v, g, beta, h0, do, dht, scale, modes):
         G, S, A, kk, qs, b = f["G"], f["S"], f["A"], f["k"], f["qs"], f["b"]
         dO = do[c0:c1]
         gamma = np.exp(G[-1])
-        dvn = f["P"].T @ dO + f["Kd"] @ dS  # B1 (front)
+        dvn = fr(fb(f["P"]).T @ dO + fb(f["Kd"]) @ dS)  # B1 (front)
         dKd = mm(f["vn"], dS.T, md("K"))
         dgam = np.sum(S * dS, axis=1)
         dQg = mm(dO, S.T, md("Q"))
@@ -183,7 +192,7 @@ def chunk_backward(q, k, v, g, beta, h0, do, dht, scale, modes):
         M2 = dP * f["Gam"]
         dqP = mm(M2, kk, md("Z1"))
         dkP = scale * mm(M2.T, q[c0:c1], md("Z2"))
-        dS_prev = gamma * dS + f["Qg"].T @ dO - f["w_aux"].T @ dvn  # B3 (front)
+        dS_prev = fr(gamma * dS + fb(f["Qg"]).T @ dO - fb(f["w_aux"]).T @ fb(dvn))  # B3 (front)
         dA = (mm(dvn, f["u0"].T, md("A1")) + mm(dwa, f["E"].T, md("A2"))) * np.tri(n, k=-1)
         du0 = mm(A.T, dvn, md("U"))
         dE = mm(A.T, dwa, md("E"))
@@ -264,7 +273,7 @@ def ratios(got, want):
 
 
 def case_list(quick):
-    """(label, args) for the small / extreme cases and the large ones, seeds fixed."""
+    """(label, args, gates bf16) for the small / extreme cases and the large ones, seeds fixed."""
     rng = np.random.default_rng(17)
     cases = []
     reps = 6 if quick else 20
@@ -274,48 +283,52 @@ def case_list(quick):
             for (T, K, V) in ((2, 16, 2), (1, 41, 10), (2, 41, 10), (1, 16, 2)):
                 for _ in range(reps):
                     cases.append((f"{opname} T={T} K={K} V={V} extreme init=0 dht=0",
-                                  test_case(rng, T, K, V, "extreme", gated, gdt, False, False, False), gated))
+                                  test_case(rng, T, K, V, "extreme", gated, gdt, False, False, False), gdt))
             # the properties' small cases: T in {1, 2, 3, 65}, K 16..41, V 1..10, every gate mode
             for _ in range(reps * 8):
                 T = int(rng.choice([1, 2, 3, 65]))
                 K, V = int(rng.integers(16, 42)), int(rng.integers(1, 11))
                 gate = str(rng.choice(["random", "zero", "extreme", "mixed"]))
-                cases.append((f"{opname} T={T} K={K} V={V} {gate}", test_case(rng, T, K, V, gate, gated, gdt), gated))
+                cases.append((f"{opname} T={T} K={K} V={V} {gate}", test_case(rng, T, K, V, gate, gated, gdt), gdt))
             # large: the properties' T up to 200 with K up to 128
             for (T, K, V) in ((150, 64, 64), (200, 128, 128), (70, 36, 20), (130, 100, 40)):
                 for gate in ("random", "zero", "extreme", "mixed"):
                     for _ in range(1 if quick else 2):
                         cases.append((f"{opname} T={T} K={K} V={V} {gate}",
-                                      test_case(rng, T, K, V, gate, gated, gdt), gated))
+                                      test_case(rng, T, K, V, gate, gated, gdt), gdt))
     return cases
 
 
-def prepared(cases):
-    out = []
-    for label, args, gated in cases:
-        q, k, v, g, beta, h0, do, dht, scale = args
-        out.append((label, args, chunk_backward(*args, "exact")))
+def device(args, modes, gates_bf16):
+    """The device's gradients (module docstring): rung 3's front, the products under `modes`, the stores."""
+    out = chunk_backward(*args, modes, front="bf16")
+    for n in out:
+        if n in ("dq", "dk", "dv"):
+            out[n] = bf16(out[n])
+        elif n in ("dbeta", "dg"):
+            out[n] = bf16(out[n]) if gates_bf16 else f32(out[n])
+        else:
+            out[n] = f32(out[n])
     return out
+
+
+def prepared(cases):
+    return [(label, args, gbf, chunk_backward(*args, "exact")) for label, args, gbf in cases]
 
 
 def worst(prep, modes):
     """Worst ratio per gradient over the cases, and the case label of each."""
     w, where = {}, {}
-    for label, args, want in prep:
-        r = ratios(chunk_backward(*args, modes), want)
+    for label, args, gbf, want in prep:
+        r = ratios(device(args, modes, gbf), want)
         for n, x in r.items():
             if x > w.get(n, -1):
                 w[n], where[n] = x, label
     return w, where
 
 
-def predicted(w):
-    return {n: float(np.hypot(MEASURED13[n], x)) for n, x in w.items()}
-
-
 def ok(w, frac=0.7):
-    p = predicted(w)
-    return all(p[n] <= frac * BOUND[n] for n in p)
+    return all(w[n] <= frac * BOUND[n] for n in w)
 
 
 def cost(modes):
@@ -349,11 +362,11 @@ def check_fd(failures):
 
 
 def show(title, w, where):
-    p = predicted(w)
     print(f"{title}")
     for n in sorted(w):
-        flag = "  EXCEEDS" if p[n] > BOUND[n] else ("  > 0.7x" if p[n] > 0.7 * BOUND[n] else "")
-        print(f"  {n:6s} added {w[n]:9.2e}  predicted {p[n]:9.2e}  bound {BOUND[n]:.0e}{flag}   ({where[n]})")
+        flag = "  EXCEEDS" if w[n] > BOUND[n] else ("  > 0.7x" if w[n] > 0.7 * BOUND[n] else "")
+        print(f"  {n:6s} {w[n]:9.2e} = {w[n] / BOUND[n]:.2f}x bound {BOUND[n]:.0e}  (rung 13 measured "
+              f"{MEASURED13[n]:.1e}){flag}   ({where[n]})")
 
 
 def sel_modes(sel):
@@ -366,15 +379,14 @@ def sel_modes(sel):
 
 def score(prep, modes):
     w, where = worst(prep, modes)
-    p = predicted(w)
-    return max(p[g] / BOUND[g] for g in p), w, where
+    return max(w[g] / BOUND[g] for g in w), w, where
 
 
 def search(prep):
     """Each lo operand alone, then greedy: add the (product, float32 side) lo that lowers the worst
-    predicted ratio / bound most, until it is <= 0.7; then drop any atom not needed."""
+    ratio / bound most, until it is <= 0.7; then drop any atom not needed. Then each product alone hi."""
     atoms = [(n, s) for n, (_, (fx, fy)) in PRODUCTS.items() for s, f in (("x", fx), ("y", fy)) if f]
-    print("\nEach lo operand alone (all else hi): worst predicted ratio / bound")
+    print("\nEach lo operand alone (all else hi): worst ratio / bound")
     for a in atoms:
         print(f"  {a[0]:4s} lo({a[1]})  {score(prep, sel_modes([a]))[0]:.3f}")
     sel = []
@@ -392,50 +404,47 @@ def search(prep):
     s, w, where = score(prep, sel_modes(sel))
     show(f"\nGreedy selection {sel_modes(sel)} (static HMMA {cost(sel_modes(sel))[0]}, dynamic at K = V = 128 "
          f"{cost(sel_modes(sel))[1]}):", w, where)
+    print("\nEach product alone hi (all others hi + lo): worst ratio / bound")
+    for n in PRODUCTS:
+        modes = {m: "xy" for m in PRODUCTS}
+        modes[n] = "hi"
+        sc, w, where = score(prep, modes)
+        g = max(w, key=lambda k: w[k] / BOUND[k])
+        print(f"  {n:4s} {sc:.3f} ({g}; {where[g]})")
     return sel
 
 
 def device_failures(failures):
-    """Rung 15's four device failures, modelled on their own inputs: all products hi only (rung 15)
-    against the device's ratio, then the selection (rung 17; KDA runs rung 8 there: hi + lo).
-    Reproduced within 2%: GDN / KDA / DeltaNet dk at T = 2 and KDA dk at T = 1. NOT reproduced: KDA's
-    dbeta at T = 1 K = 41 V = 10 (device 0.060, model 1e-4): there de = 0 exactly (S = 0, dL = 0) and
-    dbeta = du0 . v, a sum of ten terms up to 0.35 that cancel to -2.0e-3; rounding du0 (or dv_new) to bf16
-    moves it by 2e-6 only. The device's error (9.6e-4, with dv's 4.4e-3 relative, twice a bf16 store's)
-    comes from outside the products modelled here (rung 3's front, or V15Mid's kernel): not asserted."""
-    import bwd_v15_hionly_model as v15
-    print("\nRung 15's device failures on their own inputs (model: front exact, products as the mode says):")
+    """Rung 15's five failing device ratios, emulated on their own inputs: all products hi only (rung 15),
+    then the selection (rung 17). KDA's cases are run as their scalar-gate equals: at T = 1 with no
+    initial state and no dht the gates do not enter the gradients (S_0 = 0), and at T = 2 with extreme
+    gates (-30 or -1000 per channel) the tokens decouple to exp(-30) = 9e-14 (g = -1000 here). Rung 17 runs
+    rung 8 (hi + lo) for KDA; its selection is shown for what it would give."""
+    print("\nRung 15's device failures on their own inputs (device emulation: the front's bf16 values, stores):")
     for c in DEVICE_FAILURES:
         T, K, V = c["T"], c["K"], c["V"]
-        rnd = bf16 if c["gates"] == "bf16" else f32
+        gbf = c["gates"] == "bf16"
+        rnd = bf16 if gbf else f32
         q, k, v = (bf16(np.array(c[n]).reshape(T, -1)) for n in ("q", "k", "v"))
         do = bf16(np.array(c["do"]).reshape(T, V))
         beta = rnd(np.array(c["beta"]))
-        scale = K ** -0.5
-        if c["op"] == "KDA":  # per-channel gates: bwd_v15_hionly_model's KDA (rung 8's kernel, B9 by levels)
-            g = rnd(np.array(c["g"]).reshape(T, K))
-            z = np.zeros((K, V))
-            args = (q, k, v, g, beta, z, do, z, scale)
-            want = v15.chunk_backward_kda(*args, "exact")
-            got_hi = v15.chunk_backward_kda(*args, "hi")
-            got_sel = v15.chunk_backward_kda(*args, "hilo")
-            for d in (want, got_hi, got_sel):
-                d.pop("dh0")
+        if c["op"] == "GDN":
+            g = rnd(np.array(c["g"]))
+        elif c["op"] == "KDA" and T > 1:
+            g = np.full(T, -1000.0)
         else:
-            g = rnd(np.array(c["g"])) if c["op"] == "GDN" else None
-            args = (q, k, v, g, beta, None, do, None, scale)
-            want = chunk_backward(*args, "exact")
-            got_hi = chunk_backward(*args, {})
-            got_sel = chunk_backward(*args, SELECTION)
-        r_hi, r_sel = ratios(got_hi, want), ratios(got_sel, want)
+            g = None
+        args = (q, k, v, g, beta, None, do, None, K ** -0.5)
+        want = chunk_backward(*args, "exact")
+        r_hi, r_sel = ratios(device(args, {}, gbf), want), ratios(device(args, SELECTION, gbf), want)
         for n, dev in c["device"].items():
             bound = BOUND[n]
-            print(f"  {c['op']:8s} T={T} K={K} V={V} gates {c['gates']:4s} {n:5s}: device (rung 15) {dev:.4f}  model "
-                  f"all hi {r_hi[n]:.4f} ({r_hi[n] / dev:.2f}x)   rung 17 {r_sel[n]:.5f}   bound {bound:.0e}")
-            if r_hi[n] <= bound and not (c["op"] == "KDA" and n == "dbeta"):
-                failures.append(f"{c['op']} T={T} {n}: the model does not reproduce the failure ({r_hi[n]:.4f})")
+            print(f"  {c['op']:8s} T={T} K={K} V={V} gates {c['gates']:4s} {n:5s}: device (rung 15) {dev:.4f}  "
+                  f"emulated all hi {r_hi[n]:.4f} ({r_hi[n] / dev:.2f}x)   rung 17 {r_sel[n]:.5f}   bound {bound:.0e}")
+            if not 0.8 <= r_hi[n] / dev <= 1.25:
+                failures.append(f"{c['op']} T={T} {n}: the emulation does not reproduce the device ({r_hi[n]:.4f})")
             if r_sel[n] > 0.7 * bound:
-                failures.append(f"{c['op']} T={T} {n}: rung 17 predicted {r_sel[n]:.4f} > 0.7x bound")
+                failures.append(f"{c['op']} T={T} {n}: rung 17 {r_sel[n]:.4f} > 0.7x bound")
 
 
 def main():
