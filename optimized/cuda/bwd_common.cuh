@@ -240,6 +240,9 @@ void bwd_v11_g2_hi(const BwdCall& c, Profile& prof);
 /// (kVnLo); G2''s du0 = A^T dv_new takes dv_new's lo (kLo = kLoDu0). Same ranges.
 void bwd_v12_g1_hy(const BwdCall& c, Profile& prof);
 void bwd_v11_g2_hy(const BwdCall& c, Profile& prof);
+/// Rung 17's chunk-gradient kernel for KDA and GDN2 (bwd_v4_tc_tail.cu's V17Mid: rung 15's V15Mid with
+/// kLoDpDu0, dP and du0 taking v_new's and dv_new's lo), then prof.mark(); rung 8's range.
+void bwd_v17_grads(const BwdCall& c, Profile& prof);
 /// Rungs 10-13, the split chunk-gradient kernel (bwd_v10_split.cu): outside rung 3's range rung 2 (via
 /// rung 3), outside RowBase's range rung 6, KDA and GDN2 rung 8; else rung 8's front, then g1 (the state
 /// side: bwd_v10_g1 or bwd_v12_g1) and g2 (the WY side: bwd_v10_g2 or bwd_v11_g2), profiled as `name`.
@@ -506,12 +509,19 @@ template <class Mid, class = void>
 struct HiOnlyOf : std::false_type {};
 template <class Mid>
 struct HiOnlyOf<Mid, std::void_t<decltype(Mid::kHiOnly)>> : std::bool_constant<Mid::kHiOnly> {};
+/// Mid::kLoDpDu0 where Mid declares it (rung 17's V17Mid: true, with kHiOnly: dP = do v_new^T and du0 =
+/// A^T dv_new keep v_new's and dv_new's lo, every other product hi only), else false.
+template <class Mid, class = void>
+struct LoDpDu0Of : std::false_type {};
+template <class Mid>
+struct LoDpDu0Of<Mid, std::void_t<decltype(Mid::kLoDpDu0)>> : std::bool_constant<Mid::kLoDpDu0> {};
 
 /// B2, B4-B11 per (chunk, head), with S, dS', v_new and dv_new known (bwd_v1_front). Dynamic shared
 /// memory: kSmemMain + sizeof(float) * (2 * 256 + C) bytes.
 template <class Tg, class Mid>
 __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) {
   constexpr bool kHi = HiOnlyOf<Mid>::value;  // rung 15 (V15Mid): hi-only operands
+  constexpr bool kHiV = kHi && !LoDpDu0Of<Mid>::value;  // v_new, dv_new hi only (rung 17's V17Mid: with lo)
   using Tin = bf16;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* tiles = reinterpret_cast<bf16*>(smem_raw);
@@ -695,8 +705,8 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
               const int qd = tid + (t0 + b) * kThreads, i = qd >> 4, c = 4 * (qd & 15), cc = vv + c, d = kk + i;
               const bool in = i < Lc && cc < V;
               *reinterpret_cast<uint2*>(sdo + i * LT + c) = rdo[b];
-              put_op4<kHi>(svnh, svnl, i, c, rvn[b]);
-              put_op4<kHi>(sdvnh, sdvnl, i, c, rdvn[b]);
+              put_op4<kHiV>(svnh, svnl, i, c, rvn[b]);
+              put_op4<kHiV>(sdvnh, sdvnl, i, c, rdvn[b]);
               if (!Mid::kSplit && kk == 0) {
                 float u0[4];
 #pragma unroll
@@ -756,8 +766,8 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
             const int idx = tid + (t0 + b) * kThreads, i = idx >> 6, c = idx & 63, cc = vv + c, d = kk + i;
             const bool in = i < Lc && cc < V;
             sdo[i * LT + c] = rdo[b];
-            put_op<kHi>(svnh, svnl, i, c, rvn[b]);
-            put_op<kHi>(sdvnh, sdvnl, i, c, rdvn[b]);
+            put_op<kHiV>(svnh, svnl, i, c, rvn[b]);
+            put_op<kHiV>(sdvnh, sdvnl, i, c, rdvn[b]);
             if (kk == 0) put_op<kHi>(su0h, su0l, i, c, in ? (p.gdn2 ? ru[b] : sbeta[i]) * rv[b] : 0.f);
             put_op<kHi>(sSh, sSl, i, c, rs[b]);
             put_op<kHi>(sdSh, sdSl, i, c, rds[b]);
@@ -772,8 +782,8 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
         const int i = idx >> 6, c = idx & 63, cc = vv + c;
         const bool in = i < Lc && cc < V;
         sdo[i * LT + c] = in ? dO[row(i) * V + cc] : __float2bfloat16_rn(0.f);
-        put_op<kHi>(svnh, svnl, i, c, in ? ws.vn[row(i) * V + cc] : 0.f);
-        put_op<kHi>(sdvnh, sdvnl, i, c, in ? ws.dvn[row(i) * V + cc] : 0.f);
+        put_op<kHiV>(svnh, svnl, i, c, in ? ws.vn[row(i) * V + cc] : 0.f);
+        put_op<kHiV>(sdvnh, sdvnl, i, c, in ? ws.dvn[row(i) * V + cc] : 0.f);
         if (kk == 0) {
           const float u0 = in ? (p.gdn2 ? ld(wg + row(i) * V + cc) : sbeta[i]) * ld(v + row(i) * V + cc) : 0.f;
           put_op<kHi>(su0h, su0l, i, c, u0);
@@ -796,12 +806,12 @@ __global__ void __launch_bounds__(kThreads) bwd_grads_tc(KParams p, BwdOut out) 
       gemm64<false, false>(accW, sdvnh, lo_op<kHi>(sdvnl), sSh, lo_op<kHi>(sSl), m0, n0);
       if (kk == 0) {
         // B5: dP = do v_new^T;  B6: dA = dv_new u0^T (+ dw_aux E^T below);  B8: du0 = A^T dv_new
-        gemm64<false, false>(accP, sdo, nullptr, svnh, lo_op<kHi>(svnl), m0, n0);
+        gemm64<false, false>(accP, sdo, nullptr, svnh, lo_op<kHiV>(svnl), m0, n0);
         if constexpr (Mid::kSplit) continue;  // rung 10's G1: B6 and B8 are G2's (the last statement of the slab)
         gemm64<false, false>(accA, sdvnh, lo_op<kHi>(sdvnl), su0h, lo_op<kHi>(su0l), m0, n0);
         float accU[4][4];
         zero(accU);
-        gemm64<true, true>(accU, sAh, lo_op<kHi>(sAl), sdvnh, lo_op<kHi>(sdvnl), m0, n0);
+        gemm64<true, true>(accU, sAh, lo_op<kHi>(sAl), sdvnh, lo_op<kHiV>(sdvnl), m0, n0);
         if constexpr (Mid::kWide) {
           store_acc_pairs(rb.base(ws.du0, V), rb.HV, vv, V, Lc, evenV, accU, m0, n0);
         } else

@@ -14,14 +14,18 @@
 //   G2' du0 = A^T dv_new    dv_new's lo (hi*hi + hi*lo; A hi only): dbeta = du0 . v + de . k cancels at
 //                           T = 1 (2.7x without it)
 // every other product hi*hi only, as rung 15. Static HMMA: G1' 112 (rung 15 96, rung 13 224), G2' 144
-// (128, 352).
+// (128, 352); KDA / GDN2's kernel 320 (rung 15 288, rung 8 768).
 //
 // Kernels: rung 12's G1' as bwd12_g1<true, true> (kVnLo: v_new's lo in a sixth tile, 56,576 bytes of
 // shared memory; rung 15's 51,200) and rung 11's G2' as bwd11_wy<Tg, true, kLoDu0> (dv_new's lo in tile 1,
 // A lo's unused place: rung 15's 87,808 bytes). The flags default to rung 15's and rung 13's
 // instantiations, whose PTX is unchanged (RESULTS.md "Rung 17").
-// KDA and GDN2 run rung 8 (hi + lo, as rung 13): rung 8's kernel with a per-product selection (V15Mid
-// and the B9 levels of bwd_v6_tc_b9.cuh) is not written.
+// KDA, GDN2: rung 8's front and chunk-gradient kernel bwd_grads_tc<Tg, V17Mid> (bwd_v4_tc_tail.cu: rung
+// 15's V15Mid with kLoDpDu0): the same two products keep their lo (staged in rung 8's lo tiles, which
+// V15Mid leaves unused: rung 8's shared memory; 239 registers, no spill, 1 block per SM as rung 8's 237),
+// B7 and B9 by levels hi only as rung 15. The model's KDA emulation (chunk_backward_kda, 156 cases) puts
+// it at <= 0.58x every bound (rung 15 there: dk 11x, dbeta 2.9x). GDN2 (e = b k, u0 = w v) is not
+// emulated: the same products in the same kernel.
 //
 // Range: rung 13's. Calls outside rung 3's range run rung 2 (via rung 3); H * max(K, V, 64) >= 2^25
 // runs rung 6; DeltaNet and GDN with num_chunks * ceil(K / 64) >= 2^31 (G1''s grid) run rung 11 (hi +
@@ -32,9 +36,20 @@ namespace linattn::cuda::detail {
 
 std::size_t bwd_v17_workspace_bytes(const KParams& p) { return bwd_v3_workspace_bytes(p); }
 
-void bwd_v17_launch(const BwdCall& c) {  // rung 17's G1', then its G2' (KDA, GDN2: rung 8, in bwd_split_launch)
-  // G1''s grid x extent (a signed int index in the kernel): else rung 11 (rung 10's G1, then G2', hi + lo).
-  if (std::int64_t(c.p.num_chunks) * ((c.p.K + 63) / 64) >= (std::int64_t(1) << 31)) return bwd_v11_launch(c);
+void bwd_v17_launch(const BwdCall& c) {
+  const KParams& p = c.p;
+  if (p.N == 0) return;
+  if (!bwdc::in_rung3_range(c)) return bwd_v3_launch(c);  // outside the range: rung 2 (via rung 3)
+  if (!bwdc::in_rowbase_range(p)) return bwd_v6_launch(c);  // RowBase's 32-bit offsets, as rungs 7-15
+  if (p.gate == kGateChannel || p.gdn2) {  // KDA, GDN2: rung 8's front and kernel with V17Mid
+    bwdc::Profile prof(c.stream, "bwd_v17");
+    bwdc::bwd_v3_front(c, prof, /*levels_intra=*/true, /*wide_extras=*/true);
+    if (p.num_chunks > 0) bwdc::bwd_v17_grads(c, prof);
+    return;
+  }
+  // DeltaNet, GDN: G1', then G2'. G1''s grid x extent (a signed int index in the kernel): else rung 11
+  // (rung 10's G1, then G2', hi + lo).
+  if (std::int64_t(p.num_chunks) * ((p.K + 63) / 64) >= (std::int64_t(1) << 31)) return bwd_v11_launch(c);
   bwdc::bwd_split_launch(c, "bwd_v17", bwdc::bwd_v12_g1_hy, bwdc::bwd_v11_g2_hy);
 }
 

@@ -327,6 +327,13 @@ struct V15Mid : V8Mid {
   }
 };
 
+/// Rung 17 (bwd_v17_hybrid.cu; KDA and GDN2): V15Mid with kLoDpDu0: dP = do v_new^T and du0 = A^T dv_new
+/// take v_new's and dv_new's lo (staged in rung 8's lo tiles, unused by V15Mid); every other product, B7
+/// and B9 by levels hi only, as V15Mid (bench/models/bwd_v17_hybrid_model.py).
+struct V17Mid : V15Mid {
+  static constexpr bool kLoDpDu0 = true;
+};
+
 template <class Tg, class Mid>
 void launch_grads(const BwdCall& c, Profile& prof) {
   const KParams& p = c.p;
@@ -386,6 +393,11 @@ void bwdc::bwd_v9_grads(const BwdCall& c, Profile& prof) {
 void bwdc::bwd_v15_grads(const BwdCall& c, Profile& prof) {
   if (c.gate_dtype == 0) launch_grads<float, V15Mid>(c, prof);
   else launch_grads<bf16, V15Mid>(c, prof);
+}
+
+void bwdc::bwd_v17_grads(const BwdCall& c, Profile& prof) {
+  if (c.gate_dtype == 0) launch_grads<float, V17Mid>(c, prof);
+  else launch_grads<bf16, V17Mid>(c, prof);
 }
 
 void bwdc::bwd_v10_g1(const BwdCall& c, Profile& prof) {

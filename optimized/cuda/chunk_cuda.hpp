@@ -267,8 +267,9 @@ enum class BwdVersion : int {
   v17_hybrid = 17,     ///< v15 with the lo operand kept on two products (dP's v_new, du0's dv_new:
                        ///< bench/models/bwd_v17_hybrid_model.py finds them needed on the tests' small
                        ///< cases with extreme gates, where v15 failed rung 3's bounds) in G1' and
-                       ///< G2' for DeltaNet and GDN; KDA and GDN2 run v8 (hi + lo); the same fallbacks
-                       ///< as v13. Written in session 10, not yet run on a GPU (RESULTS.md, "Rung 17")
+                       ///< G2' for DeltaNet and GDN and in v8's chunk-gradient kernel for KDA and
+                       ///< GDN2; the same fallbacks as v15. Written in session 10, not yet run on a
+                       ///< GPU (RESULTS.md, "Rung 17")
 };
 
 const char* bwd_version_name(BwdVersion v);

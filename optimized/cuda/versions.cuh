@@ -168,7 +168,7 @@ std::size_t bwd_v16_saved_workspace_bytes(const KParams& p);
 void bwd_v16_launch(const BwdCall& c);
 
 // bwd_v17_hybrid.cu (rung 15 with the lo operand kept where bench/models/bwd_v17_hybrid_model.py finds it
-// needed: dP's v_new, du0's dv_new, in G1' and G2' for DeltaNet and GDN; KDA and GDN2 run rung 8;
+// needed: dP's v_new, du0's dv_new, in G1' and G2' for DeltaNet and GDN and in rung 8's kernel for KDA and GDN2;
 // otherwise rung 13's fallbacks; written in session 10, not yet run on a GPU)
 std::size_t bwd_v17_workspace_bytes(const KParams& p);
 void bwd_v17_launch(const BwdCall& c);

@@ -118,8 +118,8 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     B9 kernel, rung 8's per-channel B9 by levels with both halves in one pass, then the rest of the
     chunk gradient: rung 8's gradients up to float32 summation order; not yet run on a GPU),
     'bwd_v17_hybrid' (rung 15 with the lo operand kept on the two products where rounding it to bf16
-    is not safe on small cases with extreme gates: dP's v_new, du0's dv_new; KDA and GDN2 run
-    rung 8; not yet run on a GPU).
+    is not safe on small cases with extreme gates: dP's v_new, du0's dv_new; in rung 15's kernels for
+    every operator; not yet run on a GPU).
     output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"
     _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})

@@ -123,7 +123,7 @@ for s in $stages; do
       echo "determinism test: $fails failures in ${DET_REPEATS:-50} runs" | tee "$OUT/bdeterminism.log" ;;
     bmutants)
       # Each planted bug of the backward (make_mutants.py, 11-16 rung 1, 21-24 rung 2, 41-49 rung 3, 51-55
-      # rung 4, 50 and 56-59 rung 5, 66-68 rung 6, 69-72 rung 7, 73-79 and 85-86 rung 8, 87-91 rung 9, 98-105 rung 10, 120-128 rung 11, 140-146 rung 12, 150-160 rung 14, 170-182 rung 15, 190-203 rung 16, 210-214 rung 17; 5 is shared with the forward)
+      # rung 4, 50 and 56-59 rung 5, 66-68 rung 6, 69-72 rung 7, 73-79 and 85-86 rung 8, 87-91 rung 9, 98-105 rung 10, 120-128 rung 11, 140-146 rung 12, 150-160 rung 14, 170-182 rung 15, 190-203 rung 16, 210-216 rung 17; 5 is shared with the forward)
       # must make the tests aimed at it fail.
       M=${MBIN:-build/mutants}/test_cuda_backward
       P32='CUDA v1 chunked backward equals the float64 reference backward for every operator in float32'
@@ -383,7 +383,9 @@ for s in $stages; do
         run_m 212 "$FX17" "$V17"  # G2': X's lo tile on Y hi
         run_m 213 "$FX17" "$V17"  # G1': v_new's lo tile on dS' hi
         run_m 214 "$FX17" "$V17"  # G2': X's lo tile on A hi
-        echo "no mutant, compute-sanitizer racecheck and memcheck (rung 17's G1', G2'), $V17 (max_success=3):"
+        run_m 215 "$FX17" "$V17"  # KDA / GDN2 (V17Mid): dP without v_new's lo
+        run_m 216 "$FX17" "$V17"  # KDA / GDN2 (V17Mid): du0 without dv_new's lo
+        echo "no mutant, compute-sanitizer racecheck and memcheck (rung 17's G1', G2' and V17Mid kernel), $V17 (max_success=3):"
         [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 RC_PARAMS="seed=20261130 max_success=3" timeout 200 compute-sanitizer --tool racecheck $M "$V17" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
         [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 RC_PARAMS="seed=20261130 max_success=3" timeout 150 compute-sanitizer --tool memcheck $M "$V17" 2>&1 | grep -E "ERROR SUMMARY" | head -2
         fi

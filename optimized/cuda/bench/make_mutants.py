@@ -519,6 +519,14 @@ MUTANTS = [
      "(p.mutant == 212 ? 3 : 1)",  # after 212's text
      "(p.mutant == 212 ? 3 : p.mutant == 214 ? 0 : 1)",
      "bwd v17, G2': X's lo tile on A hi's tile (A overwritten by dv_new's lo: du0, dv, dA wrong)"),
+    (215, "optimized/cuda/bwd_common.cuh",
+     "        gemm64<false, false>(accP, sdo, nullptr, svnh, lo_op<kHiV>(svnl), m0, n0);",
+     "        gemm64<false, false>(accP, sdo, nullptr, svnh, kHiV != kHi && p.mutant == 215 ? nullptr : lo_op<kHiV>(svnl), m0, n0);",
+     "bwd v17, KDA / GDN2 (V17Mid): dP without v_new's lo (the model: KDA dk 1.1-2.9x its bound on the fixed cases)"),
+    (216, "optimized/cuda/bwd_common.cuh",
+     "        gemm64<true, true>(accU, sAh, lo_op<kHi>(sAl), sdvnh, lo_op<kHiV>(sdvnl), m0, n0);",
+     "        gemm64<true, true>(accU, sAh, lo_op<kHi>(sAl), sdvnh, kHiV != kHi && p.mutant == 216 ? nullptr : lo_op<kHiV>(sdvnl), m0, n0);",
+     "bwd v17, KDA / GDN2 (V17Mid): du0 without dv_new's lo (the model: KDA dbeta 1.7-3x its bound at T = 1, K = 41, V = 10)"),
     # Rung 5 of the forward (v5_split.cu: the state pass alone, then the parallel output kernel).
     (61, "optimized/cuda/v5_split.cu",
      "  const float* Sc = sw.S + cw * K * V;",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # optimized/cuda/bench/logs_session10/rung17_run.sh -- one device call for backward rung 17
 # (bwd_v17_hybrid.cu: rung 15's G1' and G2' for DeltaNet and GDN with the lo operand kept on dP's v_new
-# and du0's dv_new; KDA and GDN2 run rung 8; written in session 10, not yet run on a GPU;
+# and du0's dv_new, and in rung 8's chunk-gradient kernel for KDA and GDN2 (V17Mid); written in session
+# 10, not yet run on a GPU;
 # RESULTS.md "Rung 17"). At most ~330 s in all:
 #   1. (~90 s) the fixed-case test (rung 17 within rung 3's bounds on rung 15's fixed cases and on the cases
 #      rung 15's properties shrank to; its ratios printed beside rungs 15, 13 and 8: compare with
@@ -53,7 +54,7 @@ for t in 'CUDA chunked backward of a packed batch of many short sequences equals
   [ $(el) -lt $(( END - 3 )) ] && one $BT bwd 20 "$t"; done
 END=330
 # 2. Speed beside rungs 13 and 15 with the per-kernel profile (DeltaNet, GDN: grads = G1', wy = G2'; KDA
-#    and GDN2: rung 17 is rung 8, rung 15 rung 8's kernel hi-only).
+#    and GDN2: "grads" is rung 8's kernel, hi-only in rung 15, V17Mid in rung 17).
 timeout $(left 170) python3 optimized/cuda/bench/bench_backward.py --lib $L --bwd-versions 13,15,17 --rep 30 --slow-rep 5 --json /tmp/l/bbench131517.json > /tmp/l/bbench131517.log 2>&1; rc=$?
 echo "[$(el) s] backward speed rc $rc" | tee -a /tmp/l/summary.log; grep -E "backward v(13|15|17) |kernels" /tmp/l/bbench131517.log | tee -a /tmp/l/summary.log
 # 3. memcheck and racecheck on one property, three cases per operator (G1''s sixth tile, G2''s X lo in

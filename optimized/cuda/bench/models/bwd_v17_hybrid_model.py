@@ -35,15 +35,19 @@ Products (static HMMA per pass = 16: one gemm64 call, 64 x 64 x 64 per block, 8 
   G2' (rung 11's bwd11_wy): A1 dA += dv_new u0^T   A2 dA += dw_aux E^T   U du0 = A^T dv_new
                             E dE = A^T dw_aux      T T1 = dA A^T         L dL = A^T T1
                             M1 de^L = M1 k (k exact)   M2b dk^L = M1b^T k (k exact)
-Findings (--search; 1,088 cases, seeds fixed; RESULTS.md "Rung 17"): all hi reproduces the five device
-ratios on their own inputs within 2% (KDA's dbeta at T = 1 only with the front's bf16 P: the exact
-dv_new happens to round almost without error there) and reaches dk 5.5x, dbeta 2.7x their bounds.
-Each product alone hi (the rest hi + lo): only P (5.5x: dk, dq at T = 1, 2 with V = 2..10, where
-do . v_new cancels) and U (3.0x: dbeta = du0 . v cancelling at T = 1) exceed a bound (Z1 or Z2 alone
-1.8x through dg, but they share M2's tile: as a pair, as the kernel has them, they are safe). Greedy:
-+ P, + U, then every ratio is <= 0.55x its bound (dk, dg). Without P or U 5.5x / 2.7x.
+KDA (chunk_backward_kda): rung 8's kernel, the same named products and, instead of Z1, Z2, M1, M2b, the
+per-channel B9 by levels ('B9': hi + lo or hi only, as rung 15's V15Mid); 156 cases of its own.
+GDN2 (e = b k, u0 = w v in the same kernel and products) is not emulated.
+Findings (--search; 1,088 DeltaNet / GDN cases, seeds fixed; RESULTS.md "Rung 17"): all hi reproduces
+the five device ratios on their own inputs within 2% (KDA's dbeta at T = 1 only with the front's bf16
+P: the exact dv_new happens to round almost without error there) and reaches dk 5.5x, dbeta 2.7x
+their bounds. Each product alone hi (the rest hi + lo): only P (5.5x: dk, dq at T = 1, 2 with V =
+2..10, where do . v_new cancels) and U (2.7x: dbeta = du0 . v cancelling at T = 1) exceed a bound (Z1
+or Z2 alone 1.8x through dg, but they share M2's tile: as a pair, as the kernel has them, they are
+safe). Greedy: + P, + U, then every ratio is <= 0.57x its bound (dk). Without P or U 5.5x / 2.7x.
+KDA: all hi 11x (dk), 2.9x (dbeta); P and U with lo, B9 hi only: <= 0.58x.
 Exit 0: the selection (SELECTION below, what rung 17 compiles) keeps every ratio under 0.7x the bounds
-and all 'hi' reproduces the device failures; 1: not so; 77: numpy missing.
+(DeltaNet, GDN, KDA) and all 'hi' reproduces the device failures; 1: not so; 77: numpy missing.
 About 10 s (--search: minutes; --quick: a smaller case list).
   python3 optimized/cuda/bench/models/bwd_v17_hybrid_model.py [--search] [--quick]"""
 import itertools
@@ -220,6 +224,94 @@ def chunk_backward(q, k, v, g, beta, h0, do, dht, scale, modes, front="exact"):
     return out
 
 
+
+def chunk_backward_kda(q, k, v, g, beta, h0, do, dht, scale, modes, front="exact"):
+    """KDA (per-channel log-decays g [T, K]) as rung 8's chunk-gradient kernel computes it: the same named
+    products as chunk_backward (Q, K, W, P, A1, A2, U, E, T, L) and, instead of Z1, Z2, M1, M2b, the
+    per-channel B9 by levels (bwd_b9_levels_model.levels on 64-row, 64-channel-padded tiles; modes['B9']:
+    'xy' its hi + lo Dev, anything else hi only as rung 15's V15Mid; 'exact' the direct float64 sums).
+    front as chunk_backward's (for KDA rung 8's front: forward rung 4's intra kernel, then the recurrences
+    with bf16 P, Kd, Qg, w_aux, v_new, dv_new)."""
+    import bwd_b9_levels_model as b9
+    md = (lambda n: "exact") if modes == "exact" else (lambda n: modes.get(n, "hi"))
+    fb, fr = (bf16, f32) if front == "bf16" else ((lambda x: x), (lambda x: x))
+    T, K = k.shape
+    V = v.shape[1]
+    KP = (K + 63) // 64 * 64
+    chunks = [(c0, min(c0 + C, T)) for c0 in range(0, T, C)]
+    fw, S = [], (np.zeros((K, V)) if h0 is None else h0.copy())
+    for c0, c1 in chunks:
+        n = c1 - c0
+        G = np.cumsum(g[c0:c1], axis=0)
+        low = np.tri(n, dtype=bool)[:, :, None]
+        Gam3 = np.where(low, np.exp(np.where(low, G[:, None, :] - G[None, :, :], 0.0)), 0.0)
+        qs, kk, vv, b = scale * q[c0:c1], k[c0:c1], v[c0:c1], beta[c0:c1]
+        E = (b[:, None] * kk) * np.exp(G)
+        u0 = b[:, None] * vv
+        Qg = qs * np.exp(G)
+        Kd = kk * np.exp(G[-1] - G)
+        Lm = b[:, None] * np.einsum("id,jd,ijd->ij", kk, kk, Gam3) * np.tri(n, k=-1)
+        P = np.einsum("id,jd,ijd->ij", qs, kk, Gam3)
+        A = np.linalg.inv(np.eye(n) + Lm)
+        w_aux, u = A @ E, A @ u0
+        vn = fr(u - fb(w_aux) @ S)
+        fw.append(dict(G=G, qs=qs, k=kk, v=vv, b=b, E=E, u0=u0, Qg=Qg, Kd=Kd, P=P, A=A, w_aux=w_aux, vn=vn,
+                       S=S.copy()))
+        S = fr(np.exp(G[-1])[:, None] * S + fb(Kd).T @ fb(vn))
+    dq, dk, dv = np.zeros((T, K)), np.zeros((T, K)), np.zeros((T, V))
+    dbeta, dg = np.zeros(T), np.zeros((T, K))
+    dS = np.zeros((K, V)) if dht is None else dht.copy()
+    for (c0, c1), f in reversed(list(zip(chunks, fw))):
+        n = c1 - c0
+        G, S, A, kk, qs, b = f["G"], f["S"], f["A"], f["k"], f["qs"], f["b"]
+        dO = do[c0:c1]
+        gamma = np.exp(G[-1])
+        dvn = fr(fb(f["P"]).T @ dO + fb(f["Kd"]) @ dS)
+        dKd = mm(f["vn"], dS.T, md("K"))
+        dgam = np.sum(S * dS, axis=1)
+        dQg = mm(dO, S.T, md("Q"))
+        dwa = -mm(dvn, S.T, md("W"))
+        dP = mm(dO, f["vn"].T, md("P")) * np.tri(n)
+        dS_prev = fr(gamma[:, None] * dS + fb(f["Qg"]).T @ dO - fb(f["w_aux"]).T @ fb(dvn))
+        dA = (mm(dvn, f["u0"].T, md("A1")) + mm(dwa, f["E"].T, md("A2"))) * np.tri(n, k=-1)
+        du0 = mm(A.T, dvn, md("U"))
+        dE = mm(A.T, dwa, md("E"))
+        T1 = mm(dA, A.T, md("T")) * np.tri(n, k=-1)
+        dL = -mm(A.T, T1, md("L")) * np.tri(n, k=-1)
+        pad = lambda x, w: np.pad(x, ((0, C - x.shape[0]), (0, w - x.shape[1])))
+        args = (pad(dL, C), pad(dP, C), pad(G, KP), pad(kk, KP), pad(b[:, None] * kk, KP), pad(qs, KP))
+        if md("B9") == "exact":
+            deL, dqP, dkLP = b9.direct(*args, n)
+        else:
+            deL, dqP, dkLP = b9.levels(*args, KP, b9.Dev(True) if md("B9") == "xy" else _hidev(b9))
+        deL, dqP, dkLP = deL[:n, :K], dqP[:n, :K], dkLP[:n, :K]
+        eG = np.exp(G)
+        de = dE * eG + deL
+        dq[c0:c1] = scale * (dQg * eG + dqP)
+        dk[c0:c1] = dKd * np.exp(G[-1] - G) + dkLP + b[:, None] * de
+        dv[c0:c1] = b[:, None] * du0
+        dbeta[c0:c1] = np.sum(de * kk, axis=1) + np.sum(du0 * f["v"], axis=1)
+        dGm = dE * f["E"] + dQg * f["Qg"] - dKd * f["Kd"] + (b[:, None] * kk) * deL + qs * dqP - kk * dkLP
+        dGm[-1] += np.sum(dKd * f["Kd"], axis=0) + dgam * gamma
+        dg[c0:c1] = np.cumsum(dGm[::-1], axis=0)[::-1]
+        dS = dS_prev
+    out = dict(dq=dq, dk=dk, dv=dv, dbeta=dbeta, dg=dg)
+    if h0 is not None:
+        out["dh0"] = dS
+    return out
+
+
+def _hidev(b9):
+    class HiDev(b9.Dev):
+        """Rung 15's B9 products: both operands float32 rounded to bf16, hi.hi only, float32 per k-step."""
+        def mm(self, acc, a, b):
+            ah, bh = bf16(a), bf16(b)
+            for k0 in range(0, a.shape[1], 16):
+                ks = slice(k0, k0 + 16)
+                acc = b9.f32(acc + ah[:, ks] @ bh[ks])
+            return acc
+    return HiDev(True)
+
 def loss(q, k, v, g, beta, h0, do, dht, scale):
     S = np.zeros((k.shape[1], v.shape[1])) if h0 is None else h0.copy()
     L = 0.0
@@ -230,22 +322,24 @@ def loss(q, k, v, g, beta, h0, do, dht, scale):
     return L + (0.0 if dht is None else np.sum(dht * S))
 
 
-def test_case(rng, T, K, V, gate, gated, gdt_bf16, init=None, dht=None, custom_scale=None):
-    """One (sequence, head) drawn as the tests draw it (module docstring); None: drawn at random."""
+def test_case(rng, T, K, V, gate, gated, gdt_bf16, init=None, dht=None, custom_scale=None, chan=False):
+    """One (sequence, head) drawn as the tests draw it (module docstring); None: drawn at random. chan:
+    per-channel log-decays [T, K] (KDA)."""
     q = bf16(rng.standard_normal((T, K)))
     k = rng.standard_normal((T, K))
     k = bf16(k / np.linalg.norm(k, axis=1, keepdims=True))
     v = bf16(rng.standard_normal((T, V)))
     g = None
     if gated:
+        gs = (T, K) if chan else T
         if gate == "zero":
-            g = np.zeros(T)
+            g = np.zeros(gs)
         elif gate == "extreme":
-            g = np.where(rng.random(T) < 0.5, -30.0, -1000.0)
+            g = np.where(rng.random(gs) < 0.5, -30.0, -1000.0)
         else:
-            g = -np.log1p(np.exp(-rng.normal(2.5, 1.5, T)))
+            g = -np.log1p(np.exp(-rng.normal(2.5, 1.5, gs)))
             if gate == "mixed":
-                p = rng.integers(0, 4, T)
+                p = rng.integers(0, 4, gs)
                 g = np.where(p == 0, 0.0, np.where(p == 1, -1000.0, g))
     beta = rng.random(T)
     if gate == "mixed":
@@ -300,8 +394,10 @@ def case_list(quick):
 
 
 def device(args, modes, gates_bf16):
-    """The device's gradients (module docstring): rung 3's front, the products under `modes`, the stores."""
-    out = chunk_backward(*args, modes, front="bf16")
+    """The device's gradients (module docstring): rung 3's front, the products under `modes`, the stores.
+    Per-channel gates (g of two dimensions): chunk_backward_kda."""
+    fn = chunk_backward_kda if args[3] is not None and np.ndim(args[3]) == 2 else chunk_backward
+    out = fn(*args, modes, front="bf16")
     for n in out:
         if n in ("dq", "dk", "dv"):
             out[n] = bf16(out[n])
@@ -312,8 +408,34 @@ def device(args, modes, gates_bf16):
     return out
 
 
+def exact(args):
+    fn = chunk_backward_kda if args[3] is not None and np.ndim(args[3]) == 2 else chunk_backward
+    return fn(*args, "exact")
+
+
 def prepared(cases):
-    return [(label, args, gbf, chunk_backward(*args, "exact")) for label, args, gbf in cases]
+    return [(label, args, gbf, exact(args)) for label, args, gbf in cases]
+
+
+def kda_case_list(quick):
+    """KDA cases (per-channel gates) for rung 8's kernel: the small / extreme ones and a few large ones."""
+    rng = np.random.default_rng(1717)
+    cases = []
+    reps = 3 if quick else 10
+    for gdt in (False, True):
+        for (T, K, V) in ((2, 16, 2), (1, 41, 10), (2, 41, 10)):
+            for _ in range(reps):
+                cases.append((f"KDA T={T} K={K} V={V} extreme init=0 dht=0",
+                              test_case(rng, T, K, V, "extreme", True, gdt, False, False, False, chan=True), gdt))
+        for _ in range(reps * 4):
+            T = int(rng.choice([1, 2, 3, 65]))
+            K, V = int(rng.integers(16, 42)), int(rng.integers(1, 11))
+            gate = str(rng.choice(["random", "zero", "extreme", "mixed"]))
+            cases.append((f"KDA T={T} K={K} V={V} {gate}", test_case(rng, T, K, V, gate, True, gdt, chan=True), gdt))
+        for (T, K, V) in ((150, 64, 64), (130, 100, 40)):
+            for gate in ("random", "zero", "extreme", "mixed"):
+                cases.append((f"KDA T={T} K={K} V={V} {gate}", test_case(rng, T, K, V, gate, True, gdt, chan=True), gdt))
+    return cases
 
 
 def worst(prep, modes):
@@ -416,10 +538,7 @@ def search(prep):
 
 def device_failures(failures):
     """Rung 15's five failing device ratios, emulated on their own inputs: all products hi only (rung 15),
-    then the selection (rung 17). KDA's cases are run as their scalar-gate equals: at T = 1 with no
-    initial state and no dht the gates do not enter the gradients (S_0 = 0), and at T = 2 with extreme
-    gates (-30 or -1000 per channel) the tokens decouple to exp(-30) = 9e-14 (g = -1000 here). Rung 17 runs
-    rung 8 (hi + lo) for KDA; its selection is shown for what it would give."""
+    then the selection (rung 17; for KDA rung 8's kernel with V17Mid: the same selection, B9 hi only)."""
     print("\nRung 15's device failures on their own inputs (device emulation: the front's bf16 values, stores):")
     for c in DEVICE_FAILURES:
         T, K, V = c["T"], c["K"], c["V"]
@@ -430,12 +549,12 @@ def device_failures(failures):
         beta = rnd(np.array(c["beta"]))
         if c["op"] == "GDN":
             g = rnd(np.array(c["g"]))
-        elif c["op"] == "KDA" and T > 1:
-            g = np.full(T, -1000.0)
+        elif c["op"] == "KDA":
+            g = rnd(np.array(c["g"]).reshape(T, K))
         else:
             g = None
         args = (q, k, v, g, beta, None, do, None, K ** -0.5)
-        want = chunk_backward(*args, "exact")
+        want = exact(args)
         r_hi, r_sel = ratios(device(args, {}, gbf), want), ratios(device(args, SELECTION, gbf), want)
         for n, dev in c["device"].items():
             bound = BOUND[n]
@@ -467,6 +586,19 @@ def main():
     show(f"\nSelection {SELECTION} (static HMMA G1' + G2' {s} of 576 in rung 13, 224 in rung 15):", ws, where)
     if not ok(ws):
         failures.append(f"selection {SELECTION} exceeds 0.7x a bound")
+    # KDA: rung 8's kernel; rung 15's V15Mid (every product and B9 hi only), rung 17's V17Mid (SELECTION)
+    kprep = prepared(kda_case_list(quick))
+    print(f"\n{len(kprep)} KDA cases (rung 8's kernel, B9 by levels; f32 and bf16 gates)")
+    wk, where = worst(kprep, {n: "xy" for n in list(PRODUCTS) + ["B9"]})
+    show("\nKDA, all products and B9 hi + lo (rung 8):", wk, where)
+    wk, where = worst(kprep, {})
+    show("\nKDA, all products and B9 hi only (rung 15's V15Mid):", wk, where)
+    if ok(wk, 1.0):
+        failures.append("KDA all hi within every bound: does not reproduce rung 15's failures")
+    wk, where = worst(kprep, SELECTION)
+    show(f"\nKDA, selection {SELECTION}, B9 hi only (rung 17's V17Mid):", wk, where)
+    if not ok(wk):
+        failures.append(f"KDA selection {SELECTION} exceeds 0.7x a bound")
     for f in failures:
         print("FAIL: " + f)
     print("PASS" if not failures else "")
