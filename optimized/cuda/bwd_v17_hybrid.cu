@@ -23,9 +23,9 @@
 // KDA, GDN2: rung 8's front and chunk-gradient kernel bwd_grads_tc<Tg, V17Mid> (bwd_v4_tc_tail.cu: rung
 // 15's V15Mid with kLoDpDu0): the same two products keep their lo (staged in rung 8's lo tiles, which
 // V15Mid leaves unused: rung 8's shared memory; 239 registers, no spill, 1 block per SM as rung 8's 237),
-// B7 and B9 by levels hi only as rung 15. The model's KDA emulation (chunk_backward_kda, 156 cases) puts
-// it at <= 0.58x every bound (rung 15 there: dk 11x, dbeta 2.9x). GDN2 (e = b k, u0 = w v) is not
-// emulated: the same products in the same kernel.
+// B7 and B9 by levels hi only as rung 15. The model's emulation of that kernel (chunk_backward_kda, 156
+// cases each) puts it at <= 0.58x every bound for KDA (rung 15 there: dk 11x, dbeta 2.9x) and <= 0.52x
+// for GDN2 (rung 15: dk 1.6x).
 //
 // Range: rung 13's. Calls outside rung 3's range run rung 2 (via rung 3); H * max(K, V, 64) >= 2^25
 // runs rung 6; DeltaNet and GDN with num_chunks * ceil(K / 64) >= 2^31 (G1''s grid) run rung 11 (hi +

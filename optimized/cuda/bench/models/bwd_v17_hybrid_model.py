@@ -35,9 +35,9 @@ Products (static HMMA per pass = 16: one gemm64 call, 64 x 64 x 64 per block, 8 
   G2' (rung 11's bwd11_wy): A1 dA += dv_new u0^T   A2 dA += dw_aux E^T   U du0 = A^T dv_new
                             E dE = A^T dw_aux      T T1 = dA A^T         L dL = A^T T1
                             M1 de^L = M1 k (k exact)   M2b dk^L = M1b^T k (k exact)
-KDA (chunk_backward_kda): rung 8's kernel, the same named products and, instead of Z1, Z2, M1, M2b, the
-per-channel B9 by levels ('B9': hi + lo or hi only, as rung 15's V15Mid); 156 cases of its own.
-GDN2 (e = b k, u0 = w v in the same kernel and products) is not emulated.
+KDA and GDN2 (chunk_backward_kda; GDN2: e = b (.) k, u0 = w (.) v): rung 8's kernel, the same named
+products and, instead of Z1, Z2, M1, M2b, the per-channel B9 by levels ('B9': hi + lo or hi only, as
+rung 15's V15Mid); 156 cases each.
 Findings (--search; 1,088 DeltaNet / GDN cases, seeds fixed; RESULTS.md "Rung 17"): all hi reproduces
 the five device ratios on their own inputs within 2% (KDA's dbeta at T = 1 only with the front's bf16
 P: the exact dv_new happens to round almost without error there) and reaches dk 5.5x, dbeta 2.7x
@@ -45,9 +45,10 @@ their bounds. Each product alone hi (the rest hi + lo): only P (5.5x: dk, dq at 
 2..10, where do . v_new cancels) and U (2.7x: dbeta = du0 . v cancelling at T = 1) exceed a bound (Z1
 or Z2 alone 1.8x through dg, but they share M2's tile: as a pair, as the kernel has them, they are
 safe). Greedy: + P, + U, then every ratio is <= 0.57x its bound (dk). Without P or U 5.5x / 2.7x.
-KDA: all hi 11x (dk), 2.9x (dbeta); P and U with lo, B9 hi only: <= 0.58x.
+KDA: all hi 11x (dk), 2.9x (dbeta); P and U with lo, B9 hi only: <= 0.58x. GDN2: all hi 1.6x (dk);
+P and U with lo: <= 0.52x.
 Exit 0: the selection (SELECTION below, what rung 17 compiles) keeps every ratio under 0.7x the bounds
-(DeltaNet, GDN, KDA) and all 'hi' reproduces the device failures; 1: not so; 77: numpy missing.
+(DeltaNet, GDN, KDA, GDN2) and all 'hi' reproduces the device failures; 1: not so; 77: numpy missing.
 About 10 s (--search: minutes; --quick: a smaller case list).
   python3 optimized/cuda/bench/models/bwd_v17_hybrid_model.py [--search] [--quick]"""
 import itertools
@@ -64,9 +65,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from devround import bf16, split  # noqa: E402  the device rounding
 
 C = 64
-BOUND = {"dq": 1e-2, "dk": 1e-2, "dv": 1e-2, "dh0": 1e-2, "dbeta": 2e-2, "dg": 2e-2}
+BOUND = {"dq": 1e-2, "dk": 1e-2, "dv": 1e-2, "dh0": 1e-2, "dbeta": 2e-2, "dg": 2e-2, "db": 2e-2, "dw": 2e-2}
 # Rung 13's worst measured ratios (test_cuda_backward.cu's file comment), beside the emulation's.
-MEASURED13 = {"dq": 2.0e-3, "dk": 5.2e-3, "dv": 3.8e-3, "dh0": 3.5e-3, "dbeta": 9.1e-3, "dg": 3.5e-3}
+MEASURED13 = {"dq": 2.0e-3, "dk": 5.2e-3, "dv": 3.8e-3, "dh0": 3.5e-3, "dbeta": 9.1e-3, "dg": 3.5e-3, "dw": 3.7e-3}
 # Products: name -> (kernel, which operands are float32 (x, y)); an exact bf16 side has no lo
 PRODUCTS = {
     "Q": ("G1'", (False, True)), "K": ("G1'", (True, True)), "W": ("G1'", (True, True)),
@@ -226,7 +227,8 @@ def chunk_backward(q, k, v, g, beta, h0, do, dht, scale, modes, front="exact"):
 
 
 def chunk_backward_kda(q, k, v, g, beta, h0, do, dht, scale, modes, front="exact"):
-    """KDA (per-channel log-decays g [T, K]) as rung 8's chunk-gradient kernel computes it: the same named
+    """KDA (per-channel log-decays g [T, K]; GDN2 when beta is a pair (b [T, K], w [T, V]): e = b (.) k,
+    u0 = w (.) v, gradients db, dw instead of dbeta) as rung 8's chunk-gradient kernel computes it: the same named
     products as chunk_backward (Q, K, W, P, A1, A2, U, E, T, L) and, instead of Z1, Z2, M1, M2b, the
     per-channel B9 by levels (bwd_b9_levels_model.levels on 64-row, 64-channel-padded tiles; modes['B9']:
     'xy' its hi + lo Dev, anything else hi only as rung 15's V15Mid; 'exact' the direct float64 sums).
@@ -238,6 +240,8 @@ def chunk_backward_kda(q, k, v, g, beta, h0, do, dht, scale, modes, front="exact
     T, K = k.shape
     V = v.shape[1]
     KP = (K + 63) // 64 * 64
+    gdn2 = isinstance(beta, tuple)
+    bv, wv = beta if gdn2 else (beta[:, None], beta[:, None])  # e = bv (.) k, u0 = wv (.) v
     chunks = [(c0, min(c0 + C, T)) for c0 in range(0, T, C)]
     fw, S = [], (np.zeros((K, V)) if h0 is None else h0.copy())
     for c0, c1 in chunks:
@@ -245,21 +249,21 @@ def chunk_backward_kda(q, k, v, g, beta, h0, do, dht, scale, modes, front="exact
         G = np.cumsum(g[c0:c1], axis=0)
         low = np.tri(n, dtype=bool)[:, :, None]
         Gam3 = np.where(low, np.exp(np.where(low, G[:, None, :] - G[None, :, :], 0.0)), 0.0)
-        qs, kk, vv, b = scale * q[c0:c1], k[c0:c1], v[c0:c1], beta[c0:c1]
-        E = (b[:, None] * kk) * np.exp(G)
-        u0 = b[:, None] * vv
+        qs, kk, vv, b, w = scale * q[c0:c1], k[c0:c1], v[c0:c1], bv[c0:c1], wv[c0:c1]
+        E = (b * kk) * np.exp(G)
+        u0 = w * vv
         Qg = qs * np.exp(G)
         Kd = kk * np.exp(G[-1] - G)
-        Lm = b[:, None] * np.einsum("id,jd,ijd->ij", kk, kk, Gam3) * np.tri(n, k=-1)
+        Lm = np.einsum("id,jd,ijd->ij", b * kk, kk, Gam3) * np.tri(n, k=-1)
         P = np.einsum("id,jd,ijd->ij", qs, kk, Gam3)
         A = np.linalg.inv(np.eye(n) + Lm)
         w_aux, u = A @ E, A @ u0
         vn = fr(u - fb(w_aux) @ S)
-        fw.append(dict(G=G, qs=qs, k=kk, v=vv, b=b, E=E, u0=u0, Qg=Qg, Kd=Kd, P=P, A=A, w_aux=w_aux, vn=vn,
+        fw.append(dict(G=G, qs=qs, k=kk, v=vv, b=b, w=w, E=E, u0=u0, Qg=Qg, Kd=Kd, P=P, A=A, w_aux=w_aux, vn=vn,
                        S=S.copy()))
         S = fr(np.exp(G[-1])[:, None] * S + fb(Kd).T @ fb(vn))
     dq, dk, dv = np.zeros((T, K)), np.zeros((T, K)), np.zeros((T, V))
-    dbeta, dg = np.zeros(T), np.zeros((T, K))
+    dbeta, dg, db, dw = np.zeros(T), np.zeros((T, K)), np.zeros((T, K)), np.zeros((T, V))
     dS = np.zeros((K, V)) if dht is None else dht.copy()
     for (c0, c1), f in reversed(list(zip(chunks, fw))):
         n = c1 - c0
@@ -279,7 +283,7 @@ def chunk_backward_kda(q, k, v, g, beta, h0, do, dht, scale, modes, front="exact
         T1 = mm(dA, A.T, md("T")) * np.tri(n, k=-1)
         dL = -mm(A.T, T1, md("L")) * np.tri(n, k=-1)
         pad = lambda x, w: np.pad(x, ((0, C - x.shape[0]), (0, w - x.shape[1])))
-        args = (pad(dL, C), pad(dP, C), pad(G, KP), pad(kk, KP), pad(b[:, None] * kk, KP), pad(qs, KP))
+        args = (pad(dL, C), pad(dP, C), pad(G, KP), pad(kk, KP), pad(b * kk, KP), pad(qs, KP))
         if md("B9") == "exact":
             deL, dqP, dkLP = b9.direct(*args, n)
         else:
@@ -288,14 +292,16 @@ def chunk_backward_kda(q, k, v, g, beta, h0, do, dht, scale, modes, front="exact
         eG = np.exp(G)
         de = dE * eG + deL
         dq[c0:c1] = scale * (dQg * eG + dqP)
-        dk[c0:c1] = dKd * np.exp(G[-1] - G) + dkLP + b[:, None] * de
-        dv[c0:c1] = b[:, None] * du0
+        dk[c0:c1] = dKd * np.exp(G[-1] - G) + dkLP + b * de
+        dv[c0:c1] = f["w"] * du0
         dbeta[c0:c1] = np.sum(de * kk, axis=1) + np.sum(du0 * f["v"], axis=1)
-        dGm = dE * f["E"] + dQg * f["Qg"] - dKd * f["Kd"] + (b[:, None] * kk) * deL + qs * dqP - kk * dkLP
+        db[c0:c1], dw[c0:c1] = de * kk, du0 * f["v"]
+        dGm = dE * f["E"] + dQg * f["Qg"] - dKd * f["Kd"] + (b * kk) * deL + qs * dqP - kk * dkLP
         dGm[-1] += np.sum(dKd * f["Kd"], axis=0) + dgam * gamma
         dg[c0:c1] = np.cumsum(dGm[::-1], axis=0)[::-1]
         dS = dS_prev
-    out = dict(dq=dq, dk=dk, dv=dv, dbeta=dbeta, dg=dg)
+    out = dict(dq=dq, dk=dk, dv=dv, dg=dg)
+    out.update(dict(db=db, dw=dw) if gdn2 else dict(dbeta=dbeta))
     if h0 is not None:
         out["dh0"] = dS
     return out
@@ -401,7 +407,7 @@ def device(args, modes, gates_bf16):
     for n in out:
         if n in ("dq", "dk", "dv"):
             out[n] = bf16(out[n])
-        elif n in ("dbeta", "dg"):
+        elif n in ("dbeta", "dg", "db", "dw"):
             out[n] = bf16(out[n]) if gates_bf16 else f32(out[n])
         else:
             out[n] = f32(out[n])
@@ -417,9 +423,23 @@ def prepared(cases):
     return [(label, args, gbf, exact(args)) for label, args, gbf in cases]
 
 
-def kda_case_list(quick):
-    """KDA cases (per-channel gates) for rung 8's kernel: the small / extreme ones and a few large ones."""
-    rng = np.random.default_rng(1717)
+def gdn2_args(rng, args, gate, gdt_bf16):
+    """A KDA case made GDN2: b [T, K] and w [T, V] drawn as the generator draws them (uniform; mixed mode
+    0 and 1 exactly), in the gate dtype, in beta's place."""
+    q, k, v, g, beta, h0, do, dht, scale = args
+    def unit(shape):
+        x = rng.random(shape)
+        if gate == "mixed":
+            p = rng.integers(0, 5, shape)
+            x = np.where(p == 0, 0.0, np.where(p == 1, 1.0, x))
+        return bf16(x) if gdt_bf16 else f32(x)
+    return (q, k, v, g, (unit(k.shape), unit(v.shape)), h0, do, dht, scale)
+
+
+def kda_case_list(quick, gdn2=False):
+    """KDA cases (per-channel gates) for rung 8's kernel: the small / extreme ones and a few large ones;
+    gdn2: the same draws with b, w in beta's place."""
+    rng = np.random.default_rng(1718 if gdn2 else 1717)
     cases = []
     reps = 3 if quick else 10
     for gdt in (False, True):
@@ -435,6 +455,9 @@ def kda_case_list(quick):
         for (T, K, V) in ((150, 64, 64), (130, 100, 40)):
             for gate in ("random", "zero", "extreme", "mixed"):
                 cases.append((f"KDA T={T} K={K} V={V} {gate}", test_case(rng, T, K, V, gate, True, gdt, chan=True), gdt))
+    if gdn2:
+        cases = [(label.replace("KDA", "GDN2"), gdn2_args(rng, args, label.split()[4], gbf), gbf)
+                 for label, args, gbf in cases]
     return cases
 
 
@@ -478,7 +501,29 @@ def check_fd(failures):
                 xm[ai][idx] -= h
                 fd = (loss(*xp) - loss(*xm)) / (2 * h)
                 w = max(w, abs(fd - grads[name][idx]) / max(1.0, abs(grads[name][idx])))
-    print(f"float64 chunked backward vs finite differences (DeltaNet, GDN; T = 70, K = 8, V = 5): worst {w:.1e}")
+    # GDN2 (and so KDA, its b = w = beta case) through chunk_backward_kda, against its recurrence
+    # S_t = (I - k (b (.) k)^T) Diag(exp g_t) S_{t-1} + k (w (.) v)^T (SPEC Eqs.21-24)
+    def loss2(q, k, v, g, b, wv, h0, do, dht, scale):
+        S, L = h0.copy(), 0.0
+        for t in range(k.shape[0]):
+            S = np.exp(g[t])[:, None] * S
+            S = S + np.outer(k[t], wv[t] * v[t] - S.T @ (b[t] * k[t]))
+            L += do[t] @ (S.T @ (scale * q[t]))
+        return L + np.sum(dht * S)
+    q, k, v, g, beta, h0, do, dht, scale = test_case(rng, 70, 8, 5, "random", True, False, True, True, False,
+                                                     chan=True)
+    base = [q, k, v, g, rng.random((70, 8)), rng.random((70, 5)), h0, do, dht, scale]
+    grads = chunk_backward_kda(q, k, v, g, (base[4], base[5]), h0, do, dht, scale, "exact")
+    for name, ai in (("dq", 0), ("dk", 1), ("dv", 2), ("dg", 3), ("db", 4), ("dw", 5), ("dh0", 6)):
+        for _ in range(3):
+            idx = tuple(rng.integers(0, s) for s in base[ai].shape)
+            xp = [a.copy() if isinstance(a, np.ndarray) else a for a in base]
+            xm = [a.copy() if isinstance(a, np.ndarray) else a for a in base]
+            xp[ai][idx] += 1e-6
+            xm[ai][idx] -= 1e-6
+            fd = (loss2(*xp) - loss2(*xm)) / 2e-6
+            w = max(w, abs(fd - grads[name][idx]) / max(1.0, abs(grads[name][idx])))
+    print(f"float64 chunked backward vs finite differences (DeltaNet, GDN, GDN2; T = 70, K = 8, V = 5): worst {w:.1e}")
     if w > 1e-6:
         failures.append(f"finite differences {w:.1e}")
 
@@ -487,8 +532,9 @@ def show(title, w, where):
     print(f"{title}")
     for n in sorted(w):
         flag = "  EXCEEDS" if w[n] > BOUND[n] else ("  > 0.7x" if w[n] > 0.7 * BOUND[n] else "")
+        m13 = f"{MEASURED13[n]:.1e}" if n in MEASURED13 else "   -   "
         print(f"  {n:6s} {w[n]:9.2e} = {w[n] / BOUND[n]:.2f}x bound {BOUND[n]:.0e}  (rung 13 measured "
-              f"{MEASURED13[n]:.1e}){flag}   ({where[n]})")
+              f"{m13}){flag}   ({where[n]})")
 
 
 def sel_modes(sel):
@@ -599,6 +645,16 @@ def main():
     show(f"\nKDA, selection {SELECTION}, B9 hi only (rung 17's V17Mid):", wk, where)
     if not ok(wk):
         failures.append(f"KDA selection {SELECTION} exceeds 0.7x a bound")
+    gprep = prepared(kda_case_list(quick, gdn2=True))
+    print(f"\n{len(gprep)} GDN2 cases (the KDA draws with b, w; rung 8's kernel)")
+    wk, where = worst(gprep, {n: "xy" for n in list(PRODUCTS) + ["B9"]})
+    show("\nGDN2, all products and B9 hi + lo (rung 8):", wk, where)
+    wk, where = worst(gprep, {})
+    show("\nGDN2, all products and B9 hi only (rung 15's V15Mid):", wk, where)
+    wk, where = worst(gprep, SELECTION)
+    show(f"\nGDN2, selection {SELECTION}, B9 hi only (rung 17's V17Mid):", wk, where)
+    if not ok(wk):
+        failures.append(f"GDN2 selection {SELECTION} exceeds 0.7x a bound")
     for f in failures:
         print("FAIL: " + f)
     print("PASS" if not failures else "")
