@@ -62,7 +62,7 @@
 //   and GDN and in rung 8's kernel for KDA and GDN2) is held to rung 3's bounds:
 //   bench/models/bwd_v17_hybrid_model.py, a float64 emulation of the front's bf16 values, the products
 //   and the stores, reproduces rung 15's five failing device ratios on their own inputs within 2% and
-//   puts rung 17 at <= 0.58x every bound over 1,244 cases like the properties' (RESULTS.md, "Rung 17");
+//   puts rung 17 at <= 0.58x every bound over 1,400 cases like the properties' (RESULTS.md, "Rung 17");
 //   its fixed-case test includes those failing cases and prints its ratios next to rungs 15, 13 and 8.
 // Every gradient buffer is filled with NaN before the launch (the host API does it), so an element
 // a kernel does not write fails (a non-finite value counts as an infinite error).
