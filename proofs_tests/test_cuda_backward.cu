@@ -1157,7 +1157,7 @@ TEST_CASE("CUDA v11 v12 and v13 gradients equal v10 gradients bit for bit at odd
 TEST_CASE("CUDA v13 chunked backward equals the float64 reference backward at odd and extreme head sizes and on many short sequences") {
   SKIP_WITHOUT_GPU();
   // Bit equality with rung 10 (the test above) cannot see an error rung 10 shares; this holds rung 13
-  // (and `best`, which is rung 13) to the reference with rung 3's bounds on the same cases, every
+  // and `best` (rung 17 since session 10) to the reference with rung 3's bounds on the same cases, every
   // operator (KDA, GDN2: rung 8 inside rung 13), both gate dtypes.
   for (const Case& cs : review9_edge_cases())
     for (DType gdt : {DType::f32, DType::bf16})

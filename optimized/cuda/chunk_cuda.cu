@@ -657,11 +657,13 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
                                  {a.dk, "dk"}, {a.dv, "dv"}, {a.db, "db"}, {a.dw, "dw"}, {a.dh0, "dh0"}})
     require_aligned16(fn, ptr, arg);
   if (f.op == Op::kda || f.op == Op::gdn2) require_aligned16(fn, a.dg, "dg");
-  // best = rung 13 (RESULTS.md "Rung 13", session 9 call 1 on the H200: rung 10's gradients bit for
-  // bit, backward DeltaNet 6.84 -> 4.86 ms and GDN 7.10 -> 5.91 against rung 8); KDA and GDN2 run
-  // rung 8 inside it; calls outside rung 3's range run rung 2 (or rung 6 outside the 32-bit offsets),
-  // float32 inputs inside rung 2 take rung 1's kernels.
-  if (version == BwdVersion::best) version = BwdVersion::v13_g1g2;
+  // best = rung 17 (RESULTS.md "Rung 17", session 10 call 3 on the H200: rung 13's split kernels for
+  // DeltaNet and GDN and rung 8's kernel for KDA and GDN2, each with one bf16 MMA per product except
+  // dP's v_new and du0's dv_new, which keep their lo operands; every gradient within rung 3's bounds;
+  // backward DeltaNet 4.90 -> 4.46, GDN 5.91 -> 5.33, KDA 10.68 -> 9.20, GDN2 10.08 -> 8.82 ms against
+  // rung 13). Calls outside rung 3's range run rung 2 (or rung 6 outside the 32-bit offsets), and float32
+  // inputs inside rung 2 take rung 1's kernels.
+  if (version == BwdVersion::best) version = BwdVersion::v17_hybrid;
   const BwdRung* rung = nullptr;
   for (const BwdRung& r : kBwdLadder)
     if (r.version == version) rung = &r;

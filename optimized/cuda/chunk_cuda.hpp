@@ -176,9 +176,10 @@ ref::RecurrentOutput<float> chunk_gdn2(const Tensor<float>& q, const Tensor<floa
 // float32 (cumulative log-decays in float64) whatever the input type.
 // ------------------------------------------------------------------------------------------------
 
-/// The rungs of the backward ladder. `best` picks v13_g1g2 (DeltaNet and GDN on its split kernels,
-/// KDA and GDN2 on v8_wide's; like v3_async to v12 it runs v2_tensorcore outside its range: float32
-/// inputs, K < 16 or K > 128; RESULTS.md "Rung 13", session 9 on the H200).
+/// The rungs of the backward ladder. `best` picks v17_hybrid (DeltaNet and GDN on v13_g1g2's split
+/// kernels, KDA and GDN2 on v8_wide's, each with one bf16 MMA per product except the two products whose
+/// float32 operand keeps its lo part; like v3_async to v16 it runs v2_tensorcore outside its range:
+/// float32 inputs, K < 16 or K > 128; RESULTS.md "Rung 17", session 10 on the H200).
 enum class BwdVersion : int {
   best = 0,
   v1_simple = 1,     ///< four plain FFMA kernels (prepare; states; state gradients; chunk gradients)
