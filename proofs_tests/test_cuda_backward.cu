@@ -56,8 +56,10 @@
 //   and G2' for DeltaNet and GDN, rung 8's chunk-gradient kernel for KDA and GDN2) is held to rung 3's
 //   bounds, which are bf16-level already: a float64 model of its products
 //   (bench/models/bwd_v15_hionly_model.py) predicts its added error ratio at up to 4e-3 (dk) and 6e-3
-//   (GDN dg), within the bounds together with rung 13's measured error (RESULTS.md, "Rung 15"); the
-//   fixed-case test below prints it next to rungs 13 and 8.
+//   (GDN dg), within the bounds together with rung 13's measured error (RESULTS.md, "Rung 15"). On the
+//   H200 (session 10) its fixed cases and the shared cases pass, but its properties failed on tiny
+//   cases with extreme gates (the model drew only T = 150 / 200): they were removed, not loosened, and
+//   rung 17's fixed-case test asserts rung 15 leaves a bound there.
 //   Rung 17 (rung 15 with the lo operand kept on dP's v_new and du0's dv_new, in G1' / G2' for DeltaNet
 //   and GDN and in rung 8's kernel for KDA and GDN2) is held to rung 3's bounds:
 //   bench/models/bwd_v17_hybrid_model.py, a float64 emulation of the front's bf16 values, the products
@@ -934,15 +936,13 @@ TEST_CASE("CUDA v14 per-channel split chunked backward outside rung 3 range runs
   check_outside_range_is_rung2(cuda::BwdVersion::v14_pchan);
 }
 
-TEST_CASE("CUDA v15 hi-only products chunked backward equals the float64 reference backward for every operator in bfloat16") {
-  SKIP_WITHOUT_GPU();
-  prop_matches_reference(DType::bf16, DType::f32, cuda::BwdVersion::v15_hionly);
-}
-
-TEST_CASE("CUDA v15 hi-only products chunked backward with bfloat16 gates equals the reference backward on the rounded gates") {
-  SKIP_WITHOUT_GPU();
-  prop_matches_reference(DType::bf16, DType::bf16, cuda::BwdVersion::v15_hionly);
-}
+// Rung 15 has no property against the reference: its two (prop_matches_reference with either gate dtype)
+// failed on the H200 (session 10 call 1), shrinking to T = 2 K = 16 V = 2 and T = 1 K = 41 V = 10 with
+// extreme gates (dk 1.1-1.9x, KDA dbeta 3x rung 3's bounds). Rung 3's bounds were not loosened for it:
+// rung 17 keeps the two lo operands that those cases need, and its fixed-case test below asserts that
+// rung 15 exceeds a bound on those cases for every operator (so the cases can tell the two apart).
+// Rung 15 stays in kRungs and rung3_family (the shared fixed cases, which it passes) and keeps its
+// fixed-case and outside-range tests.
 
 TEST_CASE("CUDA v15 hi-only products keep every gradient within rung 3 bounds beside rungs 13 and 8 on fixed cases") {
   SKIP_WITHOUT_GPU();
@@ -1059,7 +1059,7 @@ TEST_CASE("CUDA v17 hybrid products keep every gradient within rung 3 bounds on 
   // at 4.1x its bound if du0 drops dv_new's lo and dk at 1.6-2.8x if dP drops v_new's lo; rung 17 at
   // <= 0.45x on these small cases), both gate dtypes, every operator:
   // rung 17 within rung 3's bounds against the float64 reference; its ratios printed next to rungs 15,
-  // 13 and 8 (LINATTN_CUDA_BACKWARD_REPORT; rung 15's are not asserted). Wiring: for every operator rung
+  // 13 and 8 (LINATTN_CUDA_BACKWARD_REPORT), and rung 15 required to leave a bound on some case for every operator. Wiring: for every operator rung
   // 17's dk differs from both rung 15's and that of the rung whose kernels it runs with lo kept (13 for
   // DeltaNet and GDN, 8 for KDA and GDN2) on some case (its own kernels ran, neither the hi + lo nor the
   // hi-only ones by a slip).
@@ -1077,6 +1077,7 @@ TEST_CASE("CUDA v17 hybrid products keep every gradient within rung 3 bounds on 
                                     {fixed_case(1, 150, 2, 64, 64, GateMode::extreme, true, 1505), true}};
   std::map<std::string, std::array<double, 4>> worst;  // per operator and gradient: v17, v15, v13, v8
   std::map<Op, std::array<bool, 2>> differs;           // dk differs from v13's (KDA, GDN2: v8's), v15's
+  std::map<Op, bool> v15_out;                          // rung 15 exceeds a bound somewhere (session 10: all four)
   for (const Fixed& f : cases)
     for (DType gdt : {DType::f32, DType::bf16})
       for (Op op : kOps) {
@@ -1092,6 +1093,7 @@ TEST_CASE("CUDA v17 hybrid products keep every gradient within rung 3 bounds on 
         const auto e13 = compare_grads(y13, want), e8 = compare_grads(y8, want);
         INFO("bwd_v17_hybrid " << ref::op_name(op) << " gates " << dname(gdt) << " " << b << ": " << describe(e17));
         for (const GradErr& e : e17) CHECK(within(e, DType::bf16, gdt, cuda::BwdVersion::v17_hybrid, f.c.K));
+        for (const GradErr& e : e15) v15_out[op] = v15_out[op] || !within(e, DType::bf16, gdt, cuda::BwdVersion::v15_hionly, f.c.K);
         for (std::size_t i = 0; i < e17.size(); ++i) {
           auto& w = worst[std::string(ref::op_name(op)) + " " + e17[i].name];
           w[0] = std::max(w[0], e17[i].ratio()), w[1] = std::max(w[1], e15[i].ratio());
@@ -1109,6 +1111,11 @@ TEST_CASE("CUDA v17 hybrid products keep every gradient within rung 3 bounds on 
     INFO(ref::op_name(op) << ": rung 17's dk differs from rung 13's (KDA, GDN2: rung 8's) / rung 15's on some case");
     CHECK(differs[op][0]);
     CHECK(differs[op][1]);
+    // The cases see what rung 17's two lo operands are for: with every product hi only (rung 15) some
+    // gradient leaves rung 3's bounds (on the H200, session 10 calls 3-4: worst dk 0.052 DeltaNet, 0.047
+    // GDN, 0.029 KDA, 0.017 GDN2; dbeta 0.083 DeltaNet, 0.060 KDA; bounds 1e-2 and 2e-2).
+    INFO(ref::op_name(op) << ": rung 15 (hi only) leaves rung 3's bounds on some case");
+    CHECK(v15_out[op]);
   }
   if (std::getenv("LINATTN_CUDA_BACKWARD_REPORT"))
     for (const auto& [key, w] : worst)

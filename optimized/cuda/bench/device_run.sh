@@ -332,7 +332,7 @@ for s in $stages; do
         [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 timeout 150 compute-sanitizer --tool memcheck $M "$CL14" 2>&1 | grep -E "ERROR SUMMARY" | head -2
         fi
         if grp v15; then  # BMUT_ONLY=v15: rung 15's mutants alone (the kHi instantiations: G1', G2', rung 8's kernel)
-        V15='CUDA v15 hi-only products chunked backward equals the float64 reference backward for every operator in bfloat16'
+        V15='CUDA v15 and v16 chunked backward equal the float64 reference backward at odd and extreme head sizes and on many short sequences'  # rung 15's properties were removed (session 10: they fail rung 3's bounds)
         FX15='CUDA v15 hi-only products keep every gradient within rung 3 bounds beside rungs 13 and 8 on fixed cases'
         run_m 0 "$V15" "$FX15"
         run_m 170 "$FX15" "$V15"  # G1' hi: dKd product left out
