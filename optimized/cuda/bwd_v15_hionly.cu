@@ -1,6 +1,9 @@
 // optimized/cuda/bwd_v15_hionly.cu -- rung 15 of the CUDA backward ladder: rung 13 (bwd_v13_g1g2.cu) with
 // one bf16 MMA per product in its chunk-gradient kernels (G1' and G2' for DeltaNet and GDN, rung 8's
-// kernel for KDA and GDN2; issue 6). WRITTEN IN SESSION 9, NOT YET RUN ON A GPU.
+// kernel for KDA and GDN2; issue 6). Written in session 9; run in session 10 (RESULTS.md "Rung 15"): 1.1-1.17x
+// faster than rung 13, but its properties failed rung 3's bounds on tiny cases with extreme gates (T = 1, 2;
+// dk up to 1.9x, KDA dbeta 3x), where a few large terms cancel: not adopted. Rung 17 (bwd_v17_hybrid.cu)
+// keeps the lo operands of the two products those cases need. The prediction below was made before the run.
 //
 // Why: rungs 4-14 multiply float32 operands (S, dS', v_new, dv_new, A, dA, T1, M1, M1b, M2, u0, E,
 // dw_aux) as hi + lo bf16 pairs, three MMAs per product (hi*hi + hi*lo + lo*hi), staging and splitting

@@ -1,6 +1,8 @@
 // optimized/cuda/bwd_v16_b9one.cu -- rung 16 of the CUDA backward ladder: the split chunk gradient for
 // per-channel gates (KDA, GDN2) with B9 in ONE kernel, both halves by levels in one pass per level as rung
-// 8 does (issue 6). WRITTEN IN SESSION 9, NOT YET RUN ON A GPU.
+// 8 does (issue 6). Written in session 9; run in session 10 (RESULTS.md "Rung 16"): correct (rung 8's
+// gradients up to float32 summation order), but slower: KDA backward 12.70 ms against rung 8's 10.69, its B9
+// kernel alone 6.83 ms (estimate 2.6-4). Not adopted.
 //
 // Why: rung 14 split KDA / GDN2 into G1' (B9's P half by levels) and G2 (its L half by levels): correct,
 // but 4.17 + 4.14 ms against rung 8's one kernel's 7.77 ms, since each half builds the levels' F_s and

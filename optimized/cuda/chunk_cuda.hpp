@@ -255,22 +255,24 @@ enum class BwdVersion : int {
   v15_hionly = 15,     ///< v13 with one bf16 MMA per product (float32 operands rounded to bf16, no lo
                        ///< operands) in G1' and G2' for DeltaNet and GDN (51 / 88 KB shared memory
                        ///< instead of 84 / 106) and in v8's chunk-gradient kernel for KDA and GDN2;
-                       ///< bf16-level gradients within rung 3's bounds (predicted by
-                       ///< bench/models/bwd_v15_hionly_model.py); the same fallbacks as v13. Written
-                       ///< in session 9, not yet run on a GPU (RESULTS.md, "Rung 15")
+                       ///< the same fallbacks as v13. On the H200 (session 10) 1.1-1.17x faster than
+                       ///< v13 but outside rung 3's bounds on tiny cases with extreme gates (dk 1.9x,
+                       ///< KDA dbeta 3x), which its float64 model had not drawn: not adopted; v17
+                       ///< keeps the two lo operands needed (RESULTS.md, "Rung 15")
   v16_b9one = 16,      ///< v13 for DeltaNet and GDN; for KDA and GDN2 v14's split without B9 (G1s:
                        ///< B2, B4, B5; G2s: B6, B8, B7) and one B9 kernel: v8's B9 by levels (both
                        ///< halves in one pass per level), then B10 and B11; dP and A^T T1 handed
                        ///< over through the workspace (32 KiB per chunk and head); dq, dv, dw, dh0
                        ///< as v8's, dk, dg, db, dbeta up to float32 summation order; the same
-                       ///< fallbacks as v14. Written in session 9, not yet run on a GPU (RESULTS.md,
-                       ///< "Rung 16")
+                       ///< fallbacks as v14. Correct on the H200 (session 10) but slower than v8 for
+                       ///< KDA and GDN2 (its B9 kernel alone 6.3-6.8 ms; RESULTS.md, "Rung 16")
   v17_hybrid = 17,     ///< v15 with the lo operand kept on two products (dP's v_new, du0's dv_new:
                        ///< bench/models/bwd_v17_hybrid_model.py finds them needed on the tests' small
                        ///< cases with extreme gates, where v15 failed rung 3's bounds) in G1' and
                        ///< G2' for DeltaNet and GDN and in v8's chunk-gradient kernel for KDA and
-                       ///< GDN2; the same fallbacks as v15. Written in session 10, not yet run on a
-                       ///< GPU (RESULTS.md, "Rung 17")
+                       ///< GDN2; the same fallbacks as v15. `best` since session 10: within rung 3's
+                       ///< bounds on the H200, backward 1.09-1.16x faster than v13 (RESULTS.md,
+                       ///< "Rung 17")
 };
 
 const char* bwd_version_name(BwdVersion v);

@@ -106,20 +106,22 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     'bwd_v12_g1slab' (rung 10 with its state-side kernel retiled, 2 blocks per SM; rung 10's gradients
     bit for bit),
     'bwd_v13_g1g2' (rung 10 with both halves replaced: rung 12's G1' and rung 11's G2'; rung 10's
-    gradients bit for bit; the one 'best' picks since session 9: DeltaNet and GDN 1.2-1.4x faster
-    than rung 8, KDA and GDN2 run rung 8 inside it),
+    gradients bit for bit; 'best' in session 9: DeltaNet and GDN 1.2-1.4x faster than rung 8, KDA
+    and GDN2 run rung 8 inside it),
     'bwd_v14_pchan' (rung 13 for DeltaNet and GDN; for KDA and GDN2 rung 8's chunk-gradient kernel
     split the same way, with per-channel gates: rung 8's gradients up to float32 summation order;
     slower than rung 8 for KDA),
     'bwd_v15_hionly' (rung 13 with one bf16 MMA per product in its chunk-gradient kernels, and in
     rung 8's for KDA and GDN2: float32 operands rounded to bf16, no lo operands; bf16-level gradients
-    within rung 3's bounds; not yet run on a GPU),
+    1.1-1.17x faster than rung 13 but outside rung 3's bounds on tiny cases with extreme gates, so
+    not 'best'),
     'bwd_v16_b9one' (rung 13 for DeltaNet and GDN; for KDA and GDN2 rung 14's split without B9 and one
     B9 kernel, rung 8's per-channel B9 by levels with both halves in one pass, then the rest of the
-    chunk gradient: rung 8's gradients up to float32 summation order; not yet run on a GPU),
+    chunk gradient: rung 8's gradients up to float32 summation order; slower than rung 8),
     'bwd_v17_hybrid' (rung 15 with the lo operand kept on the two products where rounding it to bf16
     is not safe on small cases with extreme gates: dP's v_new, du0's dv_new; in rung 15's kernels for
-    every operator; not yet run on a GPU).
+    every operator; within rung 3's bounds; the one 'best' picks since session 10: backward
+    1.09-1.16x faster than rung 13).
     output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"
     _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})
