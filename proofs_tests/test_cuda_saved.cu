@@ -19,6 +19,13 @@
 // -- e.g. the previous recompute backward's A -- fails instead of passing on stale equal values. A
 // new SavedForward's buffer starts as NaN bits as well (forward_device), so A or a workspace tile the
 // forward fails to write shows.
+// Saved states (forward_device(args, version, &saved, true); RESULTS.md "Saved states"): the saving
+// forward's state kernel also stores the state entering every chunk and v_new into the object's own
+// backward workspace, and the saved backward skips A's copy and its states kernel. (d) checks o, the
+// final state and every gradient bit for bit with the recompute path for every saved rung (a fresh
+// object per rung, so its scratch regions start as NaN bits: poison_device_workspaces does not reach
+// them), a second backward from the same object, a reused object refilled with and without states
+// (best and rung 16), and the refusal of with_states without a SavedForward.
 // Without a usable GPU every test that needs one says why (Catch2 WARN) and returns; the argument
 // checks that need no device run everywhere.
 #include <catch2/catch.hpp>
@@ -187,9 +194,10 @@ struct OnDevice {
 
   /// o and the final state (raw bytes, NaN-filled before), by forward_device(version[, save]).
   std::pair<std::vector<unsigned char>, std::vector<unsigned char>> forward(Version ver,
-                                                                           cuda::SavedForward* save = nullptr) {
+                                                                           cuda::SavedForward* save = nullptr,
+                                                                           bool states = false) {
     o.nan_fill(), ht.nan_fill();
-    if (save) cuda::forward_device(a.fwd, ver, save);
+    if (save) cuda::forward_device(a.fwd, ver, save, states);
     else cuda::forward_device(a.fwd, ver);
     if (cudaDeviceSynchronize() != cudaSuccess) throw std::runtime_error("forward failed");
     return {o.raw(), ht.raw()};
@@ -374,6 +382,40 @@ void check_saved_case(const BwdCase& b, Op op, DType gdt, cuda::SavedForward& re
       const std::string bad = off_reference(from_saved, reference_backward(d));
       INFO("against the reference: " << bad);
       CHECK(bad.empty());
+    }
+  }
+}
+
+/// Test (d) for one case, operator and gate dtype: with saved states, o and the final state equal
+/// forward_device's bit for bit and are finite; for every saved rung, a fresh object's saved backward
+/// (its scratch NaN bits) gives the recompute backward's gradients bit for bit and finite, and so does
+/// a second backward from it; for best and rung 16, `reused` (refilled, alternately with and without
+/// states) too.
+void check_saved_states_case(const BwdCase& b, Op op, DType gdt, cuda::SavedForward& reused) {
+  const DevProblem d = make_dev_problem(op, b, gdt);
+  OnDevice dev(d, gdt);
+  INFO(ref::op_name(op) << " gates " << dname(gdt) << " " << b);
+  const auto plain = dev.forward(Version::best);
+  bool reuse_states = true;
+  for (BwdVersion ver : saved_rungs()) {
+    INFO(cuda::bwd_version_name(ver));
+    cuda::SavedForward saved;
+    const auto with_save = dev.forward(Version::best, &saved, true);
+    REQUIRE(saved.has_states());
+    CHECK(saved.bytes() == cuda::SavedForward::bytes_needed(dev.a.fwd, true));
+    CHECK(std::memcmp(plain.first.data(), with_save.first.data(), plain.first.size()) == 0);    // o
+    CHECK(std::memcmp(plain.second.data(), with_save.second.data(), plain.second.size()) == 0);  // final state
+    CHECK(non_finite_raw(with_save.first, true) == 0);
+    CHECK(non_finite_raw(with_save.second, false) == 0);
+    const auto from_saved = dev.backward(ver, &saved);
+    const auto recomputed = dev.backward(ver);
+    check_same_grads(recomputed, from_saved);
+    check_same_grads(recomputed, dev.backward(ver, &saved));  // its scratch now the first backward's
+    if (ver == BwdVersion::best || ver == BwdVersion::v16_b9one) {  // (rung 16: its hand-over region)
+      dev.forward(Version::v4_levels, &reused, reuse_states);
+      CHECK(reused.has_states() == reuse_states);
+      check_same_grads(recomputed, dev.backward(ver, &reused));
+      reuse_states = !reuse_states;
     }
   }
 }
@@ -708,4 +750,34 @@ TEST_CASE("CUDA refill of a SavedForward on another stream waits for the backwar
   CHECK(saved.bytes() == bytes_before);  // reused in place: no reallocation (which would synchronise)
   CU(cudaDeviceSynchronize());
   check_same_grads(want, t.d1.grads());
+}
+
+// ---------------------------------------------------------------------------------------------
+// (d) Saved states: the backward skips its states kernel, bit for bit.
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("CUDA saving forward with states gives the forward output bit for bit and the saved backward without its states kernel gives the recompute gradients bit for bit") {
+  SKIP_WITHOUT_GPU();
+  cuda::SavedForward reused;  // refilled by every rung of every case, with and without states in turn
+  for (const BwdCase& b : fixed_cases())
+    for (Op op : kOps)
+      for (DType gdt : {DType::f32, DType::bf16}) check_saved_states_case(b, op, gdt, reused);
+}
+
+TEST_CASE("CUDA saving forward with states but no SavedForward is a linattn Error naming save") {
+  // Refused before any device work: runs without a GPU too.
+  cuda::DeviceArgs f;
+  f.op = Op::kda, f.dtype = DType::bf16;
+  f.B = 1, f.T = 4, f.H = 1, f.K = 16, f.V = 16;
+  alignas(16) float x[4] = {};
+  f.q = f.k = f.v = f.g = f.beta = x;
+  f.o = x;
+  f.scale = 0.25f;
+  using Catch::Matchers::Contains;
+  CHECK_THAT(err_of([&] { cuda::forward_device(f, Version::best, nullptr, true); }),
+             Contains("forward_device") && Contains("'save'") && Contains("with_states") && Contains("null"));
+  cuda::SavedForward s;
+  CHECK(!s.has_states());
+  // The states layout's bytes exceed the plain layout's by the backward workspace (chunk_cuda.hpp).
+  CHECK(cuda::SavedForward::bytes_needed(f, true) > cuda::SavedForward::bytes_needed(f));
 }

@@ -451,11 +451,26 @@ std::size_t bwd_v3_workspace_bytes(const KParams& p) {
 
 std::size_t bwd_saved_workspace_bytes(const KParams& p) { return std::max(tc_offset(p), bwd_v2_workspace_bytes(p)); }
 
+void bwd_saved_states_layout(const KParams& p, std::size_t& ws_bytes, std::size_t& a_off, std::size_t& s_off,
+                             std::size_t& vn_off) {
+  // The largest workspace of a rung of saved_bwd_versions() with a saved tc region (rung 16's covers
+  // every other's, bwd_saved_workspace_bytes), and bwd_ws's A, S and vn inside it.
+  ws_bytes = (std::max(bwd_saved_workspace_bytes(p), bwd_v16_saved_workspace_bytes(p)) + 255) / 256 * 256;
+  KParams q = p;
+  q.ws = nullptr;
+  const BWs w = bwd_ws(q);
+  auto off = [](const void* x) { return std::size_t(reinterpret_cast<std::uintptr_t>(x)); };
+  a_off = off(w.A), s_off = off(w.S), vn_off = off(w.vn);
+}
+
 void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool wide_extras, bool extras) {
   const KParams& p = c.p;
   const BWs bw = bwd_ws(p);
   // A training forward's saved workspace (c.saved_ws: rung 4's intra outputs, chunk_cuda.hpp
-  // SavedForward) replaces the backward's own tc region, whose intra launch is then skipped.
+  // SavedForward) replaces the backward's own tc region, whose intra launch is then skipped. With
+  // c.saved_A null the forward saved its states too (SavedForward with states): p.ws is then the saved
+  // object's backward workspace, where the forward's kernels already wrote A, the state entering every
+  // chunk (bw.S) and v_new (bw.vn), so neither A's copy nor the states kernel runs.
   if (c.saved_ws && !levels_intra)
     throw std::logic_error("linattn::cuda: bwd_v3_front: a saved forward holds rung 4's intra outputs, "
                            "but this prepare runs rung 3's (backward_device should have refused it)");
@@ -467,8 +482,11 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
   fc.p.ht = nullptr;
   fc.dtype = c.dtype, fc.gate_dtype = c.gate_dtype, fc.stream = c.stream;
   const int KP = tc_pick_kp(p.K);
+  const bool saved_states = c.saved_ws && !c.saved_A;
   if (p.num_chunks > 0) {
-    if (c.saved_ws)  // A as the saved intra kernel wrote it, where the later kernels read it (bw.A)
+    if (saved_states) {
+      // A is at bw.A already (the saving forward's intra kernel wrote it there)
+    } else if (c.saved_ws)  // A as the saved intra kernel wrote it, where the later kernels read it (bw.A)
       LINATTN_CUDA_CHECK(cudaMemcpyAsync(bw.A, c.saved_A, sizeof(float) * std::size_t(p.B) * p.T * p.H * C,
                                          cudaMemcpyDeviceToDevice, c.stream));
     else if (levels_intra) v4_intra_launch_with_A(fc, bw.A);
@@ -478,7 +496,7 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
     } else if (c.gate_dtype == 0) launch_extras<float>(c, wide_extras);
     else launch_extras<bf16>(c, wide_extras);
     prof.mark();
-    tc_state_bwd_launch(fc, KP, bw.S, bw.vn);
+    if (!saved_states) tc_state_bwd_launch(fc, KP, bw.S, bw.vn);
     prof.mark();
   }
   const int bv = dstates_bv(p);

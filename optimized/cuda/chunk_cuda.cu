@@ -14,6 +14,17 @@
 
 namespace linattn::cuda {
 
+namespace detail {
+// The saving forward with states (SavedForward; chunk_cuda.hpp). v2_tensorcore.cu: the forward's
+// state kernel (o, ht) that also writes the state entering every chunk to s_out ([num_chunks, H, K, V]
+// float32) and v_new to vn_out ([B * T * H, V] float32), as tc_state_bwd_launch does.
+void tc_state_save_launch(const Call& c, int KP, float* s_out, float* vn_out);
+// bwd_v3_async.cu: the bytes of the backward workspace a saved forward with states holds (the largest
+// of the saved rungs'), and the byte offsets in it of bwd_ws's A, S and vn.
+void bwd_saved_states_layout(const KParams& p, std::size_t& ws_bytes, std::size_t& a_off, std::size_t& s_off,
+                             std::size_t& vn_off);
+}  // namespace detail
+
 const char* version_name(Version v) {
   switch (v) {
     case Version::best: return "best";
@@ -263,12 +274,14 @@ SavedForward& SavedForward::operator=(SavedForward&& o) noexcept {
   fwd_done_ = o.fwd_done_, bwd_done_ = o.bwd_done_;
   o.fwd_done_ = o.bwd_done_ = nullptr;
   buf_ = o.buf_, bytes_ = o.bytes_, a_offset_ = o.a_offset_, filled_ = o.filled_;
+  states_ = o.states_, tc_offset_ = o.tc_offset_;
   op_ = o.op_, dtype_ = o.dtype_, gate_dtype_ = o.gate_dtype_;
   B_ = o.B_, T_ = o.T_, H_ = o.H_, K_ = o.K_, V_ = o.V_, N_ = o.N_, scale_ = o.scale_;
   cu_seqlens_ = std::move(o.cu_seqlens_);
   q_ = o.q_, k_ = o.k_, v_ = o.v_, g_ = o.g_, beta_ = o.beta_, b_ = o.b_, w_ = o.w_;
   intra_rung_ = o.intra_rung_, kp_ = o.kp_;
   o.buf_ = nullptr, o.bytes_ = 0, o.a_offset_ = 0, o.filled_ = false;
+  o.states_ = false, o.tc_offset_ = 0;
   o.cu_seqlens_.clear();
   return *this;
 }
@@ -280,17 +293,30 @@ void SavedForward::release() {
     cudaFree(buf_);
   }
   buf_ = nullptr, bytes_ = 0, a_offset_ = 0, filled_ = false;
+  states_ = false, tc_offset_ = 0;
 }
 
 namespace {
 const char* dtype_str(DType d) { return d == DType::f32 ? "float32" : "bfloat16"; }
-/// tc workspace bytes (v4_workspace_bytes = tc_workspace_bytes) and A's offset and bytes of a call.
+/// The layout of a SavedForward's buffer. Without states: the tc workspace (v4_workspace_bytes =
+/// tc_workspace_bytes) at 0, then A (a_offset, a_bytes). With states: a backward workspace of
+/// ws_bytes (bwd_ws's layout; A, S and vn where the backward reads them), then the tc workspace at
+/// tc_offset = ws_bytes.
 struct SavedLayout {
-  std::size_t a_offset, a_bytes;
-  std::size_t total() const { return a_offset + a_bytes; }
+  std::size_t a_offset = 0, a_bytes = 0, tc_offset = 0, s_offset = 0, vn_offset = 0, bytes = 0;
+  std::size_t total() const { return bytes; }
 };
-SavedLayout saved_layout(const KParams& p) {
-  return {align256(detail::v4_workspace_bytes(p)), sizeof(float) * std::size_t(p.B) * p.T * p.H * kChunk};
+SavedLayout saved_layout(const KParams& p, bool states = false) {
+  SavedLayout l;
+  l.a_bytes = sizeof(float) * std::size_t(p.B) * p.T * p.H * kChunk;
+  if (!states) {
+    l.a_offset = align256(detail::v4_workspace_bytes(p));
+    l.bytes = l.a_offset + l.a_bytes;
+  } else {
+    detail::bwd_saved_states_layout(p, l.tc_offset, l.a_offset, l.s_offset, l.vn_offset);
+    l.bytes = l.tc_offset + detail::v4_workspace_bytes(p);
+  }
+  return l;
 }
 /// A forward rung's name, or its number when it is none of the ladder's.
 std::string version_str(Version v) {
@@ -306,18 +332,22 @@ std::string call_str(Op op, DType dt, DType gdt, std::int64_t B, std::int64_t T,
 }
 }  // namespace
 
-std::size_t SavedForward::bytes_needed(const DeviceArgs& a) {
-  return saved_layout(plan_call(a, "linattn::cuda::SavedForward::bytes_needed").p).total();
+std::size_t SavedForward::bytes_needed(const DeviceArgs& a, bool with_states) {
+  return saved_layout(plan_call(a, "linattn::cuda::SavedForward::bytes_needed").p, with_states).total();
 }
 
 std::string SavedForward::describe() const {
   if (!filled_) return "an empty SavedForward (moved from, released or never filled)";
   return "a SavedForward of (" + call_str(op_, dtype_, gate_dtype_, B_, T_, H_, K_, V_, N_, scale_) +
-         ", intra rung " + std::to_string(intra_rung_) + ", KP = " + std::to_string(kp_) + ")";
+         ", intra rung " + std::to_string(intra_rung_) + ", KP = " + std::to_string(kp_) +
+         (states_ ? ", with states" : "") + ")";
 }
 
-void forward_device(const DeviceArgs& a, Version version, SavedForward* save) {
-  if (!save) return forward_device(a, version);
+void forward_device(const DeviceArgs& a, Version version, SavedForward* save, bool with_states) {
+  if (!save) {
+    if (with_states) fail("linattn::cuda::forward_device", "save", "a SavedForward when with_states is set", "null");
+    return forward_device(a, version);
+  }
   const std::string fn = "linattn::cuda::forward_device";
   Plan pl = plan_call(a, fn);
   KParams& p = pl.p;
@@ -352,7 +382,7 @@ void forward_device(const DeviceArgs& a, Version version, SavedForward* save) {
 
   // Memory: reused when large enough; a new allocation is filled with NaN bits, so that a part the
   // intra kernel fails to write cannot pass for a value. release() frees the old buffer once they are done.
-  const SavedLayout lay = saved_layout(p);
+  const SavedLayout lay = saved_layout(p, with_states);
   if (save->bytes_ < lay.total()) {
     save->release();
     const cudaError_t err = cudaMalloc(&save->buf_, lay.total());
@@ -366,6 +396,7 @@ void forward_device(const DeviceArgs& a, Version version, SavedForward* save) {
     LINATTN_CUDA_CHECK(cudaMemsetAsync(save->buf_, 0xff, lay.total(), call.stream));
   }
   save->a_offset_ = lay.a_offset;
+  save->states_ = with_states, save->tc_offset_ = lay.tc_offset;
   save->op_ = a.op, save->dtype_ = a.dtype, save->gate_dtype_ = a.gate_dtype;
   save->B_ = a.B, save->T_ = a.T, save->H_ = a.H, save->K_ = a.K, save->V_ = a.V, save->N_ = p.N;
   save->scale_ = a.scale;
@@ -377,9 +408,15 @@ void forward_device(const DeviceArgs& a, Version version, SavedForward* save) {
   char* base = static_cast<char*>(workspace().get(pl.table_bytes() + 256));  // the chunk table only
   pl.place(base, call.stream);
   call.p = p;
-  call.p.ws = save->buf_;
-  if (p.N > 0)
-    detail::v4_launch_saving(call, reinterpret_cast<float*>(static_cast<char*>(save->buf_) + lay.a_offset));
+  char* sb = static_cast<char*>(save->buf_);
+  call.p.ws = sb + lay.tc_offset;
+  auto at = [&](std::size_t off) { return reinterpret_cast<float*>(sb + off); };
+  if (p.N > 0 && !with_states) {
+    detail::v4_launch_saving(call, at(lay.a_offset));
+  } else if (p.N > 0) {  // rung 4's two kernels, the state kernel also storing S and v_new where the backward reads them
+    if (p.num_chunks > 0) detail::v4_intra_launch_with_A(call, at(lay.a_offset));
+    detail::tc_state_save_launch(call, p.K <= 64 ? 64 : 128, at(lay.s_offset), at(lay.vn_offset));  // KP: tc_pick_kp
+  }
   LINATTN_CUDA_CHECK(cudaEventRecord(as_event(save->fwd_done_), call.stream));  // the backward waits for it
   save->filled_ = true;
 }
@@ -708,18 +745,28 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
               "intra rung or KP");
     }
     check_saved(fn, f, p.N, version, s, diff);
-    call.saved_ws = s.buf_;
-    call.saved_A = reinterpret_cast<const float*>(static_cast<const char*>(s.buf_) + s.a_offset_);
+    if (!s.states_) {
+      call.saved_ws = s.buf_;
+      call.saved_A = reinterpret_cast<const float*>(static_cast<const char*>(s.buf_) + s.a_offset_);
+    } else {  // with states: the saved tc region, and saved_A null (bwd_v3_front: A, S, v_new are in place)
+      call.saved_ws = static_cast<char*>(s.buf_) + s.tc_offset_;
+      call.saved_A = nullptr;
+    }
   }
+  const bool saved_states = saved && saved->states_;
   // With a saved forward the rung's own tc region (about 742 MB at B=8 T=4096 H=16 K=V=128) is not
   // used: every rung of saved_bwd_versions() reads the saved one (bwd_v3_front), so it is not reserved;
   // rung 16 puts its hand-over there (bwd_v16_b9one.cu), so its saved workspace is its own figure.
-  const std::size_t ws_bytes = !saved ? rung->workspace_bytes(p)
+  // With states the saved object's own backward workspace (SavedForward) is the workspace: only the
+  // chunk table is placed in the process-wide one.
+  const std::size_t ws_bytes = saved_states ? 0
+                               : !saved ? rung->workspace_bytes(p)
                                : rung->version == BwdVersion::v16_b9one ? detail::bwd_v16_saved_workspace_bytes(p)
                                                                         : detail::bwd_saved_workspace_bytes(p);
   char* base = static_cast<char*>(workspace_bwd().get(pl.table_bytes() + align256(ws_bytes) + 256));
   pl.place(base, call.stream);
   call.p = p;
+  if (saved_states) call.p.ws = saved->buf_;
   if (p.N == 0) return;
   if (saved) {  // after the saving forward, and after the previous backward that read it (any stream)
     LINATTN_CUDA_CHECK(cudaStreamWaitEvent(call.stream, as_event(saved->fwd_done_), 0));

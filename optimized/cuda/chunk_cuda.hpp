@@ -107,7 +107,11 @@ class SavedForward;
 /// 16 <= K <= 128), else linattn::Error naming 'version' or 'save'. o and the final state are
 /// those of forward_device(args, v4_levels) bit for bit (the same kernels on the same values; only
 /// the workspace's address differs). `save`'s memory is reused when large enough, else reallocated.
-void forward_device(const DeviceArgs& args, Version version, SavedForward* save);
+/// with_states (opt-in; SavedForward, "With states"): the forward's state kernel also stores the state
+/// entering every chunk and v_new (float32) where the saved backward reads them, so that backward
+/// skips its states kernel and A's copy; o and the final state are still those of rung 4 bit for bit.
+/// with_states with a null `save` is a linattn::Error naming 'save'.
+void forward_device(const DeviceArgs& args, Version version, SavedForward* save, bool with_states = false);
 
 /// True when a CUDA device can be used; otherwise `why` says what is missing.
 bool device_available(std::string* why = nullptr);
@@ -329,6 +333,21 @@ void backward_device(const DeviceBwdArgs& args, BwdVersion version = BwdVersion:
 /// what a queued backward still reads. The events order only the calls on this object: two backward
 /// (or two forward) calls share their process-wide workspace, so the caller must still order those
 /// on different streams, and concurrent calls from several host threads are unsafe (forward_device).
+/// With states (forward_device(args, version, &saved, true); optimized/cuda/RESULTS.md "Saved
+/// states"): the buffer is a whole backward workspace (bwd_common.cuh's bwd_ws layout, sized for the
+/// largest saved rung, rung 16's) followed by the tc workspace. The forward's intra kernel writes A
+/// where the backward reads it (bw.A), and its state kernel (v2_state's kSave mode: the forward kernel
+/// plus kBwd's stores, the same S and v_new bit for bit) writes the state entering every chunk (bw.S,
+/// [num_chunks, H, K, V] float32) and v_new (bw.vn, [B * T * H, V] float32). backward_device then uses
+/// the buffer as its workspace: no A copy, no states kernel, the same gradients bit for bit. Bytes:
+///   align256(bwd_v16_saved_workspace_bytes) + tc_workspace_bytes
+/// (at B=8 T=4096 H=16 K=V=128: 6,174,015,488 + 742,392,064 = 6,916,407,552 bytes for KDA and GDN2,
+/// 5,368,709,120 + 742,392,064 = 6,111,101,184 for DeltaNet (GDN 6,115,295,488); 5.63 / 4.88 GiB more
+/// than without states (876,609,792): the backward workspace is held per saved object instead of the
+/// process-wide one, which such a backward does not use). The backward WRITES its scratch regions (G,
+/// E, Qg, Kd, dv_new, dS, ...) into this buffer (never A, S, v_new or the tc region), so several
+/// backward calls may still read one object, one after another (the events order them); a refill does
+/// not NaN-fill the reused scratch, and poison_device_workspaces does not reach it.
 class SavedForward {
  public:
   SavedForward() = default;
@@ -347,7 +366,9 @@ class SavedForward {
   std::size_t bytes() const { return bytes_; }
   /// The bytes a training forward of these arguments needs (formula above). Validates the arguments
   /// as forward_device does (linattn::Error), but not whether forward rung 4 takes the call.
-  static std::size_t bytes_needed(const DeviceArgs& args);
+  static std::size_t bytes_needed(const DeviceArgs& args, bool with_states = false);
+  /// True when filled by a forward with_states (the backward then skips its states kernel).
+  bool has_states() const { return filled_ && states_; }
   /// Frees the device memory once the calls using it are done (the events stay until the destructor);
   /// the object becomes empty.
   void release();
@@ -355,11 +376,13 @@ class SavedForward {
   std::string describe() const;
 
  private:
-  friend void forward_device(const DeviceArgs&, Version, SavedForward*);
+  friend void forward_device(const DeviceArgs&, Version, SavedForward*, bool);
   friend void backward_device(const DeviceBwdArgs&, BwdVersion, const SavedForward*);
   void* buf_ = nullptr;          // device: the tc workspace, then A at a_offset_
   std::size_t bytes_ = 0, a_offset_ = 0;
   bool filled_ = false;
+  bool states_ = false;         // with states: buf_ is a backward workspace, the tc workspace at tc_offset_
+  std::size_t tc_offset_ = 0;
   // The call it was filled for.
   Op op_ = Op::delta_rule;
   DType dtype_ = DType::f32, gate_dtype_ = DType::f32;

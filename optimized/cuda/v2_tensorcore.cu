@@ -502,8 +502,15 @@ struct StateBwdOut {
 ///   S'  = exp(G_C) S + k^T [exp(G_C - G_i) v_new_i]  (v_new rows scaled, then rounded to bf16, in sVk;
 ///                                                     P v_new keeps the unscaled bf16 v_new of sVn)
 /// For DeltaNet (G = 0) the second factor is 1 and sVn serves both products.
-template <int KP, int BV, bool kBwd, bool kHt, int NS, bool kPF, bool kBulk, bool kLean>
+///
+/// kSave (the saving forward with states, chunk_cuda.hpp SavedForward; v2_state_save below): the
+/// forward kernel (o, and ht where p.ht is set) that also stores what kBwd stores -- the state entering
+/// each chunk to bwd.S and v_new (float32) to bwd.vn -- at the same points of the same computation:
+/// kBwd's products are the forward's minus the independent o accumulations (os_), so S and v_new are
+/// the same values bit for bit, and the backward's states kernel can be skipped.
+template <int KP, int BV, bool kBwd, bool kHt, int NS, bool kPF, bool kBulk, bool kLean, bool kSave = false>
 __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOut& bwd) {
+  static_assert(!kSave || (!kBwd && !kHt && NS == 2 && !kPF && !kBulk && !kLean), "kSave: the default forward kernel plus kBwd's stores");
   static_assert(!kBulk || NS == 2, "kBulk: two stages (parity of chunk ci's barrier phase = (ci >> 1) & 1)");
   static_assert(NS != 1 || (!kBwd && !kBulk), "NS = 1 (LINATTN_STATE_OCC2): the forward only, cp.async tiles");
   static_assert(!kLean || (NS == 2 && !kBwd && !kHt && !kPF && !kBulk), "kLean: the default forward kernel only");
@@ -671,7 +678,7 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
     const bf16* sP = reinterpret_cast<const bf16*>(smem + S::sP + stg * 64 * 72 * 2);
     const float* sU = reinterpret_cast<const float*>(smem + S::sU + stg * 64 * LDU * 4);
     const float* sgC = reinterpret_cast<const float*>(smem + S::sgC + stg * KP * 4);
-    if (kBwd) {  // the state entering this chunk
+    if (kBwd || kSave) {  // the state entering this chunk
       float* Sout = bwd.S + (std::int64_t(c_first + ci) * H + h) * K * V;
       state_frag_store_pairs(st, Sout, K, V, sm, sn0, v0, g8, t4);
     }
@@ -797,7 +804,7 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
           *reinterpret_cast<unsigned*>(sVk + (i + 8) * LDV + col) = pack_bf16(ws_[nt][2] * vf1, ws_[nt][3] * vf1);
         }
       }
-      if (kBwd) {
+      if (kBwd || kSave) {
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
           const int ii = i + hh * 8, cc = v0 + col;
@@ -875,6 +882,12 @@ __global__ void __launch_bounds__(kThreads, NS == 1 ? 2 : 0) v2_state(KParams p,
 template <int KP, int BV>
 __global__ void __launch_bounds__(kThreads) v2_state_lean(KParams p) {
   v2_state_body<KP, BV, false, false, 2, false, false, true>(p, StateBwdOut{});
+}
+
+/// The saving forward's state kernel with states (v2_state_body's kSave; two stages, cp.async tiles).
+template <int KP, int BV>
+__global__ void __launch_bounds__(kThreads) v2_state_save(KParams p, StateBwdOut bwd) {
+  v2_state_body<KP, BV, false, false, 2, false, false, false, true>(p, bwd);
 }
 
 int pick_bv(const KParams& p) {
@@ -972,6 +985,16 @@ void launch_state_lean(const Call& c) {
   LINATTN_CUDA_CHECK(cudaGetLastError());
 }
 
+template <int KP, int BV>
+void launch_state_save(const Call& c, StateBwdOut bwd) {
+  constexpr int bytes = StateSmem<KP, BV>::bytes;  // the default kernel's layout
+  auto kern = v2_state_save<KP, BV>;
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  const int nvt = (c.p.V + BV - 1) / BV;
+  kern<<<dim3(c.p.N, c.p.H, nvt), kThreads, bytes, c.stream>>>(c.p, bwd);
+  LINATTN_CUDA_CHECK(cudaGetLastError());
+}
+
 template <int KP>
 void launch_kp(const Call& c) {
   if (c.p.num_chunks > 0 && !skip_kernel("intra")) {
@@ -1037,6 +1060,21 @@ void tc_state_bwd_launch(const Call& c, int KP, float* s_out, float* vn_out) {
   if (bv == 64) return launch_state<128, 64, true>(c, bwd);
   if (bv == 32) return launch_state<128, 32, true>(c, bwd);
   return launch_state<128, 16, true>(c, bwd);
+}
+
+void tc_state_save_launch(const Call& c, int KP, float* s_out, float* vn_out) {
+  // pick_bv's tile width, as the forward's and the backward's state kernels (BV changes no value:
+  // v2_state above); none of the forward's knobs (OCC2, STAGES, BULK, PREFETCH, GRID).
+  const StateBwdOut bwd{s_out, vn_out};
+  const int bv = pick_bv(c.p);
+  if (KP == 64) {
+    if (bv == 64) return launch_state_save<64, 64>(c, bwd);
+    if (bv == 32) return launch_state_save<64, 32>(c, bwd);
+    return launch_state_save<64, 16>(c, bwd);
+  }
+  if (bv == 64) return launch_state_save<128, 64>(c, bwd);
+  if (bv == 32) return launch_state_save<128, 32>(c, bwd);
+  return launch_state_save<128, 16>(c, bwd);
 }
 
 void tc_state_split_launch(const Call& c, int KP, float* s_out, float* vn_out) {

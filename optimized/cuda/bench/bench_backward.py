@@ -9,7 +9,9 @@ The loss is L = <do, o> + <dht, S_T> (random do bf16, dht float32). Before timin
 gradient is compared with fla's (relative RMS). Times are medians of triton.testing.do_bench.
 For backward rungs 5 and up (and 0 = best) also the saved forward (chunk_cuda.hpp, SavedForward):
 rows "linattn forward (saving)" and "linattn forward (saving) + backward (saved) v{ver}", after a
-check that its o and gradients equal the recompute path's (max |difference| printed; must be 0).
+check that its o and gradients equal the recompute path's (max |difference| printed; must be 0);
+the same with saved states (linattn_cuda_forward_save_states: the backward skips its states kernel and
+A's copy): rows "linattn forward (saving states)" and "... (saving states) + backward (saved states) v{ver}".
 fla's source is not part of linattn: pass its checkout with --fla.
 
 Usage: python3 bench_backward.py --lib build/cuda/optimized/cuda/liblinattn_cuda_capi.so --fla .fla
@@ -80,12 +82,14 @@ def linattn_backward(lin, op, x, do, dht, scale, ver, saved=None):
     return run, grads
 
 
-def linattn_forward_save(lin, op, x, scale, ver):
-    """The training forward (linattn_cuda_forward_save) with its own o, final state and saved handle,
-    argument block built once; returns (run, o, ht, handle). Free the handle with linattn_cuda_saved_free."""
-    lin.lib.linattn_cuda_forward_save.argtypes = [ctypes.POINTER(Args), ctypes.c_int, ctypes.POINTER(ctypes.c_void_p),
-                                                  ctypes.c_char_p, ctypes.c_int]
-    lin.lib.linattn_cuda_forward_save.restype = ctypes.c_int
+def linattn_forward_save(lin, op, x, scale, ver, states=False):
+    """The training forward (linattn_cuda_forward_save, or with states linattn_cuda_forward_save_states)
+    with its own o, final state and saved handle, argument block built once; returns (run, o, ht,
+    handle). Free the handle with linattn_cuda_saved_free."""
+    for name in ("linattn_cuda_forward_save", "linattn_cuda_forward_save_states"):
+        getattr(lin.lib, name).argtypes = [ctypes.POINTER(Args), ctypes.c_int, ctypes.POINTER(ctypes.c_void_p),
+                                           ctypes.c_char_p, ctypes.c_int]
+        getattr(lin.lib, name).restype = ctypes.c_int
     lin.lib.linattn_cuda_saved_free.argtypes = [ctypes.c_void_p]
     lin.lib.linattn_cuda_saved_bytes.argtypes = [ctypes.c_void_p]
     lin.lib.linattn_cuda_saved_bytes.restype = ctypes.c_int64
@@ -93,7 +97,8 @@ def linattn_forward_save(lin, op, x, scale, ver):
     run_plain = _
     a = run_plain.args
     handle = ctypes.c_void_p()
-    ref, fn, err, hp = ctypes.byref(a), lin.lib.linattn_cuda_forward_save, lin.err, ctypes.byref(handle)
+    fn = lin.lib.linattn_cuda_forward_save_states if states else lin.lib.linattn_cuda_forward_save
+    ref, err, hp = ctypes.byref(a), lin.err, ctypes.byref(handle)
 
     def run():
         if fn(ref, ver, hp, err, 4096) != 0:
@@ -118,15 +123,17 @@ def max_abs_diffs(a, b):
 _SAVING_TIMED = set()
 
 
-def saved_rows(lin, op, x, do, dht, scale, ver, s, record, timed, results, run_f, o):
+def saved_rows(lin, op, x, do, dht, scale, ver, s, record, timed, results, run_f, o, states=False):
     """The saved forward (chunk_cuda.hpp, SavedForward): the training forward that keeps forward rung
     4's intra outputs and A, then backward rung `ver` reading them. Before timing: its o against
     forward_device's and its gradients against the recompute backward's, both max |difference|
     (must be 0: the same kernels on the same values). Rows: 'linattn forward (saving)' alone, and
-    'linattn forward (saving) + backward (saved) v{ver}'."""
+    'linattn forward (saving) + backward (saved) v{ver}'; with `states` the forward also saves the chunk
+    states (rows '(saving states)', '(saved states)')."""
     handle = None
+    fwd_name, bwd_name = ("saving states", "saved states") if states else ("saving", "saved")
     try:
-        run_fs, o_s, _, handle = linattn_forward_save(lin, op, x, scale, 4)
+        run_fs, o_s, _, handle = linattn_forward_save(lin, op, x, scale, 4, states)
         run_r, g_r = linattn_backward(lin, op, x, do, dht, scale, ver)
         for t in g_r.values():
             t.fill_(float("nan"))
@@ -144,15 +151,16 @@ def saved_rows(lin, op, x, do, dht, scale, ver, s, record, timed, results, run_f
         check = (f"saved vs recompute max |diff|: o {do_:g} " + " ".join(f"d{n} {e:g}" for n, e in dg.items()) +
                  ("" if worst == 0 else " NOT BIT-EQUAL") +
                  f"; saved {lin.lib.linattn_cuda_saved_bytes(handle) / 2**20:.1f} MiB")
-        results.setdefault("saved_check", []).append({"shape": s, "op": op, "bwd_version": ver, "text": check})
-        if (s, op) not in _SAVING_TIMED:  # once per shape and op
-            record(s, op, "linattn forward (saving)", timed(run_fs))
-            _SAVING_TIMED.add((s, op))
+        results.setdefault("saved_check", []).append({"shape": s, "op": op, "bwd_version": ver, "states": states,
+                                                      "text": check})
+        if (s, op, states) not in _SAVING_TIMED:  # once per shape, op and mode
+            record(s, op, f"linattn forward ({fwd_name})", timed(run_fs))
+            _SAVING_TIMED.add((s, op, states))
 
         def fsb():
             run_fs()
             run_s()
-        record(s, op, f"linattn forward (saving) + backward (saved) v{ver}", timed(fsb), check)
+        record(s, op, f"linattn forward ({fwd_name}) + backward ({bwd_name}) v{ver}", timed(fsb), check)
         os.environ["LINATTN_BWD_PROFILE"] = "1"  # the saved backward's kernels (its prepare: A's copy, plus the extras kernel for rungs other than 9)
         run_s()
         torch.cuda.synchronize()
@@ -160,7 +168,7 @@ def saved_rows(lin, op, x, do, dht, scale, ver, s, record, timed, results, run_f
         del g_r, g_s
     except Exception:
         os.environ.pop("LINATTN_BWD_PROFILE", None)
-        print(f"[linattn saved v{ver}] {op} failed:\n{traceback.format_exc()}", flush=True)
+        print(f"[linattn {bwd_name} v{ver}] {op} failed:\n{traceback.format_exc()}", flush=True)
     finally:
         if handle is not None:
             lin.lib.linattn_cuda_saved_free(handle)
@@ -287,6 +295,7 @@ def main():
                     print(f"[linattn bwd v{ver}] {op} failed:\n{traceback.format_exc()}", flush=True)
                 if ver == 0 or ver >= 5:  # the rungs whose prepare is forward rung 4's intra kernel
                     saved_rows(lin, op, x, do, dht, scale, ver, s, record, timed, results, run_f, o)
+                    saved_rows(lin, op, x, do, dht, scale, ver, s, record, timed, results, run_f, o, states=True)
             del x, fla_x, o, ht, ref
             torch.cuda.empty_cache()
         # Softmax attention: causal SDPA forward + backward on [B, H, T, D] views.

@@ -104,13 +104,15 @@ int linattn_cuda_backward(const LinattnBwdArgs* a, int version, char* err, int e
 /// forward_device(args, version, saved): *saved null makes a new SavedForward (stored in *saved);
 /// otherwise the one there is refilled (its memory reused when large enough). Returns 0 on success;
 /// otherwise 1 and the message in err (a new object is then freed and *saved left null).
-int linattn_cuda_forward_save(const LinattnArgs* a, int version, void** saved, char* err, int errlen) {
+static int forward_save(const char* fn, const LinattnArgs* a, int version, void** saved, bool states, char* err,
+                        int errlen) {
   linattn::cuda::SavedForward* fresh = nullptr;
   try {
-    if (!saved) throw std::invalid_argument("linattn_cuda_forward_save: argument 'saved' expected a pointer to a handle but got null");
+    if (!saved)
+      throw std::invalid_argument(std::string(fn) + ": argument 'saved' expected a pointer to a handle but got null");
     auto* s = static_cast<linattn::cuda::SavedForward*>(*saved);
     if (!s) s = fresh = new linattn::cuda::SavedForward;
-    linattn::cuda::forward_device(device_args(a), static_cast<linattn::cuda::Version>(version), s);
+    linattn::cuda::forward_device(device_args(a), static_cast<linattn::cuda::Version>(version), s, states);
     *saved = s;
     return 0;
   } catch (const std::exception& e) {
@@ -118,6 +120,17 @@ int linattn_cuda_forward_save(const LinattnArgs* a, int version, void** saved, c
     if (err && errlen > 0) std::snprintf(err, std::size_t(errlen), "%s", e.what());
     return 1;
   }
+}
+
+int linattn_cuda_forward_save(const LinattnArgs* a, int version, void** saved, char* err, int errlen) {
+  return forward_save("linattn_cuda_forward_save", a, version, saved, false, err, errlen);
+}
+
+/// The same with states (forward_device(args, version, saved, true); chunk_cuda.hpp, SavedForward,
+/// "With states"): the saved backward then skips its states kernel and A's copy. Much more memory
+/// (linattn_cuda_saved_bytes).
+int linattn_cuda_forward_save_states(const LinattnArgs* a, int version, void** saved, char* err, int errlen) {
+  return forward_save("linattn_cuda_forward_save_states", a, version, saved, true, err, errlen);
 }
 
 /// backward_device(args, version, saved) with the handle linattn_cuda_forward_save filled for this

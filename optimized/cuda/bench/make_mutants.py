@@ -659,6 +659,25 @@ MUTANTS = [
      "differs(s.N_ == p.N && s.cu_seqlens_ == std::vector<std::int64_t>(pl.cu.begin(), pl.cu.end()),",
      "differs(s.N_ == p.N && (p.mutant == 112 || s.cu_seqlens_ == std::vector<std::int64_t>(pl.cu.begin(), pl.cu.end())),",
      "saved backward: the content of cu_seqlens is not compared (only N)"),
+    # Saved states (chunk_cuda.hpp, SavedForward "With states"; RESULTS.md "Saved states"): each must fail
+    # test_cuda_saved's states bit test (device_run.sh smutants, SD); a saved object's scratch and the
+    # process workspaces start as NaN bits, so a missing store shows as NaN or a bit difference.
+    (220, "optimized/cuda/v2_tensorcore.cu",
+     "if (kBwd || kSave) {  // the state entering this chunk",
+     "if (kBwd || (kSave && !(p.mutant == 220 && ci == 1))) {  // the state entering this chunk",
+     "saving forward with states: the state entering each sequence's second chunk is not stored (the saved S keeps its NaN poison there)"),
+    (221, "optimized/cuda/v2_tensorcore.cu",
+     "if (ii < Lc) st_pair(bwd.vn",
+     "if (ii < Lc - (kSave && p.mutant == 221 ? 1 : 0)) st_pair(bwd.vn",
+     "saving forward with states: v_new of each chunk's last row is not stored"),
+    (222, "optimized/cuda/chunk_cuda.cu",
+     "if (saved_states) call.p.ws = saved->buf_;",
+     "if (saved_states && p.mutant != 222) call.p.ws = saved->buf_;",
+     "saved backward with states: skips A's copy and the states kernel but keeps the process-wide workspace (where no A, S or v_new was written)"),
+    (223, "optimized/cuda/chunk_cuda.cu",
+     "at(lay.s_offset)",
+     "at(lay.s_offset + (p.mutant == 223 ? sizeof(float) * std::size_t(p.K) * p.V : 0))",
+     "saving forward with states: every chunk's state stored one (chunk, head) slot late (the states in the wrong order)"),
 ]
 
 HOOKS = [
