@@ -2,6 +2,11 @@
 """optimized/cuda/bench/models/bwd_v15_hionly_model.py -- the accuracy of rung 15 (bwd_v15_hionly.cu:
 one bf16 MMA per product, no lo operands) predicted in float64 numpy before any GPU run (issue 6).
 
+Outcome (session 10, RESULTS.md "Rung 15"): the prediction holds for the sequences it draws (T = 150 /
+200), but on the H200 rung 15's properties failed on tiny cases with extreme gates (T = 1, 2), which this
+model never drew and whose failure needs the front's bf16 values to reproduce: bwd_v17_hybrid_model.py
+emulates both and is the model to read. This one is kept as the record of the prediction.
+
 Part 1, DeltaNet and GDN end to end. A float64 chunked backward of one (sequence, head) with C = 64
 (optimized/cpu/chunk_backward.cpp's stages F1-F7, B1-B11), checked against central finite differences
 of the recurrent loss L = <do, o> + <dht, S_T> (S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} +
