@@ -391,13 +391,14 @@ void check_saved_case(const BwdCase& b, Op op, DType gdt, cuda::SavedForward& re
 /// (its scratch NaN bits) gives the recompute backward's gradients bit for bit and finite, and so does
 /// a second backward from it; for best and rung 16, `reused` (refilled, alternately with and without
 /// states) too.
-void check_saved_states_case(const BwdCase& b, Op op, DType gdt, cuda::SavedForward& reused) {
+void check_saved_states_case(const BwdCase& b, Op op, DType gdt, cuda::SavedForward& reused,
+                             const std::vector<BwdVersion>& rungs = saved_rungs()) {
   const DevProblem d = make_dev_problem(op, b, gdt);
   OnDevice dev(d, gdt);
   INFO(ref::op_name(op) << " gates " << dname(gdt) << " " << b);
   const auto plain = dev.forward(Version::best);
   bool reuse_states = true;
-  for (BwdVersion ver : saved_rungs()) {
+  for (BwdVersion ver : rungs) {
     INFO(cuda::bwd_version_name(ver));
     cuda::SavedForward saved;
     const auto with_save = dev.forward(Version::best, &saved, true);
@@ -762,6 +763,59 @@ TEST_CASE("CUDA saving forward with states gives the forward output bit for bit 
   for (const BwdCase& b : fixed_cases())
     for (Op op : kOps)
       for (DType gdt : {DType::f32, DType::bf16}) check_saved_states_case(b, op, gdt, reused);
+}
+
+TEST_CASE("CUDA saving forward with states stores every state and v_new at value tiles of 16 and 32 and 64 columns") {
+  // pick_bv gives 16 columns in every fixed case (small N H); LINATTN_V2_BV forces the forward's and
+  // the backward's state kernels alike (v2_tensorcore.cu pick_bv), so the saving kernel's stores are
+  // checked against kBwd's at every tile width, incl. a partial last tile (V = 200, 20) and V < BV.
+  SKIP_WITHOUT_GPU();
+  struct Unset {
+    ~Unset() { ::unsetenv("LINATTN_V2_BV"); }
+  } unset;
+  const std::vector<BwdCase> all = fixed_cases();
+  cuda::SavedForward reused;
+  for (const char* bv : {"16", "32", "64"}) {
+    ::setenv("LINATTN_V2_BV", bv, 1);
+    INFO("LINATTN_V2_BV=" << bv);
+    for (std::size_t i : {std::size_t(2), std::size_t(5), std::size_t(6), std::size_t(7), std::size_t(8)})
+      for (Op op : kOps) check_saved_states_case(all.at(i), op, DType::f32, reused, {BwdVersion::best, BwdVersion::v16_b9one});
+  }
+}
+
+TEST_CASE("CUDA saved backward with states refuses another initial state and without states accepts it") {
+  // With states the saved S starts from the forward's initial state (the backward's own states
+  // kernel, skipped, would start from the backward's): another pointer, or none, must be refused.
+  SKIP_WITHOUT_GPU();
+  using Catch::Matchers::Contains;
+  BwdCase b;
+  b.c = fixed_case(1, 70, 2, 32, 32, GateMode::random, true, 133);
+  OnDevice dev(make_dev_problem(Op::gated_delta_rule, b, DType::f32), DType::f32);
+  REQUIRE(dev.a.fwd.initial_state != nullptr);
+  Dev other;  // the same values at another address
+  other.alloc(dev.h0.bytes);
+  CU(cudaMemcpy(other.p, dev.h0.p, dev.h0.bytes, cudaMemcpyDeviceToDevice));
+  cuda::DeviceBwdArgs moved = dev.a, none = dev.a;
+  moved.fwd.initial_state = static_cast<const float*>(other.p);
+  none.fwd.initial_state = nullptr;
+  cuda::SavedForward with_states;
+  dev.forward(Version::best, &with_states, true);
+  REQUIRE(with_states.has_states());
+  for (const cuda::DeviceBwdArgs* x : {&moved, &none})
+    CHECK_THAT(err_of([&] { cuda::backward_device(*x, BwdVersion::best, &with_states); }),
+               Contains("'saved'") && Contains("initial_state"));
+  const auto want = dev.backward(BwdVersion::best);
+  check_same_grads(want, dev.backward(BwdVersion::best, &with_states));  // the same pointer: accepted
+  // Without states the backward's own states kernel reads its initial_state: another pointer to the
+  // same values is accepted and gives the same gradients.
+  cuda::SavedForward plain;
+  dev.forward(Version::best, &plain);
+  REQUIRE(!plain.has_states());
+  dev.nan_fill_grads();
+  cuda::poison_device_workspaces();
+  cuda::backward_device(moved, BwdVersion::best, &plain);
+  CU(cudaDeviceSynchronize());
+  check_same_grads(want, dev.grads());
 }
 
 TEST_CASE("CUDA saving forward with states but no SavedForward is a linattn Error naming save") {

@@ -278,7 +278,7 @@ SavedForward& SavedForward::operator=(SavedForward&& o) noexcept {
   op_ = o.op_, dtype_ = o.dtype_, gate_dtype_ = o.gate_dtype_;
   B_ = o.B_, T_ = o.T_, H_ = o.H_, K_ = o.K_, V_ = o.V_, N_ = o.N_, scale_ = o.scale_;
   cu_seqlens_ = std::move(o.cu_seqlens_);
-  q_ = o.q_, k_ = o.k_, v_ = o.v_, g_ = o.g_, beta_ = o.beta_, b_ = o.b_, w_ = o.w_;
+  q_ = o.q_, k_ = o.k_, v_ = o.v_, g_ = o.g_, beta_ = o.beta_, b_ = o.b_, w_ = o.w_, h0_ = o.h0_;
   intra_rung_ = o.intra_rung_, kp_ = o.kp_;
   o.buf_ = nullptr, o.bytes_ = 0, o.a_offset_ = 0, o.filled_ = false;
   o.states_ = false, o.tc_offset_ = 0;
@@ -402,6 +402,7 @@ void forward_device(const DeviceArgs& a, Version version, SavedForward* save, bo
   save->scale_ = a.scale;
   save->cu_seqlens_.assign(pl.cu.begin(), pl.cu.end());
   save->q_ = a.q, save->k_ = a.k, save->v_ = a.v, save->g_ = a.g, save->beta_ = a.beta, save->b_ = a.b, save->w_ = a.w;
+  save->h0_ = a.initial_state;
   save->intra_rung_ = static_cast<int>(Version::v4_levels);
   save->kp_ = a.K <= 64 ? 64 : 128;  // tc_pick_kp
 
@@ -741,6 +742,10 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
                                        {gdn2 || s.beta_ == f.beta, "beta"}, {!gdn2 || s.b_ == f.b, "b"},
                                        {!gdn2 || s.w_ == f.w, "w"}})
         differs(same, std::string("the device pointer ") + name + " (another forward's input)");
+      // With states the saved S (the state entering every chunk) starts from the forward's initial
+      // state, which the backward's own states kernel would read: another (or no) initial_state differs.
+      differs(!s.states_ || s.h0_ == f.initial_state,
+              "the device pointer initial_state (the saved states start from the forward's)");
       differs(s.intra_rung_ == static_cast<int>(Version::v4_levels) && s.kp_ == (f.K <= 64 ? 64 : 128),
               "intra rung or KP");
     }

@@ -318,12 +318,14 @@ void backward_device(const DeviceBwdArgs& args, BwdVersion version = BwdVersion:
 /// 876,609,792 bytes (836.0 MiB) per call.
 /// It also records the call it belongs to: op, dtype, gate dtype, B, T, H, K, V, scale, the
 /// sequences (N and a copy of cu_seqlens), the device pointers the operator reads (q, k, v; g
-/// unless DeltaNet; beta unless GDN2; b and w for GDN2), the intra rung (4) and KP.
+/// unless DeltaNet; beta unless GDN2; b and w for GDN2; with states also initial_state, where the
+/// saved states start), the intra rung (4) and KP.
 /// backward_device(args, version, &saved) checks every one of them against its call (and that
 /// `version` is one of saved_bwd_versions()) and throws a linattn::Error naming 'saved' that says
 /// what was expected and what differs; an empty (moved-from, released or never filled) object is
 /// refused the same way. It cannot see whether the VALUES behind the same pointers changed since
-/// the forward: the caller must not modify q, k, v or the gates between the two calls.
+/// the forward: the caller must not modify q, k, v, the gates (or, with states, the initial state)
+/// between the two calls.
 /// Streams: the object holds two CUDA events. The saving forward records one on its stream after
 /// its last launch, and every backward reading the object waits for it on the backward's stream
 /// (cudaStreamWaitEvent), so the forward and the backward may run on different streams without a
@@ -391,6 +393,7 @@ class SavedForward {
   std::vector<std::int64_t> cu_seqlens_;
   const void *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *g_ = nullptr, *beta_ = nullptr, *b_ = nullptr,
              *w_ = nullptr;
+  const float* h0_ = nullptr;  // initial_state: with states, the saved S starts from it (checked by the backward)
   int intra_rung_ = 0, kp_ = 0;
   // cudaEvent_t (created by the first fill with cudaEventDisableTiming, destroyed by the destructor):
   // the saving forward's end, and the end of the last backward that read the object.
