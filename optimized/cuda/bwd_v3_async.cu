@@ -468,7 +468,7 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
   const BWs bw = bwd_ws(p);
   // A training forward's saved workspace (c.saved_ws: rung 4's intra outputs, chunk_cuda.hpp
   // SavedForward) replaces the backward's own tc region, whose intra launch is then skipped. With
-  // c.saved_A null the forward saved its states too (SavedForward with states): p.ws is then the saved
+  // c.saved_states the forward saved its states too (SavedForward with states): p.ws is then the saved
   // object's backward workspace, where the forward's kernels already wrote A, the state entering every
   // chunk (bw.S) and v_new (bw.vn), so neither A's copy nor the states kernel runs.
   if (c.saved_ws && !levels_intra)
@@ -482,7 +482,10 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
   fc.p.ht = nullptr;
   fc.dtype = c.dtype, fc.gate_dtype = c.gate_dtype, fc.stream = c.stream;
   const int KP = tc_pick_kp(p.K);
-  const bool saved_states = c.saved_ws && !c.saved_A;
+  const bool saved_states = c.saved_states;
+  if (saved_states && (!c.saved_ws || c.saved_A))
+    throw std::logic_error("linattn::cuda: bwd_v3_front: saved states need the saved tc region and no saved_A "
+                           "(backward_device sets them together)");
   if (p.num_chunks > 0) {
     if (saved_states) {
       // A is at bw.A already (the saving forward's intra kernel wrote it there)

@@ -14,17 +14,6 @@
 
 namespace linattn::cuda {
 
-namespace detail {
-// The saving forward with states (SavedForward; chunk_cuda.hpp). v2_tensorcore.cu: the forward's
-// state kernel (o, ht) that also writes the state entering every chunk to s_out ([num_chunks, H, K, V]
-// float32) and v_new to vn_out ([B * T * H, V] float32), as tc_state_bwd_launch does.
-void tc_state_save_launch(const Call& c, int KP, float* s_out, float* vn_out);
-// bwd_v3_async.cu: the bytes of the backward workspace a saved forward with states holds (the largest
-// of the saved rungs'), and the byte offsets in it of bwd_ws's A, S and vn.
-void bwd_saved_states_layout(const KParams& p, std::size_t& ws_bytes, std::size_t& a_off, std::size_t& s_off,
-                             std::size_t& vn_off);
-}  // namespace detail
-
 const char* version_name(Version v) {
   switch (v) {
     case Version::best: return "best";
@@ -756,6 +745,7 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
     } else {  // with states: the saved tc region, and saved_A null (bwd_v3_front: A, S, v_new are in place)
       call.saved_ws = static_cast<char*>(s.buf_) + s.tc_offset_;
       call.saved_A = nullptr;
+      call.saved_states = true;
     }
   }
   const bool saved_states = saved && saved->states_;

@@ -74,6 +74,10 @@ struct BwdCall {
   /// null: the usual intra launch.
   void* saved_ws = nullptr;
   const float* saved_A = nullptr;
+  /// Saved states (SavedForward with states; saved_ws set, saved_A null): p.ws is the saved object's
+  /// backward workspace, where the saving forward already wrote A, the state entering every chunk
+  /// and v_new (bwd_ws's A, S, vn), so bwd_v3_front neither copies A nor runs the states kernel.
+  bool saved_states = false;
 };
 
 // bwd_v1_simple.cu
@@ -90,6 +94,10 @@ void bwd_v3_launch(const BwdCall& c);
 /// The workspace of a backward rung whose prepare reads a saved forward (BwdCall::saved_ws set): the
 /// bwd_ws arrays without the tc region after them, which bwd_v3_front then never touches.
 std::size_t bwd_saved_workspace_bytes(const KParams& p);
+/// The bytes of the backward workspace a saved forward with states holds (the largest of the saved
+/// rungs': rung 16's), and the byte offsets in it of bwd_ws's A, S and vn (chunk_cuda.cu, SavedForward).
+void bwd_saved_states_layout(const KParams& p, std::size_t& ws_bytes, std::size_t& a_off, std::size_t& s_off,
+                             std::size_t& vn_off);
 
 // bwd_v4_tc_tail.cu (calls outside rung 3's range run bwd_v3_launch)
 std::size_t bwd_v4_workspace_bytes(const KParams& p);
@@ -185,6 +193,9 @@ void v4_intra_launch_with_A(const Call& c, float* a_out);
 /// entering every chunk to s_out ([num_chunks, H, K, V] float32) and v_new to vn_out ([B * T * H, V]
 /// float32); ht is not written.
 void tc_state_bwd_launch(const Call& c, int KP, float* s_out, float* vn_out);
+/// v2_tensorcore.cu: the saving forward's state kernel with states (v2_state_body's kSave): the
+/// forward's (o, and ht where set) that also writes what tc_state_bwd_launch writes, the same values.
+void tc_state_save_launch(const Call& c, int KP, float* s_out, float* vn_out);
 /// The same kernel for the forward's rung 5 (v5_split.cu): s_out and vn_out as above, and the final
 /// state to c.p.ht (when not null).
 void tc_state_split_launch(const Call& c, int KP, float* s_out, float* vn_out);
