@@ -404,6 +404,8 @@ for s in $stages; do
       SS2='CUDA refill of a SavedForward on another stream waits for the backward that still reads it'
       SD='CUDA saving forward with states gives the forward output bit for bit and the saved backward without its states kernel gives the recompute gradients bit for bit'
       SN='CUDA saving forward with states but no SavedForward is a linattn Error naming save'
+      SB='CUDA saving forward with states stores every state and v_new at value tiles of 16 and 32 and 64 columns'
+      SH='CUDA saved backward with states refuses another initial state and without states accepts it'
       run_s() { local n=$1; shift; for t in "$@"; do
           r=$(LINATTN_MUTANT=$n RC_PARAMS="seed=20261130 max_success=30" timeout 90 $M "$t" 2>&1 | grep -E "^test cases|^All tests passed" | tail -1)
           echo "mutant $n | $t | ${r:-no summary (crash or timeout)}"; done; }
@@ -415,8 +417,10 @@ for s in $stages; do
         run_s 110 "$SS1"      # the backward does not wait for the saving forward's event
         run_s 111 "$SS2"      # a refill does not wait for the backward's event
         run_s 112 "$SR"       # cu_seqlens' content not compared
-        run_s 0 "$SD" "$SN"   # saved states (make_mutants.py 220-223): every one must fail SD
+        run_s 0 "$SD" "$SN" "$SB" "$SH"  # saved states (make_mutants.py 220-224): 220-223 must fail SD
         for n in 220 221 222 223; do run_s $n "$SD"; done
+        run_s 220 "$SB"; run_s 221 "$SB"  # ... and SB (every tile width)
+        run_s 224 "$SH"      # the initial_state pointer not compared with states
       } 2>&1 | tee "$OUT/smutants.log" ;;
     bbench)
       echo "=== backward bench"

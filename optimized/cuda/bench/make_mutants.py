@@ -678,6 +678,10 @@ MUTANTS = [
      "at(lay.s_offset)",
      "at(lay.s_offset + (p.mutant == 223 ? sizeof(float) * std::size_t(p.K) * p.V : 0))",
      "saving forward with states: every chunk's state stored one (chunk, head) slot late (the states in the wrong order)"),
+    (224, "optimized/cuda/chunk_cuda.cu",
+     "differs(!s.states_ || s.h0_ == f.initial_state,",
+     "differs(!s.states_ || p.mutant == 224 || s.h0_ == f.initial_state,",
+     "saved backward with states: the initial_state pointer is not compared (must fail test_cuda_saved's initial-state refusal test)"),
 ]
 
 HOOKS = [

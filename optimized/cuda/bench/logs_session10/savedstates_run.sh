@@ -9,8 +9,8 @@
 # (3) bench_backward.py (no fla) at B=8 T=4096 H=16 K=V=128 with the saved rows of rung 17 (best): rows
 # "(saving)" and "(saving states)", their bit checks ("saved vs recompute max |diff| ... must be 0") and
 # per-kernel profiles (the states kernel should be absent / ~0 with states); (4) memcheck and racecheck
-# on the saved-states bit test, 60 s each at most (a timeout, rc 124, means it did not finish: the
-# fixed cases x 4 ops x 2 gate dtypes x 14 rungs are long under the sanitizers).
+# on the initial-state refusal test (one case with states; review11: the bit test's fixed cases x 4 ops
+# x 2 gate dtypes x 14 rungs would not end within 60 s under the sanitizers), 60 s each at most.
 # Each step's timeout is the smaller of its own and the time left; each step's exit status is saved
 # before anything else runs (rc=$?) and printed in summary.log.
 # Needs .cudabin/bins.tar.xz built at a commit that has saved states, holding test_cuda_saved and
@@ -34,9 +34,13 @@ one() {  # binary, tag, timeout, test name
   echo "[$(el) s] $2 | $4 | rc $rc | $(res $f)" | tee -a /tmp/l/summary.log; }
 SD='CUDA saving forward with states gives the forward output bit for bit and the saved backward without its states kernel gives the recompute gradients bit for bit'
 SN='CUDA saving forward with states but no SavedForward is a linattn Error naming save'
+SB='CUDA saving forward with states stores every state and v_new at value tiles of 16 and 32 and 64 columns'
+SH='CUDA saved backward with states refuses another initial state and without states accepts it'
 # 1. The new tests.
 one $ST saved 80 "$SD"
 one $ST saved 5 "$SN"
+one $ST saved 60 "$SB"  # review11: LINATTN_V2_BV = 16 / 32 / 64 (the fixed cases all pick 16)
+one $ST saved 20 "$SH"  # review11: another initial state refused with states
 # 2. The existing saved tests (unchanged behaviour by default), one by one.
 for t in 'CUDA saving forward gives the forward output bit for bit and the saved backward gives the recompute backward gradients bit for bit' \
          'CUDA saved backward can be run twice from one saved forward with the same gradients' \
@@ -55,12 +59,12 @@ done
 timeout $(left 90) python3 optimized/cuda/bench/bench_backward.py --lib $L --bwd-versions 17 --rep 30 --slow-rep 5 --json /tmp/l/bbench_states.json > /tmp/l/bbench_states.log 2>&1; rc=$?
 echo "[$(el) s] backward speed rc $rc" | tee -a /tmp/l/summary.log
 grep -E "saving|saved|kernels|bwd_v17" /tmp/l/bbench_states.log | tee -a /tmp/l/summary.log
-# 4. memcheck, then racecheck, on the new bit test (as far as the time goes: partial runs still report
-#    hazards found so far only if the tool ends; a timeout shows as rc 124).
+# 4. memcheck, then racecheck, on the initial-state test (review11: one GDN case, a forward with states
+#    and its saved backward, best; it ends under the tools, where SD's 9 x 4 x 2 x 14 calls would not).
 for tool in memcheck racecheck; do
   if [ $(el) -lt 270 ]; then
-    timeout $(left 60) compute-sanitizer --tool $tool --error-exitcode 9 $ST "$SD" > /tmp/l/san_$tool.log 2>&1; rc=$?
-    echo "[$(el) s] saved $tool ($SD) rc $rc: $(grep -E 'SUMMARY' /tmp/l/san_$tool.log | tail -1)" | tee -a /tmp/l/summary.log
+    timeout $(left 60) compute-sanitizer --tool $tool --error-exitcode 9 $ST "$SH" > /tmp/l/san_$tool.log 2>&1; rc=$?
+    echo "[$(el) s] saved $tool ($SH) rc $rc: $(grep -E 'SUMMARY' /tmp/l/san_$tool.log | tail -1)" | tee -a /tmp/l/summary.log
   fi
 done
 tar -cJf $OUT/logs.tar.xz -C /tmp/l .
