@@ -23,6 +23,7 @@ const char* version_name(Version v) {
     case Version::v4_levels: return "v4_levels";
     case Version::v5_split: return "v5_split";
     case Version::v6_lean: return "v6_lean";
+    case Version::v7_overlap: return "v7_overlap";
   }
   return "?";
 }
@@ -198,6 +199,7 @@ const Rung kLadder[] = {
     {Version::v4_levels, detail::v4_supports, detail::v4_workspace_bytes, detail::v4_launch},
     {Version::v5_split, detail::v5_supports, detail::v5_workspace_bytes, detail::v5_launch},
     {Version::v6_lean, nullptr, detail::v6_workspace_bytes, detail::v6_launch},
+    {Version::v7_overlap, nullptr, detail::v7_workspace_bytes, detail::v7_launch},
 };
 
 }  // namespace

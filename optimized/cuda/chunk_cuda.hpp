@@ -57,11 +57,15 @@ enum class Version : int {
   v5_split = 5,       ///< v4 with the state pass split from a parallel output kernel where v4's state
                       ///< kernel cannot fill the GPU (else v4); correct on the H200 but 12-20% slower
                       ///< where it splits (session 5 call 3), so not `best` (RESULTS.md, "Rung 5")
-  v6_lean = 6         ///< v4 for DeltaNet and GDN (bf16, 16 <= K <= 128) without the q~ / k~ workspace
+  v6_lean = 6,        ///< v4 for DeltaNet and GDN (bf16, 16 <= K <= 128) without the q~ / k~ workspace
                       ///< tiles: the state kernel reads q, k and applies the row factors; other calls
                       ///< run what `best` runs. Its tests pass; within noise of v4 (B=8: DeltaNet 0.915
                       ///< against 0.923 ms, GDN 0.953 against 0.968; session 8 call 1), so not `best`
                       ///< (RESULTS.md, "Forward rung 6")
+  v7_overlap = 7      ///< v4 for DeltaNet and GDN (bf16, 16 <= K <= 128) with the intra kernel's shared
+                      ///< arrays overlapped by lifetime (71,168 B instead of 113,664 at K = 128: 3 blocks
+                      ///< per SM instead of 2); bit for bit with v4 by design; other calls run what `best`
+                      ///< runs. Written in session 10, not yet run on a GPU (RESULTS.md, "Forward rung 7")
 };
 
 const char* version_name(Version v);

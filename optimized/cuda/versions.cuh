@@ -55,6 +55,14 @@ bool v5_splits(const KParams& p);
 std::size_t v6_workspace_bytes(const KParams& p);
 void v6_launch(Call c);
 
+// v7_overlap.cu (session 10, not yet run on a GPU): v4 for DeltaNet and GDN (bf16 inputs, 16 <= K <= 128,
+// gate none or scalar) with the intra kernel's shared arrays overlapped by lifetime (71,168 B at KP = 128,
+// 3 blocks per SM); bit for bit with v4 by design. Every other call runs what `best` runs (v4, else v1).
+std::size_t v7_workspace_bytes(const KParams& p);
+void v7_launch(Call c);
+/// cudaOccupancyMaxActiveBlocksPerMultiprocessor of rung 7's intra kernel (KP = 64 or 128), for the tests.
+int v7_intra_blocks_per_sm(int KP);
+
 /// One backward call: the forward's parameters (o and ht unused) plus dL/do, dL/dS_T and the
 /// gradient outputs (q, k, v, do and their gradients in `dtype`; gates and theirs in `gate_dtype`;
 /// states float32).

@@ -1,0 +1,357 @@
+// optimized/cuda/v7_overlap.cu -- rung 7 of the CUDA forward ladder (written in session 10, NOT yet run
+// on a GPU): v4 for DeltaNet and GDN with the intra-chunk kernel's shared arrays overlapped by lifetime,
+// so that 3 blocks of 256 threads fit per SM instead of 2 (RESULTS.md "Forward rung 7").
+//
+// Why (session 7 ncu, RESULTS.md "Forward rung 6"): v4's tci::intra<128, GDN> takes 113,664 B of dynamic
+// shared memory, 2 blocks per SM, and stalls mostly at its barriers (phases done by few warps: the
+// cumsum on warp 0, A's diagonal blocks on warps 0-1). More resident blocks hide those stalls.
+//
+// What changes against v4 (tc_common.cuh, intra_body with V4Levels, gate none or scalar): only where
+// each array lives and in which barrier interval (epoch) each independent loop runs; every value is
+// computed by the same expressions from the same operands (SPEC section 4, steps 1-2; the paper's
+// Eqs.14-17 in chunked form), so o and the final state are v4's bit for bit (test_cuda_forward.cu).
+// Epochs (barrier-separated, the same 9 + 2 VP/64 __syncthreads as v4, none added):
+//   E1 loads k, q (sK, sQ), g, beta; zero sL, sP   E2 cumsum of g (warp 0)
+//   E3 L, P by tensor cores; q~ = scale q exp(G) to the workspace (v4: in E8)
+//   E4 A's diagonal blocks (warps 0-1); A's other blocks zeroed (v4: in E1); P to the workspace (v4: E8)
+//   E5-E7 A's off-diagonal levels (scratch sT)   E8 A split hi / lo; e = beta k exp(G), k~, exp(G_C)
+//   E9 w_aux = A e staged   E10, E11 (per 64 value columns) w_aux out, u0 hi / lo, u = A u0
+// Layout (bytes; R = max(64 x LDK bf16, 64 x 65 float32)):
+//   [0, tile)        sK (E1-E8), then u0 lo (E10-E11)
+//   R1               sQ (E1-E3), then sA (E4-E8), then w_aux staging (E9-E10)
+//   R2               sL (E1-E7), then sE: e (E8-E9), then u0 hi (E10-E11)
+//   R3 (18,432)      sP (E1-E4) and sT (E5-E7), then sAh, sAl (E8-)
+//   512              sBeta, sG
+// KP = 128: 71,168 B (v4 113,664); KP = 64: 61,440 B (v4 89,088): 3 blocks per SM (228 KB, 1 KB
+// reserved per block). Range: bf16 inputs, 16 <= K <= 128, gate none or scalar; every other call runs
+// what `best` runs (v4 where v4 takes the call, else v1), so v7 takes every call. The state kernel is
+// v4's (tc_state_launch), reading the same workspace.
+#include <algorithm>
+#include <string>
+
+#include "optimized/cuda/tc_common.cuh"
+
+namespace linattn::cuda::detail {
+namespace {
+
+using tci::pack8;
+using tci::st_global16;
+using tci::to_f;
+using tci::unpack8;
+
+/// Rung 7's shared layout (byte offsets; file comment). Arrays in one region never live in the same epoch.
+template <int KP>
+struct V7Smem {
+  static constexpr int LDK = ldk(KP);
+  static constexpr int tile = 64 * LDK * 2;
+  static constexpr int fmat = 64 * 65 * 4;  // sL, sA: float32 [64][65]
+  static constexpr int R = tile > fmat ? tile : fmat;
+  static constexpr int sK = 0;          // also u0 lo
+  static constexpr int sQ = sK + tile;  // R1
+  static constexpr int sA = sQ;
+  static constexpr int sW = sQ;         // w_aux staging
+  static constexpr int sL = sQ + R;     // R2
+  static constexpr int sE = sL;         // e, then u0 hi
+  static constexpr int sP = sL + R;     // R3
+  static constexpr int sT = sP + 64 * 72 * 2;
+  static constexpr int sAh = sP;
+  static constexpr int sAl = sAh + 64 * 72 * 2;
+  static constexpr int sBeta = sAl + 64 * 72 * 2;
+  static constexpr int sG = sBeta + 64 * 4;
+  static constexpr int bytes = sG + 64 * 4;
+  static_assert(sT + 8 * 16 * 9 * 4 <= sBeta, "sT must fit in R3 beside sP");
+  static_assert(3 * (bytes + 1024) <= 228 * 1024, "3 blocks per SM");
+};
+
+/// v4's intra_body for gate none / scalar (CH = false, tc_inverse, kLean = false, a_out null) with
+/// V7Smem's layout and the epochs of the file comment. Per value the arithmetic is v4's.
+template <int KP, int GATE, class Tg>
+__global__ void __launch_bounds__(kThreads) intra_v7(KParams p) {
+  using S = V7Smem<KP>;
+  constexpr int LDK = S::LDK;
+  extern __shared__ __align__(16) char smem[];
+  bf16* sK = reinterpret_cast<bf16*>(smem + S::sK);
+  bf16* sQ = reinterpret_cast<bf16*>(smem + S::sQ);
+  bf16* sW = reinterpret_cast<bf16*>(smem + S::sW);
+  bf16* sE = reinterpret_cast<bf16*>(smem + S::sE);
+  float* sL = reinterpret_cast<float*>(smem + S::sL);
+  float* sA = reinterpret_cast<float*>(smem + S::sA);
+  float* sT = reinterpret_cast<float*>(smem + S::sT);
+  bf16* sAh = reinterpret_cast<bf16*>(smem + S::sAh);
+  bf16* sAl = reinterpret_cast<bf16*>(smem + S::sAl);
+  bf16* sP = reinterpret_cast<bf16*>(smem + S::sP);
+  float* sBeta = reinterpret_cast<float*>(smem + S::sBeta);
+  float* sG = reinterpret_cast<float*>(smem + S::sG);
+
+  const int K = p.K, H = p.H, h = blockIdx.y, c = blockIdx.x;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
+  const bf16* q = static_cast<const bf16*>(p.q);
+  const bf16* k = static_cast<const bf16*>(p.k);
+  const Tg* gg = static_cast<const Tg*>(p.g);
+  const Tg* beta = static_cast<const Tg*>(p.beta);
+  int tok0, Lc;
+  chunk_of(p, c, tok0, Lc);
+  auto row = [&](int i) { return std::int64_t(tok0 + i) * H + h; };
+  const V2Ws ws = v2_ws(p, KP);
+  const std::int64_t cw = std::int64_t(c) * H + h;
+  const int VP = vpad(p.V);
+  const float scale = p.scale;
+
+  // ---- E1: one batch of loads (v4's phase 1); sL and sP zeroed (disjoint from sK, sQ). sA lives in
+  // sQ's bytes and is zeroed in E4.
+  const bool vec_k = K % 8 == 0;
+  for (int idx = tid; idx < 64 * (KP / 8); idx += kThreads) {
+    const int i = idx / (KP / 8), d8 = (idx % (KP / 8)) * 8;
+    const bool in = i < Lc && d8 < K;
+    if (vec_k) {
+      cp_async16(sK + i * LDK + d8, in ? k + row(i) * K + d8 : k, in ? 16 : 0);
+      cp_async16(sQ + i * LDK + d8, in ? q + row(i) * K + d8 : q, in ? 16 : 0);
+    } else {
+      for (int e = 0; e < 8; ++e) {
+        const bool ok = in && d8 + e < K;
+        sK[i * LDK + d8 + e] = ok ? k[row(i) * K + d8 + e] : __float2bfloat16(0.f);
+        sQ[i * LDK + d8 + e] = ok ? q[row(i) * K + d8 + e] : __float2bfloat16(0.f);
+      }
+    }
+  }
+  if (tid < 64) sG[tid] = (GATE == kGateScalar && tid < Lc) ? ld(gg + row(tid)) : 0.f;
+  if (tid >= 64 && tid < 128) sBeta[tid - 64] = tid - 64 < Lc ? ld(beta + row(tid - 64)) : 0.f;
+  cp_async_commit();
+  tci::VTile vt;
+  tci::load_vtile<false, Tg>(vt, p, tok0, Lc, h, 0);
+  for (int idx = tid; idx < 64 * 65; idx += kThreads) sL[idx] = 0.f;
+  for (int idx = tid; idx < 64 * 72 / 8; idx += kThreads)
+    reinterpret_cast<uint4*>(sP)[idx] = make_uint4(0, 0, 0, 0);
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // ---- E2: cumulative log-decays within the chunk, in log2 units (warp 0).
+  if (GATE == kGateScalar) {
+    if (warp == 0) {
+      float a = sG[lane], b = sG[lane + 32];
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const float x = __shfl_up_sync(0xffffffffu, a, o), y = __shfl_up_sync(0xffffffffu, b, o);
+        if (lane >= o) a += x, b += y;
+      }
+      b += __shfl_sync(0xffffffffu, a, 31);
+      sG[lane] = a * kLog2e, sG[lane + 32] = b * kLog2e;
+    }
+  }
+  __syncthreads();
+  auto Gs = [&](int i) { return GATE == kGateScalar ? sG[i] : 0.f; };
+
+  // ---- E3: L (strictly lower) and P (lower incl. diagonal); then q~ = scale q exp(G) to the
+  // workspace (v4's phase 5 loop, its q part), the last read of sQ.
+  {
+    const int mi = warp >> 1, nh = warp & 1;
+    float kk[4][4] = {}, qk[4][4] = {};
+    if (32 * nh <= 16 * mi + 15) {
+      mma_kk_qk<KP>(kk, qk, sK, sQ, LDK, mi, nh);
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = 16 * mi + g8 + (e >> 1) * 8, j = 32 * nh + 8 * nt + 2 * t4 + (e & 1);
+          const float ex = j <= i ? exp2f(Gs(i) - Gs(j)) : 0.f;
+          sL[i * 65 + j] = j < i ? sBeta[i] * kk[nt][e] * ex : 0.f;
+          sP[i * 72 + j] = __float2bfloat16(j <= i ? scale * qk[nt][e] * ex : 0.f);
+        }
+    }
+  }
+  for (int idx = tid; idx < 64 * (KP / 8); idx += kThreads) {
+    const int i = idx / (KP / 8), d8 = (idx % (KP / 8)) * 8;
+    float qv[8], G[8];
+    unpack8(*reinterpret_cast<const uint4*>(sQ + i * LDK + d8), qv);
+#pragma unroll
+    for (int t = 0; t < 8; ++t) G[t] = Gs(i);
+#pragma unroll
+    for (int t = 0; t < 8; ++t) {
+      const float eg = exp2f(G[t]);
+      qv[t] = scale * qv[t] * eg;
+    }
+    st_global16(ws.qg + (cw * 64 + i) * KP + d8, pack8(qv));
+  }
+  __syncthreads();  // E3 | E4: sQ's last read before sA, in its bytes, is written
+
+  // ---- E4: A = (I + L)^-1, diagonal 16 x 16 blocks by float32 forward substitution (warps 0-1);
+  // meanwhile the other blocks of A (and its pad column) zeroed as v4 zeroes all of A in phase 1, and
+  // P to the workspace (v4 copies it in phase 5).
+  if (warp < 2) {
+    const int I = 2 * warp + (lane >> 4), j = lane & 15;
+    const float* Lb = sL + (16 * I) * 65 + 16 * I;
+    float a[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) a[i] = i == j ? 1.f : 0.f;
+#pragma unroll
+    for (int i = 1; i < 16; ++i) {
+      float s = 0.f;
+#pragma unroll
+      for (int m = 0; m < i; ++m) s += Lb[i * 65 + m] * a[m];
+      if (i > j) a[i] = -s;
+    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) sA[(16 * I + i) * 65 + 16 * I + j] = a[i];
+  }
+  for (int idx = tid; idx < 64 * 65; idx += kThreads) {
+    const int i = idx / 65, j = idx % 65;
+    if (j == 64 || (i >> 4) != (j >> 4)) sA[idx] = 0.f;
+  }
+  for (int idx = tid; idx < 64 * 8; idx += kThreads) {
+    const int i = idx >> 3, j8 = (idx & 7) * 8;
+    *reinterpret_cast<uint4*>(ws.P + (cw * 64 + i) * 64 + j8) = *reinterpret_cast<const uint4*>(sP + i * 72 + j8);
+  }
+  __syncthreads();
+
+  // ---- E5-E7: A's off-diagonal blocks on tensor cores by levels (v4 revision 3); sT in R3 beside
+  // sP (which is dead after E4).
+  {
+    float* sTw = sT + warp * (16 * 9);
+    for (int lev = 1; lev < 4; ++lev) {
+      const int nb = 4 - lev, blk = warp >> 1;
+      if (blk < nb) {
+        const int I = lev + blk, J = I - lev, n0 = 16 * J + 8 * (warp & 1);
+        float t[4] = {};
+        for (int M = J; M < I; ++M) {
+          unsigned ah[4], al[4], bh[2], bl[2];
+          tci::frag_a_f32(ah, al, sL, 65, 16 * I, 16 * M, g8, t4);
+          tci::frag_b_f32(bh, bl, sA, 65, 16 * M, n0, g8, t4);
+          tci::mma_hilo3(t, ah, al, bh, bl);
+        }
+        sTw[g8 * 9 + 2 * t4] = t[0], sTw[g8 * 9 + 2 * t4 + 1] = t[1];
+        sTw[(g8 + 8) * 9 + 2 * t4] = t[2], sTw[(g8 + 8) * 9 + 2 * t4 + 1] = t[3];
+        __syncwarp();
+        float a2[4] = {};
+        unsigned ah[4], al[4], bh[2], bl[2];
+        tci::frag_a_f32(ah, al, sA, 65, 16 * I, 16 * I, g8, t4);
+        tci::frag_b_f32(bh, bl, sTw, 9, 0, 0, g8, t4);
+        tci::mma_hilo3(a2, ah, al, bh, bl);
+        sA[(16 * I + g8) * 65 + n0 + 2 * t4] = -a2[0], sA[(16 * I + g8) * 65 + n0 + 2 * t4 + 1] = -a2[1];
+        sA[(16 * I + g8 + 8) * 65 + n0 + 2 * t4] = -a2[2], sA[(16 * I + g8 + 8) * 65 + n0 + 2 * t4 + 1] = -a2[3];
+        __syncwarp();  // sTw is rewritten at the next level
+      }
+      __syncthreads();  // level lev's blocks of A before the next level; after level 3: sL's, sT's last reads
+    }
+  }
+
+  // ---- E8: A split hi / lo into sAh, sAl (R3: sP and sT are dead); e = beta k exp(G) into sE (R2: sL
+  // is dead), k~ = k exp(G_C - G) and exp(G_C) to the workspace (v4's phase 5 without its q part).
+  split_a_hilo(sA, sAh, sAl, tid);
+  for (int idx = tid; idx < 64 * (KP / 8); idx += kThreads) {
+    const int i = idx / (KP / 8), d8 = (idx % (KP / 8)) * 8;
+    float kv[8], G[8], GC[8], e[8];
+    unpack8(*reinterpret_cast<const uint4*>(sK + i * LDK + d8), kv);
+#pragma unroll
+    for (int t = 0; t < 8; ++t) G[t] = Gs(i), GC[t] = Gs(63);
+#pragma unroll
+    for (int t = 0; t < 8; ++t) {
+      const float eg = exp2f(G[t]);
+      e[t] = sBeta[i] * kv[t] * eg;
+      kv[t] = kv[t] * exp2f(GC[t] - G[t]);
+    }
+    *reinterpret_cast<uint4*>(sE + i * LDK + d8) = pack8(e);
+    st_global16(ws.kd + (cw * 64 + i) * KP + d8, pack8(kv));
+    if (i == 0) {
+      float gcv[8];
+#pragma unroll
+      for (int t = 0; t < 8; ++t) gcv[t] = exp2f(GC[t]);
+      st_global16(ws.gC + cw * KP + d8, make_float4(gcv[0], gcv[1], gcv[2], gcv[3]));
+      st_global16(ws.gC + cw * KP + d8 + 4, make_float4(gcv[4], gcv[5], gcv[6], gcv[7]));
+    }
+  }
+  __syncthreads();
+
+  // ---- E9: w_aux = A (e . exp(G)), staged in sW (R1: sA is dead).
+  {
+    constexpr int NT = KP / 16;
+    const int mi = warp >> 1, nb = (warp & 1) * (KP / 2);
+    float acc[NT][4] = {};
+    mma_lower_a_hilo<NT, false>(acc, sAh, sAl, sE, nullptr, LDK, mi, nb);
+    store_frag_bf16(acc, sW, LDK, mi, nb, g8, t4);
+  }
+  __syncthreads();
+  for (int idx = tid; idx < 64 * (KP / 8); idx += kThreads) {
+    const int i = idx / (KP / 8), d8 = (idx % (KP / 8)) * 8;
+    *reinterpret_cast<uint4*>(ws.w + (cw * 64 + i) * KP + d8) = *reinterpret_cast<const uint4*>(sW + i * LDK + d8);
+  }
+
+  // ---- E10, E11 per value tile: u = A u0, u0 hi in sE (e is dead), lo in sK (k is dead).
+  for (int v0 = 0; v0 < VP; v0 += 64) {
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      const int gi = tid + 256 * s, i = gi >> 3, c8 = (gi & 7) * 8;
+      float vv[8], hi[8], lo[8];
+      unpack8(vt.v[s], vv);
+#pragma unroll
+      for (int t = 0; t < 8; ++t) {
+        const float u0 = sBeta[i] * vv[t];
+        hi[t] = to_f(__float2bfloat16(u0));
+        lo[t] = u0 - hi[t];
+      }
+      *reinterpret_cast<uint4*>(sE + i * LDK + c8) = pack8(hi);
+      *reinterpret_cast<uint4*>(sK + i * LDK + c8) = pack8(lo);
+    }
+    if (v0 + 64 < VP) tci::load_vtile<false, Tg>(vt, p, tok0, Lc, h, v0 + 64);
+    __syncthreads();
+    const int mi = warp >> 1, nb = (warp & 1) * 32;
+    float acc[4][4] = {};
+    mma_lower_a_hilo<4, true>(acc, sAh, sAl, sE, sK, LDK, mi, nb);
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      const int i = 16 * mi + g8, j = v0 + nb + 8 * nt + 2 * t4;
+      *reinterpret_cast<float2*>(ws.u + (cw * 64 + i) * VP + j) = make_float2(acc[nt][0], acc[nt][1]);
+      *reinterpret_cast<float2*>(ws.u + (cw * 64 + i + 8) * VP + j) = make_float2(acc[nt][2], acc[nt][3]);
+    }
+    __syncthreads();
+  }
+}
+
+bool in_v7_range(const Call& c) {
+  return c.dtype == 1 && c.p.K >= 16 && c.p.K <= 128 && c.p.gate != kGateChannel;
+}
+
+template <int KP>
+void launch_kp(const Call& c) {
+  if (!skip_kernel("intra") && c.p.num_chunks > 0) {
+    auto go = [&](auto tg) {
+      using Tg = decltype(tg);
+      constexpr int bytes = V7Smem<KP>::bytes;
+      auto kern = c.p.gate == kGateScalar ? intra_v7<KP, kGateScalar, Tg> : intra_v7<KP, kGateNone, Tg>;
+      LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+      // The largest shared-memory carveout, so that the driver gives the SM room for 3 blocks.
+      LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                              int(cudaSharedmemCarveoutMaxShared)));
+      kern<<<dim3(c.p.num_chunks, c.p.H), kThreads, bytes, c.stream>>>(c.p);
+      LINATTN_CUDA_CHECK(cudaGetLastError());
+    };
+    if (c.gate_dtype == 0) go(float{});
+    else go(bf16{});
+  }
+  tc_state_launch(c, KP);
+}
+
+}  // namespace
+
+std::size_t v7_workspace_bytes(const KParams& p) { return std::max(tc_workspace_bytes(p), v1_workspace_bytes(p)); }
+
+void v7_launch(Call c) {
+  if (!in_v7_range(c)) {
+    if (v4_supports(c, nullptr)) return v4_launch(c);
+    return v1_launch(c);
+  }
+  if (tc_pick_kp(c.p.K) == 64) return launch_kp<64>(c);
+  return launch_kp<128>(c);
+}
+
+int v7_intra_blocks_per_sm(int KP) {
+  auto kern = KP == 64 ? intra_v7<64, kGateScalar, float> : intra_v7<128, kGateScalar, float>;
+  const int bytes = KP == 64 ? V7Smem<64>::bytes : V7Smem<128>::bytes;
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          int(cudaSharedmemCarveoutMaxShared)));
+  int n = 0;
+  LINATTN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kern, kThreads, bytes));
+  return n;
+}
+
+}  // namespace linattn::cuda::detail
