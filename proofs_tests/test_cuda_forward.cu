@@ -17,11 +17,13 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "generators.hpp"
 #include "optimized/cuda/chunk_cuda.hpp"
+#include "optimized/cuda/versions.cuh"  // detail::v7_intra_blocks_per_sm
 #include "cuda_test_common.hpp"
 
 using namespace linattn;
@@ -33,7 +35,7 @@ namespace {
 
 const Op kOps[] = {Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2};
 const Version kVersions[] = {Version::v1_simple, Version::v2_tensorcore, Version::v3_async, Version::v4_levels,
-                             Version::v5_split, Version::v6_lean};
+                             Version::v5_split, Version::v6_lean, Version::v7_overlap};
 
 // v5 splits the state pass from the output only where v4's state kernel would not fill the GPU
 // (v5_splits in v5_split.cu: fewer than 132 blocks of 64 value columns), else it runs v4. Every
@@ -464,6 +466,107 @@ TEST_CASE("CUDA v5 split forward equals v4 fused forward bit for bit") {
           CHECK(std::memcmp(v5.final_state.data(), v4.final_state.data(), sizeof(float) * v4.final_state.numel()) == 0);
         }
       }
+}
+
+// v7 (v7_overlap.cu) is v4's intra kernel for DeltaNet and GDN with its shared arrays overlapped by
+// lifetime and some independent loops moved to other barrier intervals (RESULTS.md "Forward rung 7"):
+// every value is computed by v4's expressions from v4's operands, so o and the final state must equal
+// v4's bit for bit. An overlap of two live arrays or a missing barrier between two arrays that share
+// bytes is a race or a clobber, which changes some output (mutants 230-232 in bench/make_mutants.py).
+// Cases: T = 1, ragged chunks, a packed batch of short and empty sequences, K = 16 / 64 / 100 / 128
+// (KP = 64 and 128, element-wise loads at K = 100), V up to 256 (four value tiles), gates random /
+// zero / extreme / mixed, with and without an initial state, float32 and bf16 gates, 66 x 2 heads.
+// LINATTN_V7_BIT_CASES=n runs the first n cases only (compute-sanitizer's racecheck in the device script).
+TEST_CASE("CUDA v7 overlap forward equals v4 bit for bit for DeltaNet and GDN") {
+  SKIP_WITHOUT_GPU();
+  std::vector<index_t> cu = {0};
+  for (int s = 0; s < 24; ++s) cu.push_back(cu.back() + (s * 29) % 75);  // lengths 0 to 74
+  const Case cases[] = {fixed_case(1, 1, 1, 128, 128, GateMode::mixed, true, 701),
+                        fixed_case(3, 1, 2, 64, 64, GateMode::random, false, 702),
+                        fixed_case(2, 200, 2, 128, 128, GateMode::random, true, 703),
+                        fixed_case(2, 65, 3, 128, 256, GateMode::random, true, 704),
+                        fixed_case(1, 129, 2, 16, 40, GateMode::random, true, 705),
+                        fixed_case(1, 150, 2, 100, 200, GateMode::extreme, true, 706),
+                        fixed_case(1, 130, 2, 64, 72, GateMode::zero, false, 707),
+                        fixed_case(1, 127, 2, 48, 129, GateMode::mixed, true, 708),
+                        fixed_case(66, 70, 2, 64, 64, GateMode::random, true, 709),
+                        fixed_case(1, cu.back(), 2, 128, 128, GateMode::random, true, 710, cu),
+                        fixed_case(1, cu.back(), 1, 64, 96, GateMode::extreme, false, 711, cu)};
+  const char* lim = std::getenv("LINATTN_V7_BIT_CASES");
+  const int n_cases = lim ? std::atoi(lim) : int(std::size(cases));
+  REQUIRE(n_cases > 0);
+  for (int ci = 0; ci < n_cases && ci < int(std::size(cases)); ++ci)
+    for (DType gdt : {DType::f32, DType::bf16})
+      for (Op op : {Op::delta_rule, Op::gated_delta_rule}) {
+        const Case& c = cases[ci];
+        const Problem<float> p = as_device_sees(cast_problem<float>(make_problem<double>(op, c)), DType::bf16, gdt);
+        auto run = [&](Version v) { return cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, gdt, v); };
+        const auto v4 = run(Version::v4_levels), v7 = run(Version::v7_overlap);
+        INFO(ref::op_name(op) << " B " << c.B << " T " << c.T << " H " << c.H << " K " << c.K << " V " << c.V << " gates "
+                              << to_string(c.gates) << " init " << c.initial_state << " gate dtype " << dname(gdt)
+                              << ": v7 against v4 o " << compare(v7.o, v4.o).str() << " state "
+                              << compare(v7.final_state, v4.final_state).str());
+        REQUIRE(v7.o.numel() == v4.o.numel());
+        REQUIRE(v7.final_state.numel() == v4.final_state.numel());
+        CHECK(std::memcmp(v7.o.data(), v4.o.data(), sizeof(float) * v4.o.numel()) == 0);
+        CHECK(std::memcmp(v7.final_state.data(), v4.final_state.data(), sizeof(float) * v4.final_state.numel()) == 0);
+      }
+}
+
+// The point of rung 7: its intra kernel's 71,168 B (KP = 128) and 61,440 B (KP = 64) of dynamic shared
+// memory (plus 1 KB reserved per block) let 3 blocks of 256 threads reside per SM of an H200 (228 KB),
+// where v4's 113,664 B let 2. The runtime's occupancy calculator also counts registers.
+TEST_CASE("CUDA v7 overlap intra kernel fits 3 blocks per SM at KP 64 and 128") {
+  SKIP_WITHOUT_GPU();
+  for (int KP : {64, 128}) {
+    INFO("KP " << KP);
+    CHECK(cuda::detail::v7_intra_blocks_per_sm(KP) >= 3);
+  }
+}
+
+// Against the float64 reference with v4's bounds (v7 is v4 bit for bit in its range and runs what best
+// runs outside it: the properties check the dispatch as well).
+TEST_CASE("CUDA v7 overlap chunked forward equals the float64 reference for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(Version::v7_overlap, DType::bf16);
+}
+
+TEST_CASE("CUDA v7 overlap chunked forward with bfloat16 gates equals the reference on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(Version::v7_overlap, DType::bf16, DType::bf16);
+}
+
+// Outside its range (per-channel gates, float32 inputs, K < 16 or K > 128) v7 runs what `best` runs.
+TEST_CASE("CUDA v7 overlap forward outside its range equals the rung best runs there bit for bit") {
+  SKIP_WITHOUT_GPU();
+  struct Probe {
+    Op op;
+    DType dt;
+    index_t K;
+    Version want;
+  };
+  const Probe probes[] = {{Op::kda, DType::bf16, 128, Version::v4_levels},
+                          {Op::gdn2, DType::bf16, 100, Version::v4_levels},
+                          {Op::kda, DType::bf16, 48, Version::v4_levels},
+                          {Op::delta_rule, DType::f32, 64, Version::v1_simple},
+                          {Op::gated_delta_rule, DType::f32, 128, Version::v1_simple},
+                          {Op::gdn2, DType::f32, 40, Version::v1_simple},
+                          {Op::gated_delta_rule, DType::bf16, 8, Version::v1_simple},
+                          {Op::delta_rule, DType::bf16, 200, Version::v1_simple}};
+  std::uint64_t seed = 720;
+  for (const Probe& pr : probes)
+    for (DType gdt : {DType::f32, DType::bf16}) {
+      const Problem<float> p = as_device_sees(
+          cast_problem<float>(make_problem<double>(pr.op, fixed_case(2, 90, 2, pr.K, 72, GateMode::random, true, seed++))),
+          pr.dt, gdt);
+      auto run = [&](Version v) { return cuda::chunk_forward(pr.op, p.q, p.k, p.v, p.gates, p.opt, pr.dt, gdt, v); };
+      const auto v7 = run(Version::v7_overlap), want = run(pr.want);
+      INFO(ref::op_name(pr.op) << " " << dname(pr.dt) << " K " << pr.K << " gates " << dname(gdt) << ": v7 against "
+                               << cuda::version_name(pr.want) << " o " << compare(v7.o, want.o).str());
+      REQUIRE(v7.o.numel() == want.o.numel());
+      CHECK(std::memcmp(v7.o.data(), want.o.data(), sizeof(float) * want.o.numel()) == 0);
+      CHECK(std::memcmp(v7.final_state.data(), want.final_state.data(), sizeof(float) * want.final_state.numel()) == 0);
+    }
 }
 
 TEST_CASE("CUDA best version is v4 for bfloat16 at K = V = 128 and agrees with v1 v2 and v3") {

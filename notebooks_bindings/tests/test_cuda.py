@@ -125,6 +125,21 @@ def test_cuda_v6_lean_forward_is_exact_and_runs_rung_1_on_float32_inputs(op):
 
 
 @gpu
+@pytest.mark.parametrize("op", ["delta_rule", "gated_delta_rule"])
+def test_cuda_v7_overlap_forward_equals_v4_bit_for_bit_and_runs_rung_1_on_float32_inputs(op):
+    # version='v7_overlap' (forward rung 7: v4's intra kernel with its shared arrays overlapped, bit for bit
+    # with v4 by design) must reach the C++ call: bfloat16 inputs give v4's outputs exactly, and float32
+    # inputs (outside its range) rung 1's, as 'best' does.
+    inp = lt.random_inputs(op, B=1, T=130, H=2, K=64, V=48, initial_state=True, dtype=np.float32, seed=18)
+    o4, S4 = lc.chunk(op, **inp, dtype="bfloat16", version="v4_levels")
+    o7, S7 = lc.chunk(op, **inp, dtype="bfloat16", version="v7_overlap")
+    assert np.array_equal(o7, o4) and np.array_equal(S7, S4)
+    o1, S1 = lc.chunk(op, **inp, version="v1_simple")
+    o7, S7 = lc.chunk(op, **inp, version="v7_overlap")
+    assert np.array_equal(o7, o1) and np.array_equal(S7, S1)
+
+
+@gpu
 @pytest.mark.parametrize("op", OPS)
 def test_cuda_float32_backward_equals_the_reference_backward(op):
     inp = lt.random_inputs(op, B=1, T=150, H=2, K=40, V=24, cu_seqlens=3, initial_state=True,

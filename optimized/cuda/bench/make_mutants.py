@@ -570,6 +570,20 @@ MUTANTS = [
      "lean_g(p, KP)[cw * 64 + tid] = Gs(tid);",
      "lean_g(p, KP)[cw * 64 + tid] = p.mutant == 84 ? 0.f : Gs(tid);",
      "v6, GDN: the lean intra kernel writes G_i = 0 (the state kernel's row factors lose the decay)"),
+    # Rung 7 of the forward (v7_overlap.cu: v4's intra kernel with arrays overlapped by lifetime); each must
+    # fail test_cuda_forward's "CUDA v7 overlap forward equals v4 bit for bit for DeltaNet and GDN".
+    (230, "optimized/cuda/v7_overlap.cu",
+     "  bf16* sE = reinterpret_cast<bf16*>(smem + S::sE);",
+     "  bf16* sE = reinterpret_cast<bf16*>(smem + (p.mutant == 230 ? S::sQ : S::sE));",
+     "v7: the e tile (and u0 hi) placed over sA / the w_aux staging: two live arrays overlapped (E8: e written while A is split; E10)"),
+    (231, "optimized/cuda/v7_overlap.cu",
+     "      __syncthreads();  // level lev's blocks of A before the next level; after level 3: sL's, sT's last reads",
+     "      if (p.mutant != 231 || lev < 3) __syncthreads();  // level lev's blocks of A before the next level; after level 3: sL's, sT's last reads",
+     "v7: the barrier after A's last level removed: A is split while level 3 writes it, e overwrites sL while level 3 reads it"),
+    (232, "optimized/cuda/v7_overlap.cu",
+     "  __syncthreads();  // E3 | E4: sQ's last read before sA, in its bytes, is written",
+     "  if (p.mutant != 232) __syncthreads();  // E3 | E4: sQ's last read before sA, in its bytes, is written",
+     "v7: the barrier between E3 and E4 removed: A's diagonal blocks and zeros written over sQ while q~ and L, P still read it"),
     # Rung 3 of the backward (bwd_v3_async.cu and the forward kernels it reuses).
     (41, "optimized/cuda/v2_tensorcore.cu",
      "      float* Sout = bwd.S + (std::int64_t(c_first + ci) * H + h) * K * V;",
