@@ -152,6 +152,42 @@ void check_case(const Case& c) {
     }
 }
 
+/// A rung that covers only part of the calls (v6, v7: DeltaNet and GDN in bf16 with 16 <= K <= 128) runs
+/// what `best` runs outside that part: v4's kernels for KDA and GDN2 in bf16 with 16 <= K <= 128, v1's
+/// otherwise. Same kernels on the same inputs, so its o and final state are bitwise equal to that rung's,
+/// and `best`'s o is too. Sequences of T tokens, case seeds from `seed` on.
+void check_outside_range_is_best_rung(Version ver, index_t T, std::uint64_t seed) {
+  struct Probe {
+    Op op;
+    DType dt;
+    index_t K;
+    Version want;
+  };
+  const Probe probes[] = {{Op::kda, DType::bf16, 128, Version::v4_levels},
+                          {Op::gdn2, DType::bf16, 100, Version::v4_levels},
+                          {Op::kda, DType::bf16, 48, Version::v4_levels},
+                          {Op::delta_rule, DType::f32, 64, Version::v1_simple},
+                          {Op::gated_delta_rule, DType::f32, 128, Version::v1_simple},
+                          {Op::kda, DType::f32, 64, Version::v1_simple},
+                          {Op::gdn2, DType::f32, 40, Version::v1_simple},
+                          {Op::gated_delta_rule, DType::bf16, 8, Version::v1_simple},
+                          {Op::delta_rule, DType::bf16, 200, Version::v1_simple}};
+  for (const Probe& pr : probes)
+    for (DType gdt : {DType::f32, DType::bf16}) {
+      const Case c = fixed_case(2, T, 2, pr.K, 72, GateMode::random, true, seed++);
+      const Problem<float> p = as_device_sees(cast_problem<float>(make_problem<double>(pr.op, c)), pr.dt, gdt);
+      auto run = [&](Version v) { return cuda::chunk_forward(pr.op, p.q, p.k, p.v, p.gates, p.opt, pr.dt, gdt, v); };
+      const auto got = run(ver), want = run(pr.want), best = run(Version::best);
+      INFO(ref::op_name(pr.op) << " " << dname(pr.dt) << " K " << pr.K << " gates " << dname(gdt) << ": "
+                               << cuda::version_name(ver) << " against " << cuda::version_name(pr.want) << " o "
+                               << compare(got.o, want.o).str() << " state "
+                               << compare(got.final_state, want.final_state).str());
+      REQUIRE(got.o.numel() == want.o.numel());
+      CHECK(std::memcmp(got.o.data(), want.o.data(), sizeof(float) * want.o.numel()) == 0);
+      CHECK(std::memcmp(got.final_state.data(), want.final_state.data(), sizeof(float) * want.final_state.numel()) == 0);
+      CHECK(std::memcmp(best.o.data(), want.o.data(), sizeof(float) * want.o.numel()) == 0);
+    }
+}
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -237,36 +273,7 @@ TEST_CASE("CUDA v6 lean chunked forward with bfloat16 gates equals the reference
 // inputs, so o and the final state are bitwise equal to that rung's; and `best` is v4 / v1 there.
 TEST_CASE("CUDA v6 lean forward outside its range equals the rung best runs there bit for bit") {
   SKIP_WITHOUT_GPU();
-  struct Probe {
-    Op op;
-    DType dt;
-    index_t K;
-    Version want;
-  };
-  const Probe probes[] = {{Op::kda, DType::bf16, 128, Version::v4_levels},
-                          {Op::gdn2, DType::bf16, 100, Version::v4_levels},
-                          {Op::kda, DType::bf16, 48, Version::v4_levels},
-                          {Op::delta_rule, DType::f32, 64, Version::v1_simple},
-                          {Op::gated_delta_rule, DType::f32, 128, Version::v1_simple},
-                          {Op::kda, DType::f32, 64, Version::v1_simple},
-                          {Op::gdn2, DType::f32, 40, Version::v1_simple},
-                          {Op::gated_delta_rule, DType::bf16, 8, Version::v1_simple},
-                          {Op::delta_rule, DType::bf16, 200, Version::v1_simple}};
-  std::uint64_t seed = 80;
-  for (const Probe& pr : probes)
-    for (DType gdt : {DType::f32, DType::bf16}) {
-      const Case c = fixed_case(2, 130, 2, pr.K, 72, GateMode::random, true, seed++);
-      const Problem<float> p = as_device_sees(cast_problem<float>(make_problem<double>(pr.op, c)), pr.dt, gdt);
-      auto run = [&](Version v) { return cuda::chunk_forward(pr.op, p.q, p.k, p.v, p.gates, p.opt, pr.dt, gdt, v); };
-      const auto v6 = run(Version::v6_lean), want = run(pr.want), best = run(Version::best);
-      INFO(ref::op_name(pr.op) << " " << dname(pr.dt) << " K " << pr.K << " gates " << dname(gdt) << ": v6 against "
-                               << cuda::version_name(pr.want) << " o " << compare(v6.o, want.o).str() << " state "
-                               << compare(v6.final_state, want.final_state).str());
-      REQUIRE(v6.o.numel() == want.o.numel());
-      CHECK(std::memcmp(v6.o.data(), want.o.data(), sizeof(float) * want.o.numel()) == 0);
-      CHECK(std::memcmp(v6.final_state.data(), want.final_state.data(), sizeof(float) * want.final_state.numel()) == 0);
-      CHECK(std::memcmp(best.o.data(), want.o.data(), sizeof(float) * want.o.numel()) == 0);
-    }
+  check_outside_range_is_best_rung(Version::v6_lean, 130, 80);
 }
 
 // In its range v6 must run its own kernels, not v4's: at K = V = 128 its outputs differ from v4's in
@@ -539,34 +546,7 @@ TEST_CASE("CUDA v7 overlap chunked forward with bfloat16 gates equals the refere
 // Outside its range (per-channel gates, float32 inputs, K < 16 or K > 128) v7 runs what `best` runs.
 TEST_CASE("CUDA v7 overlap forward outside its range equals the rung best runs there bit for bit") {
   SKIP_WITHOUT_GPU();
-  struct Probe {
-    Op op;
-    DType dt;
-    index_t K;
-    Version want;
-  };
-  const Probe probes[] = {{Op::kda, DType::bf16, 128, Version::v4_levels},
-                          {Op::gdn2, DType::bf16, 100, Version::v4_levels},
-                          {Op::kda, DType::bf16, 48, Version::v4_levels},
-                          {Op::delta_rule, DType::f32, 64, Version::v1_simple},
-                          {Op::gated_delta_rule, DType::f32, 128, Version::v1_simple},
-                          {Op::gdn2, DType::f32, 40, Version::v1_simple},
-                          {Op::gated_delta_rule, DType::bf16, 8, Version::v1_simple},
-                          {Op::delta_rule, DType::bf16, 200, Version::v1_simple}};
-  std::uint64_t seed = 720;
-  for (const Probe& pr : probes)
-    for (DType gdt : {DType::f32, DType::bf16}) {
-      const Problem<float> p = as_device_sees(
-          cast_problem<float>(make_problem<double>(pr.op, fixed_case(2, 90, 2, pr.K, 72, GateMode::random, true, seed++))),
-          pr.dt, gdt);
-      auto run = [&](Version v) { return cuda::chunk_forward(pr.op, p.q, p.k, p.v, p.gates, p.opt, pr.dt, gdt, v); };
-      const auto v7 = run(Version::v7_overlap), want = run(pr.want);
-      INFO(ref::op_name(pr.op) << " " << dname(pr.dt) << " K " << pr.K << " gates " << dname(gdt) << ": v7 against "
-                               << cuda::version_name(pr.want) << " o " << compare(v7.o, want.o).str());
-      REQUIRE(v7.o.numel() == want.o.numel());
-      CHECK(std::memcmp(v7.o.data(), want.o.data(), sizeof(float) * want.o.numel()) == 0);
-      CHECK(std::memcmp(v7.final_state.data(), want.final_state.data(), sizeof(float) * want.final_state.numel()) == 0);
-    }
+  check_outside_range_is_best_rung(Version::v7_overlap, 90, 720);
 }
 
 TEST_CASE("CUDA best version is v4 for bfloat16 at K = V = 128 and agrees with v1 v2 and v3") {
