@@ -199,6 +199,17 @@ class Dev:
         return acc
 
 
+class HiDev(Dev):
+    """Rungs 15 and 17's hi-only products (bwd_v15_hionly_model.py, bwd_v17_hybrid_model.py): both
+    operands float32 rounded to bf16, hi.hi only, float32 per k-step."""
+    def mm(self, acc, a, b):
+        ah, bh = bf16(a), bf16(b)
+        for k0 in range(0, a.shape[1], 16):
+            ks = slice(k0, k0 + 16)
+            acc = f32(acc + ah[:, ks] @ bh[ks])
+        return acc
+
+
 def direct(dL, dP, G, k, e, qs, Lc):
     """The three sums as written (einsum over explicit Gam[r, j, d] = exp(G_r - G_j), j <= r < Lc)."""
     r, j = np.indices((C, C))

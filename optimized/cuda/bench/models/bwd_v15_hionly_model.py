@@ -201,7 +201,7 @@ def chunk_backward_kda(q, k, v, g, beta, h0, do, dht, scale, mode):
         if mode == "exact":
             deL, dqP, dkLP = b9.direct(*args, n)
         else:
-            deL, dqP, dkLP = b9.levels(*args, KP, b9.Dev(True) if mode == "hilo" else _hidev(b9))
+            deL, dqP, dkLP = b9.levels(*args, KP, b9.Dev(True) if mode == "hilo" else b9.HiDev(True))
         deL, dqP, dkLP = deL[:n, :K], dqP[:n, :K], dkLP[:n, :K]
         eG = np.exp(G)
         de = dE * eG + deL
@@ -214,18 +214,6 @@ def chunk_backward_kda(q, k, v, g, beta, h0, do, dht, scale, mode):
         dg[c0:c1] = np.cumsum(dGm[::-1], axis=0)[::-1]
         dS = dS_prev
     return dict(dq=dq, dk=dk, dv=dv, dbeta=dbeta, dh0=dS, dg=dg)
-
-
-def _hidev(b9):
-    class HiDev(b9.Dev):
-        """Rung 15's products: both operands float32 rounded to bf16, hi.hi only, float32 per k-step."""
-        def mm(self, acc, a, b):
-            ah, bh = bf16(a), bf16(b)
-            for k0 in range(0, a.shape[1], 16):
-                ks = slice(k0, k0 + 16)
-                acc = b9.f32(acc + ah[:, ks] @ bh[ks])
-            return acc
-    return HiDev(True)
 
 
 def loss(q, k, v, g, beta, h0, do, dht, scale):
@@ -347,7 +335,7 @@ def part2(failures):
                 for K in (128, 100):
                     dL, dP, G, k, e, qs, KP = b9.make_case(rng, Lc, K, gate, op)
                     want = b9.direct(dL, dP, G, k, e, qs, Lc)
-                    for name, dev in (("hilo", b9.Dev(True)), ("hi", _hidev(b9))):
+                    for name, dev in (("hilo", b9.Dev(True)), ("hi", b9.HiDev(True))):
                         got = b9.levels(dL, dP, G, k, e, qs, KP, dev)
                         for t in range(3):
                             w[name][t] = max(w[name][t], b9.rel_rms(want[t], got[t]))

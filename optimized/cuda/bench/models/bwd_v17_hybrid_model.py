@@ -225,7 +225,6 @@ def chunk_backward(q, k, v, g, beta, h0, do, dht, scale, modes, front="exact"):
     return out
 
 
-
 def chunk_backward_kda(q, k, v, g, beta, h0, do, dht, scale, modes, front="exact"):
     """KDA (per-channel log-decays g [T, K]; GDN2 when beta is a pair (b [T, K], w [T, V]): e = b (.) k,
     u0 = w (.) v, gradients db, dw instead of dbeta) as rung 8's chunk-gradient kernel computes it: the same named
@@ -287,7 +286,7 @@ def chunk_backward_kda(q, k, v, g, beta, h0, do, dht, scale, modes, front="exact
         if md("B9") == "exact":
             deL, dqP, dkLP = b9.direct(*args, n)
         else:
-            deL, dqP, dkLP = b9.levels(*args, KP, b9.Dev(True) if md("B9") == "xy" else _hidev(b9))
+            deL, dqP, dkLP = b9.levels(*args, KP, b9.Dev(True) if md("B9") == "xy" else b9.HiDev(True))
         deL, dqP, dkLP = deL[:n, :K], dqP[:n, :K], dkLP[:n, :K]
         eG = np.exp(G)
         de = dE * eG + deL
@@ -306,17 +305,6 @@ def chunk_backward_kda(q, k, v, g, beta, h0, do, dht, scale, modes, front="exact
         out["dh0"] = dS
     return out
 
-
-def _hidev(b9):
-    class HiDev(b9.Dev):
-        """Rung 15's B9 products: both operands float32 rounded to bf16, hi.hi only, float32 per k-step."""
-        def mm(self, acc, a, b):
-            ah, bh = bf16(a), bf16(b)
-            for k0 in range(0, a.shape[1], 16):
-                ks = slice(k0, k0 + 16)
-                acc = b9.f32(acc + ah[:, ks] @ bh[ks])
-            return acc
-    return HiDev(True)
 
 def loss(q, k, v, g, beta, h0, do, dht, scale):
     S = np.zeros((k.shape[1], v.shape[1])) if h0 is None else h0.copy()
