@@ -217,8 +217,10 @@ void forward_device(const DeviceArgs& a, Version version) {
   call.stream = static_cast<cudaStream_t>(a.stream);
 
   std::string why;
+  // best = rung 7 where rung 4 takes the call (rung 7 runs its own intra kernel for DeltaNet and GDN and
+  // rung 4 for KDA and GDN2; bit for bit with rung 4, 2-4% faster: RESULTS.md "Forward rung 7"), else rung 1.
   if (version == Version::best) version = detail::v4_supports({p, call.dtype, call.gate_dtype, call.stream}, &why)
-                                              ? Version::v4_levels
+                                              ? Version::v7_overlap
                                               : Version::v1_simple;
   const Rung* rung = nullptr;
   for (const Rung& r : kLadder)

@@ -42,9 +42,10 @@ using ref::Op;
 /// Element type of q, k, v, o (DType of the inputs) or of the gates g, beta, b, w.
 enum class DType : int { f32 = 0, bf16 = 1 };
 
-/// The rungs of the ladder. `best` picks the fastest version that supports the call: v4_levels for
-/// bf16 inputs and 16 <= K <= 128 (faster than v3 for every operator since v4's revision 3, and than
-/// fla for all but GDN; RESULTS.md "Rung 4" and "Rung 4 revisions 2 and 3"), otherwise v1_simple.
+/// The rungs of the ladder. `best` picks the fastest version that supports the call: v7_overlap for
+/// bf16 inputs and 16 <= K <= 128 (its own intra kernel for DeltaNet and GDN, v4_levels' kernels for KDA
+/// and GDN2; bit for bit with v4_levels; faster than fla for all but GDN at B=8; RESULTS.md "Rung 4",
+/// "Rung 4 revisions 2 and 3" and "Forward rung 7"), otherwise v1_simple.
 enum class Version : int {
   best = 0,
   v1_simple = 1,      ///< two plain kernels (per-chunk UT transform; sequential state pass), FFMA
@@ -65,7 +66,10 @@ enum class Version : int {
   v7_overlap = 7      ///< v4 for DeltaNet and GDN (bf16, 16 <= K <= 128) with the intra kernel's shared
                       ///< arrays overlapped by lifetime (71,168 B instead of 113,664 at K = 128: 3 blocks
                       ///< per SM instead of 2); bit for bit with v4 by design; other calls run what `best`
-                      ///< runs. Written in session 10, not yet run on a GPU (RESULTS.md, "Forward rung 7")
+                      ///< runs. `best` since session 11: B=8 T=4096 H=16 K=V=128, session 11 call 2,
+                      ///< DeltaNet 0.916 against v4's 0.937 ms, GDN 0.953 against 0.976 (fla 1.009 /
+                      ///< 0.849); intra kernel alone 0.405 / 0.439 against 0.444 / 0.483 (call 1)
+                      ///< (RESULTS.md, "Forward rung 7")
 };
 
 const char* version_name(Version v);

@@ -1,6 +1,12 @@
-// optimized/cuda/v7_overlap.cu -- rung 7 of the CUDA forward ladder (written in session 10, NOT yet run
-// on a GPU): v4 for DeltaNet and GDN with the intra-chunk kernel's shared arrays overlapped by lifetime,
+// optimized/cuda/v7_overlap.cu -- rung 7 of the CUDA forward ladder (written in session 10, `best` since
+// session 11): v4 for DeltaNet and GDN with the intra-chunk kernel's shared arrays overlapped by lifetime,
 // so that 3 blocks of 256 threads fit per SM instead of 2 (RESULTS.md "Forward rung 7").
+//
+// Measured (H200, session 11 calls 1-2, bench/logs_session11/): bit for bit with v4 (177 assertions), the
+// properties pass, memcheck 0 errors, racecheck 0 hazards. Intra kernel alone 0.444 -> 0.405 ms (DeltaNet)
+// and 0.483 -> 0.439 (GDN) at B=8 T=4096 H=16 K=V=128: the hypothesis (0.40-0.45) held. Whole forward, one
+// process with fla: DeltaNet 0.937 -> 0.916 (fla 1.009), GDN 0.976 -> 0.953 (fla 0.849); B=1 T=32768:
+// 1.478 -> 1.437 (fla 1.561), 1.510 -> 1.465 (fla 1.453). GDN is still slower than fla.
 //
 // Why (session 7 ncu, RESULTS.md "Forward rung 6"): v4's tci::intra<128, GDN> takes 113,664 B of dynamic
 // shared memory, 2 blocks per SM, and stalls mostly at its barriers (phases done by few warps: the

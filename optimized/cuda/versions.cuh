@@ -55,7 +55,7 @@ bool v5_splits(const KParams& p);
 std::size_t v6_workspace_bytes(const KParams& p);
 void v6_launch(Call c);
 
-// v7_overlap.cu (session 10, not yet run on a GPU): v4 for DeltaNet and GDN (bf16 inputs, 16 <= K <= 128,
+// v7_overlap.cu (session 10; `best` since session 11, 2-4% faster than v4 on the H200): v4 for DeltaNet and GDN (bf16 inputs, 16 <= K <= 128,
 // gate none or scalar) with the intra kernel's shared arrays overlapped by lifetime (71,168 B at KP = 128,
 // 3 blocks per SM); bit for bit with v4 by design. Every other call runs what `best` runs (v4, else v1).
 std::size_t v7_workspace_bytes(const KParams& p);
@@ -164,20 +164,21 @@ void bwd_v13_launch(const BwdCall& c);
 
 // bwd_v14_pchan.cu (DeltaNet, GDN: bwd_v13_launch; KDA, GDN2: rung 8's front, then the split chunk
 // gradient with per-channel gates, G1 with B9's P half and G2 with B9's L half by levels; otherwise
-// rung 13's fallbacks; written in session 9, not yet run on a GPU)
+// rung 13's fallbacks; written in session 9; session 9: correct, slower than rung 8 for KDA, not `best`)
 std::size_t bwd_v14_workspace_bytes(const KParams& p);
 void bwd_v14_launch(const BwdCall& c);
 
 // bwd_v15_hionly.cu (rung 13 with hi-only operands: one bf16 MMA per product, no lo tiles, in G1' and
 // G2' for DeltaNet and GDN and in rung 8's chunk-gradient kernel for KDA and GDN2; bf16-level
-// gradients; otherwise rung 13's fallbacks; written in session 9, not yet run on a GPU)
+// gradients; otherwise rung 13's fallbacks; session 10: fast, but outside rung 3's bounds on tiny
+// extreme-gate cases, not `best`)
 std::size_t bwd_v15_workspace_bytes(const KParams& p);
 void bwd_v15_launch(const BwdCall& c);
 
 // bwd_v16_b9one.cu (DeltaNet, GDN: bwd_v13_launch; KDA, GDN2: rung 8's front, then rung 14's split without
 // B9 (G1s: B2, B4, B5; G2s: B6, B8, B7) and one B9 kernel (rung 8's b9_levels, both halves in one pass per
 // level, then B10, B11); dP and A^T T1 handed over through the workspace; otherwise rung 14's fallbacks;
-// written in session 9, not yet run on a GPU). With a saved forward its workspace is
+// session 10: correct, slower than rung 8 for KDA and GDN2, not `best`). With a saved forward its workspace is
 // bwd_v16_saved_workspace_bytes (the hand-over lies where the rung's own tensor-core region would).
 std::size_t bwd_v16_workspace_bytes(const KParams& p);
 std::size_t bwd_v16_saved_workspace_bytes(const KParams& p);
@@ -185,7 +186,7 @@ void bwd_v16_launch(const BwdCall& c);
 
 // bwd_v17_hybrid.cu (rung 15 with the lo operand kept where bench/models/bwd_v17_hybrid_model.py finds it
 // needed: dP's v_new, du0's dv_new, in G1' and G2' for DeltaNet and GDN and in rung 8's kernel for KDA and GDN2;
-// otherwise rung 13's fallbacks; written in session 10, not yet run on a GPU)
+// otherwise rung 13's fallbacks; session 10: within rung 3's bounds, 1.09-1.16x faster than rung 13; `best`)
 std::size_t bwd_v17_workspace_bytes(const KParams& p);
 void bwd_v17_launch(const BwdCall& c);
 
