@@ -1,6 +1,6 @@
 // proofs_tests/test_cuda_backward.cu -- the CUDA chunked backward (optimized/cuda: rung 1
 // bwd_v1_simple.cu, rung 2 bwd_v2_tensorcore.cu, rung 3 bwd_v3_async.cu, rung 4 bwd_v4_tc_tail.cu,
-// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu, rung 8 bwd_v8_wide.cu, rung 9 bwd_v9_noextras.cu, rung 10 bwd_v10_split.cu, rung 11 bwd_v11_wyfast.cu, rung 12 bwd_v12_g1slab.cu, rung 13 bwd_v13_g1g2.cu, rung 15 bwd_v15_hionly.cu, rung 16 bwd_v16_b9one.cu, rung 17 bwd_v17_hybrid.cu; host API
+// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu, rung 8 bwd_v8_wide.cu, rung 9 bwd_v9_noextras.cu, rung 10 bwd_v10_split.cu, rung 11 bwd_v11_wyfast.cu, rung 12 bwd_v12_g1slab.cu, rung 13 bwd_v13_g1g2.cu, rung 15 bwd_v15_hionly.cu, rung 16 bwd_v16_b9one.cu, rung 17 bwd_v17_hybrid.cu, rung 18 bwd_v18_lean.cu; host API
 // cuda::chunk_backward) equals the
 // float64 reference backward
 // (reference/recurrent_backward.hpp, itself proven by finite differences in
@@ -110,7 +110,8 @@ const cuda::BwdVersion kRungs[] = {cuda::BwdVersion::v1_simple, cuda::BwdVersion
                                    cuda::BwdVersion::v14_pchan,
                                    cuda::BwdVersion::v15_hionly,
                                    cuda::BwdVersion::v16_b9one,
-                                   cuda::BwdVersion::v17_hybrid};
+                                   cuda::BwdVersion::v17_hybrid,
+                                   cuda::BwdVersion::v18_lean};
 
 /// Rungs 3 to 10 share rung 3's range (bf16 inputs, 16 <= K <= 128) and bounds.
 bool rung3_family(cuda::BwdVersion ver) {
@@ -124,7 +125,8 @@ bool rung3_family(cuda::BwdVersion ver) {
          ver == cuda::BwdVersion::v14_pchan ||
          ver == cuda::BwdVersion::v15_hionly ||
          ver == cuda::BwdVersion::v16_b9one ||
-         ver == cuda::BwdVersion::v17_hybrid;
+         ver == cuda::BwdVersion::v17_hybrid ||
+         ver == cuda::BwdVersion::v18_lean;
 }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
 
@@ -831,6 +833,42 @@ TEST_CASE("CUDA v13 G1 slab and fast WY chunked backward equals the float64 refe
 TEST_CASE("CUDA v13 G1 slab and fast WY chunked backward with bfloat16 gates equals the reference backward on the rounded gates") {
   SKIP_WITHOUT_GPU();
   prop_matches_reference(DType::bf16, DType::bf16, cuda::BwdVersion::v13_g1g2);
+}
+
+TEST_CASE("CUDA v18 gradients equal v17 gradients bit for bit") {
+  SKIP_WITHOUT_GPU();
+  // Rung 18 (bwd_v18_lean.cu) is rung 17 for DeltaNet and GDN with E, Qg and Kd formed inside G1' and G2'
+  // by the extras kernel's expressions instead of read from the workspace, and GDN's G from a kernel of
+  // its own summing in the same order: every gradient must equal rung 17's bit for bit, and be finite.
+  // Cases: rung 13's bit test's (rung 9's: K = V = 128 two slabs, K = 100 V = 200 ragged, T = 1 at K = 17,
+  // packed batches, K = 36 / 18 / 22 for the quad and item paths of stage_e, log-decays at -30 / -1000 and
+  // 0; rungs 11 and 12's wide cases), and rung 15's failing tiny cases (T = 2 K = 16 V = 2; T = 1 K = 41
+  // V = 10) with extreme gates. KDA and GDN2 run rung 17 itself in rung 18: one set of cases for them.
+  std::vector<Case> cases = rung9_bit_cases();
+  cases.push_back(fixed_case(1, 200, 2, 72, 136, GateMode::random, true, 36, {0, 65, 200}));
+  cases.push_back(fixed_case(1, 131, 2, 128, 20, GateMode::extreme, true, 37));
+  cases.push_back(fixed_case(1, 150, 2, 100, 36, GateMode::random, true, 36));
+  cases.push_back(fixed_case(1, 131, 2, 100, 128, GateMode::extreme, true, 37, {0, 3, 131}));
+  cases.push_back(fixed_case(1, 2, 1, 16, 2, GateMode::extreme, true, 38));
+  cases.push_back(fixed_case(1, 1, 1, 41, 10, GateMode::extreme, true, 39));
+  const std::vector<Op> scalar_ops = {Op::delta_rule, Op::gated_delta_rule};
+  check_rungs_agree(cuda::BwdVersion::v17_hybrid, cuda::BwdVersion::v18_lean, cases, scalar_ops, 0, /*require_finite=*/true);
+  check_rungs_agree(cuda::BwdVersion::v17_hybrid, cuda::BwdVersion::v18_lean, pair_cases(), kOps, 0, /*require_finite=*/true);
+}
+
+TEST_CASE("CUDA v18 lean chunked backward equals the float64 reference backward for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::f32, cuda::BwdVersion::v18_lean);
+}
+
+TEST_CASE("CUDA v18 lean chunked backward with bfloat16 gates equals the reference backward on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::bf16, cuda::BwdVersion::v18_lean);
+}
+
+TEST_CASE("CUDA v18 lean chunked backward outside rung 3 range runs rung 2 bit for bit") {
+  SKIP_WITHOUT_GPU();
+  check_outside_range_is_rung2(cuda::BwdVersion::v18_lean);
 }
 
 TEST_CASE("CUDA v13 gradients equal v10 gradients bit for bit") {

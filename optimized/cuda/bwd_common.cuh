@@ -192,9 +192,11 @@ inline bool in_rowbase_range(const KParams& p) {
 /// intra kernel (v4_intra_launch_with_A) instead of rung 3's (the backward's rung 5). wide_extras:
 /// bwd3_extras_wide (rung 8: quads, the same values bit for bit) where K % 4 == 0 and the arrays are
 /// aligned, else bwd3_extras. extras false (rung 9): no extras kernel at all (G, E, Qg, Kd not written:
-/// rung 9's grads kernel forms them).
+/// rung 9's grads kernel forms them). g_only (rung 18; DeltaNet and GDN): instead of the extras kernel,
+/// G alone for GDN (bwd18_gcum, the same float64 values) and nothing for DeltaNet (E, Qg, Kd not written:
+/// rung 18's G1' and G2' form them).
 void bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra = false, bool wide_extras = false,
-                  bool extras = true);
+                  bool extras = true, bool g_only = false);
 /// Rung 4's chunk-gradient kernel (bwd_v4_tc_tail.cu: bwd_grads_tc with B7 and B9 on tensor cores),
 /// then prof.mark(); reads the workspace bwd_v3_front leaves. batch_loads: rung 5's variant (V5Mid:
 /// stagings, tail and V4Mid's B9 slabs load in batches, the per-channel float32 B9 unrolled;
@@ -240,14 +242,20 @@ void bwd_v11_g2_hi(const BwdCall& c, Profile& prof);
 /// (kVnLo); G2''s du0 = A^T dv_new takes dv_new's lo (kLo = kLoDu0). Same ranges.
 void bwd_v12_g1_hy(const BwdCall& c, Profile& prof);
 void bwd_v11_g2_hy(const BwdCall& c, Profile& prof);
+/// Rung 18's G1' and G2' (bwd_v18_lean.cu): rung 17's, with GDN's Qg, Kd (G1') and E (G2') formed from q,
+/// k, beta and G by the extras kernel's expressions (kLean) instead of read from the workspace; they run
+/// after bwd_v3_front(.., g_only = true). Same ranges.
+void bwd_v12_g1_lean(const BwdCall& c, Profile& prof);
+void bwd_v11_g2_lean(const BwdCall& c, Profile& prof);
 /// Rung 17's chunk-gradient kernel for KDA and GDN2 (bwd_v4_tc_tail.cu's V17Mid: rung 15's V15Mid with
 /// kLoDpDu0, dP and du0 taking v_new's and dv_new's lo), then prof.mark(); rung 8's range.
 void bwd_v17_grads(const BwdCall& c, Profile& prof);
 /// Rungs 10-13, the split chunk-gradient kernel (bwd_v10_split.cu): outside rung 3's range rung 2 (via
 /// rung 3), outside RowBase's range rung 6, KDA and GDN2 rung 8; else rung 8's front, then g1 (the state
 /// side: bwd_v10_g1 or bwd_v12_g1) and g2 (the WY side: bwd_v10_g2 or bwd_v11_g2), profiled as `name`.
+/// g_only: the front without the extras kernel (bwd_v3_front's g_only; rung 18's kLean g1 and g2).
 void bwd_split_launch(const BwdCall& c, const char* name, void (*g1)(const BwdCall&, Profile&),
-                      void (*g2)(const BwdCall&, Profile&));
+                      void (*g2)(const BwdCall&, Profile&), bool g_only = false);
 
 // ------------------------------------------------------------------------------------------------
 // Rung 2's chunk-gradient kernel bwd_grads_tc (B2, B4-B11 per (chunk, head); bwd_v2_tensorcore.cu's

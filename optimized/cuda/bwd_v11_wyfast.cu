@@ -85,6 +85,38 @@ __device__ __forceinline__ void stage_f32(bf16* hi, bf16* lo, const float* base,
   }
 }
 
+/// Rung 18 (kLean): the E slab, E_id = (beta_i k_id) exp(G_i) for columns col0.. (zero outside Lc x K),
+/// formed from k (bf16, global), beta and G (shared) by bwd3_extras_wide's expression (bwd_v3_async.cu;
+/// exp(G_i) = 1 exactly for DeltaNet, G = 0) instead of read from ws.E: the same float32 values, staged by
+/// put_op4 as stage_quads stages ws.E. Quad qd = tid + t * kThreads (t < 4): row qd >> 4, columns
+/// 4 (qd & 15) .. + 3; one 8-byte k load per quad where quadsK (K % 4 == 0, k 8-byte aligned).
+template <bool kHi>
+__device__ __forceinline__ void stage_e(bf16* hi, bf16* lo, const bf16* kb, int HK, int col0, int K, int Lc,
+                                        const float* sbeta, const double* sG, bool gated, bool quadsK, int tid) {
+  float x[4][4];
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    const int qd = tid + t * kThreads, i = qd >> 4, d = col0 + 4 * (qd & 15);
+    float kf[4] = {0.f, 0.f, 0.f, 0.f};
+    if (i < Lc && d < K) {
+      if (quadsK) {
+        bwdc::unpack4(*reinterpret_cast<const uint2*>(kb + i * HK + d), kf);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) kf[e] = d + e < K ? bwdc::bf(kb[i * HK + d + e]) : 0.f;
+      }
+    }
+    const float eg = gated && i < Lc ? expf(float(sG[i])) : 1.f, b = i < Lc ? sbeta[i] : 0.f;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) x[t][e] = b * kf[e] * eg;  // bwd3_extras_wide: ef * kf * eg
+  }
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    const int qd = tid + t * kThreads;
+    bwdc::put_op4<kHi>(hi, lo, qd >> 4, 4 * (qd & 15), x[t]);
+  }
+}
+
 /// The 8 bf16 of a 16-byte word (element 0 at the lowest address).
 __device__ __forceinline__ void unpack8(uint4 w, bf16 (&x)[8]) {
   const unsigned u[4] = {w.x, w.y, w.z, w.w};
@@ -123,7 +155,9 @@ __device__ __forceinline__ float2 ld_pair(const float* a, int col, int W) {
 /// Y hi and the k slab at tiles 2, 3, 4 (A hi at 0, tile 1 for the de slab).
 /// kLo (rung 17, with kHi; bit kLoDu0): dv_new's lo staged in tile 1 in the V slabs, and du0 = A^T dv_new
 /// alone multiplies it (dA = dv_new u0^T stays hi*hi).
-template <class Tg, bool kHi = false, unsigned kLo = 0>
+/// kLean (rung 18): E = (beta k) exp(G) formed here (stage_e; B10's GDN term likewise) instead of read
+/// from ws.E, which rung 18's front does not write: the same values, so the same gradients bit for bit.
+template <class Tg, bool kHi = false, unsigned kLo = 0, bool kLean = false>
 __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut out) {
   using bwdc::each_acc;
   using bwdc::gemm64;
@@ -229,7 +263,8 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
     for (int kk = 0; kk < K; kk += 64) {
       __syncthreads();
       stage_f32<kHi>(sXh, sXl, dwab, HK, kk, K, Lc, quadsK, tid);
-      stage_f32<kHi>(sYh, sYl, Eb, HK, kk, K, Lc, quadsK, tid);
+      if constexpr (kLean) stage_e<kHi>(sYh, sYl, kb, HK, kk, K, Lc, sbeta, sG, gated, K % 4 == 0 && bwdc::aligned(kb, 8), tid);
+      else stage_f32<kHi>(sYh, sYl, Eb, HK, kk, K, Lc, quadsK, tid);
       __syncthreads();
       gemm64<false, false>(accA, sXh, lo_op<kHi>(sXl), sYh, lo_op<kHi>(sYl), m0, n0);
       float accE[4][4];
@@ -309,7 +344,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
           dkp[a][hh] = in ? ld_pair(dkpb + x, c, K) : make_float2(0.f, 0.f);
           if (gated) {
             dgc[a][hh] = in ? ld_pair(dGcb + x, c, K) : make_float2(0.f, 0.f);
-            ev[a][hh] = in ? ld_pair(Eb + x, c, K) : make_float2(0.f, 0.f);
+            if (!kLean) ev[a][hh] = in ? ld_pair(Eb + x, c, K) : make_float2(0.f, 0.f);
           }
         }
 #pragma unroll
@@ -329,8 +364,9 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
             dkv[e] = (e ? dkp[a][hh].y : dkp[a][hh].x) + dkL + sbeta[r] * de;
             if (gated) {
               const float kv = bwdc::bf(sKs[(r)*LT + cl + e]);
-              sdG[r * K + d] = (e ? dgc[a][hh].y : dgc[a][hh].x) + dE * (e ? ev[a][hh].y : ev[a][hh].x) +
-                               (sbeta[r] * kv) * deL - kv * dkL;
+              // kLean: E as bwd3_extras_wide forms it, (beta k) exp(G_r)
+              const float Ev = kLean ? sbeta[r] * kv * expf(float(sG[r])) : (e ? ev[a][hh].y : ev[a][hh].x);
+              sdG[r * K + d] = (e ? dgc[a][hh].y : dgc[a][hh].x) + dE * Ev + (sbeta[r] * kv) * deL - kv * dkL;
             }
           }
           *reinterpret_cast<float2*>(sde + r * LDE + cl) = make_float2(dev[0], c + 1 < K ? dev[1] : 0.f);
@@ -404,10 +440,10 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
   }
 }
 
-template <class Tg, bool kHi = false, unsigned kLo = 0>
+template <class Tg, bool kHi = false, unsigned kLo = 0, bool kLean = false>
 void launch_wy(const BwdCall& c, bwdc::Profile& prof) {
   const KParams& p = c.p;
-  auto kern = bwd11_wy<Tg, kHi, kLo>;
+  auto kern = bwd11_wy<Tg, kHi, kLo, kLean>;
   constexpr std::size_t smem = g2_smem<kHi>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   bwdc::BwdOut o{c.do_, c.dq, c.dk, c.dv, c.dg, c.dbeta, c.db, c.dw};
@@ -433,6 +469,11 @@ void bwdc::bwd_v11_g2_hi(const BwdCall& c, bwdc::Profile& prof) {  // rung 15's 
 void bwdc::bwd_v11_g2_hy(const BwdCall& c, bwdc::Profile& prof) {  // rung 17's G2' (du0 with dv_new's lo)
   if (c.gate_dtype == 0) launch_wy<float, true, kLoDu0>(c, prof);
   else launch_wy<bf16, true, kLoDu0>(c, prof);
+}
+
+void bwdc::bwd_v11_g2_lean(const BwdCall& c, bwdc::Profile& prof) {  // rung 18's G2' (rung 17's, E formed here)
+  if (c.gate_dtype == 0) launch_wy<float, true, kLoDu0, true>(c, prof);
+  else launch_wy<bf16, true, kLoDu0, true>(c, prof);
 }
 
 void bwd_v11_launch(const BwdCall& c) {  // rung 10's G1, then G2'

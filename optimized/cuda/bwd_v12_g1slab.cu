@@ -83,7 +83,10 @@ constexpr std::size_t g1_smem = kHi ? (kVnLo ? kG1HySmem : kG1HiSmem) : kG1Smem;
 /// hi + lo layout below is tile (T + 1) / 2 there (lo tiles unused), M2 hi, k and q at tiles 0, 1, 2.
 /// kVnLo (rung 17, with kHi): v_new's lo tile too (tile 5), and dP = do v_new^T takes it (hi*hi + hi*lo:
 /// do is exact in bf16, so dP is rung 13's); every other product stays hi only.
-template <bool kHi, bool kVnLo = false>
+/// kLean (rung 18): GDN's Qg = scale q exp(G_i) and Kd = k exp(G_last - G_i) (F2) formed here from q, k and
+/// G by the extras kernel's expressions (bwd_v3_async.cu, bwd3_extras_wide), not read from ws.Qg, ws.Kd
+/// (which rung 18's front does not write): the same float32 values, so the same gradients bit for bit.
+template <bool kHi, bool kVnLo = false, bool kLean = false>
 __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut out) {
   using bwdc::each_acc;
   using bwdc::gemm64;
@@ -283,7 +286,8 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
         const float kv = bwdc::bf(kb[x]), qv = p.scale * bwdc::bf(qb[x]);
         const float dQg = accQ[nt][e], dKd = accK[nt][e], dqP = aDq[nt][e], dkP = aDk[nt][e];
         if (gated) {
-          const float Qg = Qgb[x], Kd = Kdb[x];
+          // kLean: bwd3_extras_wide's (scale q) exp(G_i) and k exp(G_last - G_i), on the same float64 G
+          const float Qg = kLean ? qv * expf(float(Gi)) : Qgb[x], Kd = kLean ? kv * expf(float(Gl - Gi)) : Kdb[x];
           sdG[r * LD + c] = dQg * Qg - dKd * Kd + qv * dqP - kv * dkP;
           sdKd[r * LD + c] = dKd, sKd[r * LD + c] = Kd;
         }
@@ -311,10 +315,10 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
   }
 }
 
-template <bool kHi, bool kVnLo = false>
+template <bool kHi, bool kVnLo = false, bool kLean = false>
 void launch_g1(const BwdCall& c, bwdc::Profile& prof) {
   const KParams& p = c.p;
-  auto kern = bwd12_g1<kHi, kVnLo>;
+  auto kern = bwd12_g1<kHi, kVnLo, kLean>;
   constexpr std::size_t smem = g1_smem<kHi, kVnLo>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   bwdc::BwdOut o{c.do_, c.dq, c.dk, c.dv, c.dg, c.dbeta, c.db, c.dw};
@@ -331,6 +335,7 @@ std::size_t bwd_v12_workspace_bytes(const KParams& p) { return bwd_v3_workspace_
 void bwdc::bwd_v12_g1(const BwdCall& c, bwdc::Profile& prof) { launch_g1<false>(c, prof); }  // rung 13's G1'
 void bwdc::bwd_v12_g1_hi(const BwdCall& c, bwdc::Profile& prof) { launch_g1<true>(c, prof); }  // rung 15's
 void bwdc::bwd_v12_g1_hy(const BwdCall& c, bwdc::Profile& prof) { launch_g1<true, true>(c, prof); }  // rung 17's
+void bwdc::bwd_v12_g1_lean(const BwdCall& c, bwdc::Profile& prof) { launch_g1<true, true, true>(c, prof); }  // rung 18's
 
 void bwd_v12_launch(const BwdCall& c) {  // G1', then rung 10's G2 unchanged
   // The grid's x extent (a signed int index in the kernel): else rung 10 (one block per chunk).

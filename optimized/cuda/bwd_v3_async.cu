@@ -425,6 +425,30 @@ bool extras_wide_ok(const KParams& p) {
          al(ws.E, 16) && al(ws.Qg, 16) && al(ws.Kd, 16) && (!chan || al(ws.G, 16));
 }
 
+// ------------------------------------------------------------------------------------------------
+// Rung 18's prepare for GDN (scalar gates): F1 alone, G_i = g_0 + ... + g_i in float64 per (chunk, head),
+// summed in row order as bwd3_extras_wide's scan (so the same G bit for bit), into ws.G. E, Qg and Kd are
+// not written: rung 18's G1' and G2' form them (bwd_v12_g1slab.cu, bwd_v11_wyfast.cu, kLean).
+// ------------------------------------------------------------------------------------------------
+template <class Tg>
+__global__ void __launch_bounds__(C) bwd18_gcum(KParams p) {
+  __shared__ double sg[C];
+  const int h = blockIdx.y, tid = threadIdx.x;
+  int tok0, Lc;
+  chunk_of(p, blockIdx.x, tok0, Lc);
+  const bwdc::RowBase rb(p, tok0, h);
+  const Tg* gb = rb.base_opt(static_cast<const Tg*>(p.g), 1);
+  double* Gb = rb.base(bwd_ws(p).G, 1);
+  if (tid < Lc) sg[tid] = double(ld(gb + tid * rb.HKG));
+  __syncthreads();
+  if (tid == 0) {  // acc += g_i in row order
+    double acc = 0.0;
+    for (int i = 0; i < Lc; ++i) acc += sg[i], sg[i] = acc;
+  }
+  __syncthreads();
+  if (tid < Lc) Gb[tid * rb.HKG] = sg[tid];
+}
+
 /// bwd3_extras, or with wide (rung 8) bwd3_extras_wide where extras_wide_ok holds.
 template <class Tg>
 void launch_extras(const BwdCall& c, bool wide) {
@@ -463,7 +487,8 @@ void bwd_saved_states_layout(const KParams& p, std::size_t& ws_bytes, std::size_
   a_off = off(w.A), s_off = off(w.S), vn_off = off(w.vn);
 }
 
-void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool wide_extras, bool extras) {
+void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool wide_extras, bool extras,
+                        bool g_only) {
   const KParams& p = c.p;
   const BWs bw = bwd_ws(p);
   // A training forward's saved workspace (c.saved_ws: rung 4's intra outputs, chunk_cuda.hpp
@@ -496,6 +521,14 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
     else v3_intra_launch_with_A(fc, bw.A);
     if (!extras) {
       // rung 9: its grads kernel forms G, E, Qg, Kd (bwd_common.cuh, Mid::kNoExtras)
+    } else if (g_only) {  // rung 18 (DeltaNet, GDN): G only, and only where there is a gate
+      if (p.gate == kGateChannel || p.gdn2)
+        throw std::logic_error("linattn::cuda: bwd_v3_front: g_only is for DeltaNet and GDN (scalar gates)");
+      if (p.gate == kGateScalar) {
+        if (c.gate_dtype == 0) bwd18_gcum<float><<<dim3(p.num_chunks, p.H), C, 0, c.stream>>>(p);
+        else bwd18_gcum<bf16><<<dim3(p.num_chunks, p.H), C, 0, c.stream>>>(p);
+        LINATTN_CUDA_CHECK(cudaGetLastError());
+      }
     } else if (c.gate_dtype == 0) launch_extras<float>(c, wide_extras);
     else launch_extras<bf16>(c, wide_extras);
     prof.mark();

@@ -595,6 +595,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v15_hionly: return "bwd_v15_hionly";
     case BwdVersion::v16_b9one: return "bwd_v16_b9one";
     case BwdVersion::v17_hybrid: return "bwd_v17_hybrid";
+    case BwdVersion::v18_lean: return "bwd_v18_lean";
   }
   return "?";
 }
@@ -629,6 +630,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v15_hionly, detail::bwd_v15_workspace_bytes, detail::bwd_v15_launch},
     {BwdVersion::v16_b9one, detail::bwd_v16_workspace_bytes, detail::bwd_v16_launch},
     {BwdVersion::v17_hybrid, detail::bwd_v17_workspace_bytes, detail::bwd_v17_launch},
+    {BwdVersion::v18_lean, detail::bwd_v18_workspace_bytes, detail::bwd_v18_launch},
 };
 }  // namespace
 
@@ -641,7 +643,7 @@ const std::vector<BwdVersion>& saved_bwd_versions() {
                                             BwdVersion::v7_rowbase, BwdVersion::v8_wide,         BwdVersion::v9_noextras,
                                             BwdVersion::v10_split, BwdVersion::v11_wyfast,  BwdVersion::v12_g1slab,
                                             BwdVersion::v13_g1g2, BwdVersion::v14_pchan, BwdVersion::v15_hionly,
-                                            BwdVersion::v16_b9one, BwdVersion::v17_hybrid};
+                                            BwdVersion::v16_b9one, BwdVersion::v17_hybrid, BwdVersion::v18_lean};
   return v;
 }
 

@@ -285,6 +285,10 @@ enum class BwdVersion : int {
                        ///< GDN2; the same fallbacks as v15. `best` since session 10: within rung 3's
                        ///< bounds on the H200, backward 1.09-1.16x faster than v13 (RESULTS.md,
                        ///< "Rung 17")
+  v18_lean = 18,       ///< v17 for DeltaNet and GDN without the extras kernel's E, Qg, Kd arrays: G1'
+                       ///< and G2' form them from q, k, beta and G by the same expressions (GDN's
+                       ///< prepare computes G alone); bit for bit with v17 by design; KDA, GDN2 and
+                       ///< v17's fallbacks run v17. Written in session 11 (RESULTS.md, "Rung 18")
 };
 
 const char* bwd_version_name(BwdVersion v);
@@ -409,7 +413,7 @@ class SavedForward {
 };
 
 /// The backward rungs that accept a SavedForward: those whose prepare is forward rung 4's intra
-/// kernel (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid). Any other
+/// kernel (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid, v18_lean). Any other
 /// rung, and rung 5 with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel), is refused.
 const std::vector<BwdVersion>& saved_bwd_versions();
 

@@ -190,6 +190,12 @@ void bwd_v16_launch(const BwdCall& c);
 std::size_t bwd_v17_workspace_bytes(const KParams& p);
 void bwd_v17_launch(const BwdCall& c);
 
+// bwd_v18_lean.cu (rung 17 for DeltaNet and GDN without the extras kernel's E, Qg, Kd: G1' and G2' form
+// them; bit for bit with rung 17 by design; KDA, GDN2 and rung 17's fallbacks run rung 17; written in
+// session 11)
+std::size_t bwd_v18_workspace_bytes(const KParams& p);
+void bwd_v18_launch(const BwdCall& c);
+
 // Reused by the backward's rung 3 from the forward's tensor-core rungs (bf16 inputs, 16 <= K <= 128;
 // c.p.ws is the tensor-core workspace of tc_common.cuh, V2Ws):
 /// v3_async.cu: v3's intra-chunk kernel, which also writes A = (I + L)^-1 of every chunk to a_out

@@ -136,7 +136,7 @@ for s in $stages; do
       SZ='CUDA chunked backward is exact at the tuned and the largest head sizes up to K = V = 256'
       V3='CUDA v3 chunked backward on the forward tensor-core kernels equals the float64 reference backward for every operator in bfloat16'
       V4='CUDA v4 tensor-core B7 and B9 chunked backward equals the float64 reference backward for every operator in bfloat16'
-      # BMUT_ONLY=v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v14, v15, v16 or v17 (or several, space-separated): those rungs'
+      # BMUT_ONLY=v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v14, v15, v16, v17 or v18 (or several, space-separated): those rungs'
       # mutants alone (BMUT_V3_ONLY=1 is BMUT_ONLY=v3). MUT_SAN=0 skips the groups' sanitizer runs on the
       # mutant tree (minutes each; run them on the real binaries instead).
       only=${BMUT_ONLY:-}; [ -n "${BMUT_V3_ONLY:-}" ] && only=v3
@@ -388,6 +388,15 @@ for s in $stages; do
         echo "no mutant, compute-sanitizer racecheck and memcheck (rung 17's G1', G2' and V17Mid kernel), $V17 (max_success=3):"
         [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 RC_PARAMS="seed=20261130 max_success=3" timeout 200 compute-sanitizer --tool racecheck $M "$V17" 2>&1 | grep -E "RACECHECK SUMMARY|Race reported" | sort | uniq -c | head -5
         [ "${MUT_SAN:-1}" = 1 ] && LINATTN_MUTANT=0 RC_PARAMS="seed=20261130 max_success=3" timeout 150 compute-sanitizer --tool memcheck $M "$V17" 2>&1 | grep -E "ERROR SUMMARY" | head -2
+        fi
+        if grp v18; then  # BMUT_ONLY=v18: rung 18's mutants alone (E, Qg, Kd and GDN's G formed without the extras kernel)
+        B18='CUDA v18 gradients equal v17 gradients bit for bit'
+        run_m 0 "$B18"
+        run_m 240 "$B18"  # G2': B6's E slab without exp(G_i) (GDN)
+        run_m 241 "$B18"  # G2': B6's E slab with row i + 1's beta
+        run_m 242 "$B18"  # G1': GDN's Kd with exp(G_i) instead of exp(G_last - G_i)
+        run_m 243 "$B18"  # bwd18_gcum: the sum starts at row 1
+        run_m 244 "$B18"  # G2': B10's GDN E without exp(G_r)
         fi
       } 2>&1 | tee "$OUT/bmutants.log" ;;
     smutants)

@@ -305,8 +305,8 @@ MUTANTS = [
      "if (lane + 32 * m < V && (p.mutant != 127 || j == 0)) a += du[j][m] * vx[j][m];",
      "bwd v11: dbeta's du0 v terms only for the first row of each four-row batch (V <= 128)"),
     (128, "optimized/cuda/bwd_v11_wyfast.cu",
-     "(e ? dgc[a][hh].y : dgc[a][hh].x) + dE * (e ? ev[a][hh].y : ev[a][hh].x)",
-     "(e ? dgc[a][hh].y : dgc[a][hh].x) + (p.mutant == 128 ? 0.f : dE) * (e ? ev[a][hh].y : ev[a][hh].x)",
+     "(e ? dgc[a][hh].y : dgc[a][hh].x) + dE * Ev",
+     "(e ? dgc[a][hh].y : dgc[a][hh].x) + (p.mutant == 128 ? 0.f : dE) * Ev",
      "bwd v11, GDN: dG loses dE (.) E (the dE kept on chip)"),
     # Rung 12: rung 10 with G1 retiled by 64-channel slabs of K (bwd_v12_g1slab.cu), DeltaNet and GDN only.
     (140, "optimized/cuda/bwd_v12_g1slab.cu",
@@ -696,6 +696,28 @@ MUTANTS = [
      "differs(!s.states_ || s.h0_ == f.initial_state,",
      "differs(!s.states_ || p.mutant == 224 || s.h0_ == f.initial_state,",
      "saved backward with states: the initial_state pointer is not compared (must fail test_cuda_saved's initial-state refusal test)"),
+    # Rung 18 of the backward (bwd_v18_lean.cu: E, Qg, Kd formed in G1' and G2', GDN's G by bwd18_gcum); each
+    # must fail test_cuda_backward's "CUDA v18 gradients equal v17 gradients bit for bit" (BMUT_ONLY=v18).
+    (240, "optimized/cuda/bwd_v11_wyfast.cu",
+     "sbeta, sG, gated, K % 4 == 0 && bwdc::aligned(kb, 8), tid);",
+     "sbeta, sG, gated && p.mutant != 240, K % 4 == 0 && bwdc::aligned(kb, 8), tid);",
+     "bwd v18, G2': B6's E slab without exp(G_i) (GDN's dA, hence dk, dbeta, dg wrong; DeltaNet unchanged)"),
+    (241, "optimized/cuda/bwd_v11_wyfast.cu",
+     "stage_e<kHi>(sYh, sYl, kb, HK, kk, K, Lc, sbeta, sG, ",
+     "stage_e<kHi>(sYh, sYl, kb, HK, kk, K, Lc, sbeta + (p.mutant == 241 ? 1 : 0), sG, ",
+     "bwd v18, G2': B6's E slab with row i + 1's beta (DeltaNet's and GDN's dA wrong)"),
+    (242, "optimized/cuda/bwd_v12_g1slab.cu",
+     "Kd = kLean ? kv * expf(float(Gl - Gi)) : Kdb[x];",
+     "Kd = kLean ? kv * expf(float(p.mutant == 242 ? Gi : Gl - Gi)) : Kdb[x];",
+     "bwd v18, G1': GDN's Kd formed with exp(G_i) instead of exp(G_last - G_i) (dg wrong)"),
+    (243, "optimized/cuda/bwd_v3_async.cu",
+     "    for (int i = 0; i < Lc; ++i) acc += sg[i], sg[i] = acc;",
+     "    for (int i = p.mutant == 243 ? 1 : 0; i < Lc; ++i) acc += sg[i], sg[i] = acc;",
+     "bwd v18, GDN's bwd18_gcum: the cumulative sum starts at row 1 (row 0 keeps g_0, later rows lose it: every GDN gradient wrong)"),
+    (244, "optimized/cuda/bwd_v11_wyfast.cu",
+     "const float Ev = kLean ? sbeta[r] * kv * expf(float(sG[r])) : (e ? ev[a][hh].y : ev[a][hh].x);",
+     "const float Ev = kLean ? sbeta[r] * kv * (p.mutant == 244 ? 1.f : expf(float(sG[r]))) : (e ? ev[a][hh].y : ev[a][hh].x);",
+     "bwd v18, G2': B10's GDN E without exp(G_r) (dg wrong)"),
 ]
 
 HOOKS = [
