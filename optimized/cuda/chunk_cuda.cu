@@ -696,7 +696,10 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
   // backward DeltaNet 4.90 -> 4.46, GDN 5.91 -> 5.33, KDA 10.68 -> 9.20, GDN2 10.08 -> 8.82 ms against
   // rung 13). Calls outside rung 3's range run rung 2 (or rung 6 outside the 32-bit offsets), and float32
   // inputs inside rung 2 take rung 1's kernels.
-  if (version == BwdVersion::best) version = BwdVersion::v17_hybrid;
+  // Since session 11: best = rung 18, rung 17 for DeltaNet and GDN without the extras kernel's arrays, bit for
+  // bit with rung 17 (session 11 call 5: backward DeltaNet 4.47 -> 4.16, GDN 5.37 -> 4.88 ms; KDA and GDN2
+  // run rung 17 itself; RESULTS.md "Rung 18").
+  if (version == BwdVersion::best) version = BwdVersion::v18_lean;
   const BwdRung* rung = nullptr;
   for (const BwdRung& r : kBwdLadder)
     if (r.version == version) rung = &r;

@@ -22,7 +22,7 @@
 // Training (issue 6): forward_device(args, version, &saved) is a forward that also keeps, in a
 // SavedForward, what the backward's first kernel ("prepare": the forward's rung 4 intra-chunk
 // kernel launched again with A) would recompute; backward_device(args, version, &saved) then skips
-// that kernel (the rungs of saved_bwd_versions(): best and 5-16) and gives the same gradients bit for
+// that kernel (the rungs of saved_bwd_versions(): best and 5-18) and gives the same gradients bit for
 // bit. See SavedForward below for what it holds, its memory (0.82 GiB at B=8 T=4096 H=16 K=V=128),
 // its checks and its stream ordering.
 #pragma once
@@ -188,10 +188,11 @@ ref::RecurrentOutput<float> chunk_gdn2(const Tensor<float>& q, const Tensor<floa
 // float32 (cumulative log-decays in float64) whatever the input type.
 // ------------------------------------------------------------------------------------------------
 
-/// The rungs of the backward ladder. `best` picks v17_hybrid (DeltaNet and GDN on v13_g1g2's split
-/// kernels, KDA and GDN2 on v8_wide's, each with one bf16 MMA per product except the two products whose
-/// float32 operand keeps its lo part; like v3_async to v16 it runs v2_tensorcore outside its range:
-/// float32 inputs, K < 16 or K > 128; RESULTS.md "Rung 17", session 10 on the H200).
+/// The rungs of the backward ladder. `best` picks v18_lean since session 11: v17_hybrid (DeltaNet and GDN
+/// on v13_g1g2's split kernels, KDA and GDN2 on v8_wide's, each with one bf16 MMA per product except the
+/// two products whose float32 operand keeps its lo part) with DeltaNet's and GDN's E, Qg, Kd formed in
+/// the split kernels, bit for bit with v17; like v3_async to v17 it runs v2_tensorcore outside its range:
+/// float32 inputs, K < 16 or K > 128; RESULTS.md "Rung 17" and "Rung 18", sessions 10-11 on the H200).
 enum class BwdVersion : int {
   best = 0,
   v1_simple = 1,     ///< four plain FFMA kernels (prepare; states; state gradients; chunk gradients)
@@ -282,13 +283,15 @@ enum class BwdVersion : int {
                        ///< bench/models/bwd_v17_hybrid_model.py finds them needed on the tests' small
                        ///< cases with extreme gates, where v15 failed rung 3's bounds) in G1' and
                        ///< G2' for DeltaNet and GDN and in v8's chunk-gradient kernel for KDA and
-                       ///< GDN2; the same fallbacks as v15. `best` since session 10: within rung 3's
+                       ///< GDN2; the same fallbacks as v15. `best` in session 10: within rung 3's
                        ///< bounds on the H200, backward 1.09-1.16x faster than v13 (RESULTS.md,
                        ///< "Rung 17")
   v18_lean = 18,       ///< v17 for DeltaNet and GDN without the extras kernel's E, Qg, Kd arrays: G1'
                        ///< and G2' form them from q, k, beta and G by the same expressions (GDN's
                        ///< prepare computes G alone); bit for bit with v17 by design; KDA, GDN2 and
-                       ///< v17's fallbacks run v17. Written in session 11 (RESULTS.md, "Rung 18")
+                       ///< v17's fallbacks run v17. `best` since session 11: bit for bit with v17 on
+                       ///< the H200, backward DeltaNet 4.47 -> 4.16, GDN 5.37 -> 4.88 ms (RESULTS.md,
+                       ///< "Rung 18")
 };
 
 const char* bwd_version_name(BwdVersion v);

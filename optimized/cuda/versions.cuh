@@ -186,13 +186,13 @@ void bwd_v16_launch(const BwdCall& c);
 
 // bwd_v17_hybrid.cu (rung 15 with the lo operand kept where bench/models/bwd_v17_hybrid_model.py finds it
 // needed: dP's v_new, du0's dv_new, in G1' and G2' for DeltaNet and GDN and in rung 8's kernel for KDA and GDN2;
-// otherwise rung 13's fallbacks; session 10: within rung 3's bounds, 1.09-1.16x faster than rung 13; `best`)
+// otherwise rung 13's fallbacks; session 10: within rung 3's bounds, 1.09-1.16x faster than rung 13; `best`
+// in session 10)
 std::size_t bwd_v17_workspace_bytes(const KParams& p);
 void bwd_v17_launch(const BwdCall& c);
 
 // bwd_v18_lean.cu (rung 17 for DeltaNet and GDN without the extras kernel's E, Qg, Kd: G1' and G2' form
-// them; bit for bit with rung 17 by design; KDA, GDN2 and rung 17's fallbacks run rung 17; written in
-// session 11)
+// them; bit for bit with rung 17; KDA, GDN2 and rung 17's fallbacks run rung 17; session 11: `best`)
 std::size_t bwd_v18_workspace_bytes(const KParams& p);
 void bwd_v18_launch(const BwdCall& c);
 
