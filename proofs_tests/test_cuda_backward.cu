@@ -385,9 +385,11 @@ std::vector<Case> pair_cases() {
 /// Rung b gives rung a's gradients on every case, operator and gate dtype (bf16 inputs): bit for bit,
 /// except for the per-channel-gate operators (KDA, GDN2) when chan_tol > 0: within chan_tol
 /// relative RMS (check_same_grads).
+/// poison_between: the process-wide workspaces are NaN-filled (cuda::poison_device_workspaces) before
+/// rung b runs, so that b reading a workspace array it did not write (but a wrote) cannot pass.
 template <class Ops>
 void check_rungs_agree(cuda::BwdVersion a, cuda::BwdVersion b, const std::vector<Case>& cases, const Ops& ops,
-                       double chan_tol = 0, bool require_finite = false) {
+                       double chan_tol = 0, bool require_finite = false, bool poison_between = false) {
   for (const Case& cs : cases)
     for (DType gdt : {DType::f32, DType::bf16})
       for (Op op : ops) {
@@ -395,6 +397,7 @@ void check_rungs_agree(cuda::BwdVersion a, cuda::BwdVersion b, const std::vector
         bc.c = cs;
         const DevProblem d = as_device_sees(make_bwd_problem(op, bc), DType::bf16, gdt);
         const auto x = cuda_backward(d, DType::bf16, gdt, a);
+        if (poison_between) cuda::poison_device_workspaces();
         const auto y = cuda_backward(d, DType::bf16, gdt, b);
         INFO(ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
         const bool chan = op == Op::kda || op == Op::gdn2;
@@ -844,6 +847,8 @@ TEST_CASE("CUDA v18 gradients equal v17 gradients bit for bit") {
   // packed batches, K = 36 / 18 / 22 for the quad and item paths of stage_e, log-decays at -30 / -1000 and
   // 0; rungs 11 and 12's wide cases), and rung 15's failing tiny cases (T = 2 K = 16 V = 2; T = 1 K = 41
   // V = 10) with extreme gates. KDA and GDN2 run rung 17 itself in rung 18: one set of cases for them.
+  // The workspaces are NaN-filled before each rung 18 call (review12): rung 17 leaves E, Qg, Kd in the same
+  // workspace, so a stray read of them by rung 18 would otherwise see rung 17's values and pass.
   std::vector<Case> cases = rung9_bit_cases();
   cases.push_back(fixed_case(1, 200, 2, 72, 136, GateMode::random, true, 36, {0, 65, 200}));
   cases.push_back(fixed_case(1, 131, 2, 128, 20, GateMode::extreme, true, 37));
@@ -852,8 +857,10 @@ TEST_CASE("CUDA v18 gradients equal v17 gradients bit for bit") {
   cases.push_back(fixed_case(1, 2, 1, 16, 2, GateMode::extreme, true, 38));
   cases.push_back(fixed_case(1, 1, 1, 41, 10, GateMode::extreme, true, 39));
   const std::vector<Op> scalar_ops = {Op::delta_rule, Op::gated_delta_rule};
-  check_rungs_agree(cuda::BwdVersion::v17_hybrid, cuda::BwdVersion::v18_lean, cases, scalar_ops, 0, /*require_finite=*/true);
-  check_rungs_agree(cuda::BwdVersion::v17_hybrid, cuda::BwdVersion::v18_lean, pair_cases(), kOps, 0, /*require_finite=*/true);
+  check_rungs_agree(cuda::BwdVersion::v17_hybrid, cuda::BwdVersion::v18_lean, cases, scalar_ops, 0, /*require_finite=*/true,
+                    /*poison_between=*/true);
+  check_rungs_agree(cuda::BwdVersion::v17_hybrid, cuda::BwdVersion::v18_lean, pair_cases(), kOps, 0, /*require_finite=*/true,
+                    /*poison_between=*/true);
 }
 
 TEST_CASE("CUDA v18 lean chunked backward equals the float64 reference backward for every operator in bfloat16") {
@@ -1202,7 +1209,7 @@ TEST_CASE("CUDA v11 v12 and v13 gradients equal v10 gradients bit for bit at odd
 TEST_CASE("CUDA v13 chunked backward equals the float64 reference backward at odd and extreme head sizes and on many short sequences") {
   SKIP_WITHOUT_GPU();
   // Bit equality with rung 10 (the test above) cannot see an error rung 10 shares; this holds rung 13
-  // and `best` (rung 17 since session 10) to the reference with rung 3's bounds on the same cases, every
+  // and `best` (rung 18 since session 11) to the reference with rung 3's bounds on the same cases, every
   // operator (KDA, GDN2: rung 8 inside rung 13), both gate dtypes.
   for (const Case& cs : review9_edge_cases())
     for (DType gdt : {DType::f32, DType::bf16})

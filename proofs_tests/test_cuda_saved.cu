@@ -2,7 +2,7 @@
 // would recompute (optimized/cuda/chunk_cuda.hpp, SavedForward; issue 6) and the backward that reads
 // it: forward_device(args, version, &saved) gives o and the final state of forward_device bit for
 // bit, and backward_device(args, version, &saved) gives the gradients of backward_device(args,
-// version) bit for bit for the rungs of cuda::saved_bwd_versions() (best, 5 to 16: those whose
+// version) bit for bit for the rungs of cuda::saved_bwd_versions() (best, 5 to 18: those whose
 // prepare is forward rung 4's intra kernel), so the saved path inherits every property the backward
 // tests prove of those rungs; a property checks it against the float64 reference backward too.
 // Every compared element must also be finite, so an element neither path wrote (NaN on both sides)

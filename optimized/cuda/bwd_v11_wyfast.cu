@@ -159,6 +159,9 @@ __device__ __forceinline__ float2 ld_pair(const float* a, int col, int W) {
 /// from ws.E, which rung 18's front does not write: the same values, so the same gradients bit for bit.
 template <class Tg, bool kHi = false, unsigned kLo = 0, bool kLean = false>
 __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut out) {
+  // kLean's products are plain multiplies: with hi + lo staging (put_split's x - bf16(x)) the compiler could
+  // contract one into an FMA (rung 9 uses __fmul_rn there), so kLean is for the hi-only instantiation only.
+  static_assert(kHi || !kLean, "kLean needs kHi");
   using bwdc::each_acc;
   using bwdc::gemm64;
   using bwdc::lo_op;

@@ -88,6 +88,7 @@ constexpr std::size_t g1_smem = kHi ? (kVnLo ? kG1HySmem : kG1HiSmem) : kG1Smem;
 /// (which rung 18's front does not write): the same float32 values, so the same gradients bit for bit.
 template <bool kHi, bool kVnLo = false, bool kLean = false>
 __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut out) {
+  static_assert(kHi || !kLean, "kLean needs kHi (its formed Qg, Kd are plain products; see bwd11_wy)");
   using bwdc::each_acc;
   using bwdc::gemm64;
   using bwdc::lo_op;

@@ -9,8 +9,8 @@
 // errors, racecheck 0 hazards; mutants 240-244 all caught. Backward rung 17 -> 18: DeltaNet 4.467 -> 4.163,
 // GDN 5.372 -> 4.878 ms; with the saving forward with states DeltaNet 4.663 -> 4.291, GDN 5.526 -> 4.999.
 // Per kernel (DeltaNet): prepare 0.784 -> 0.491 (the intra kernel alone; 0.003 with saved states), G1'
-// 1.339 -> 1.254, G2' 1.247 -> 1.306 (forming E costs G2' more than reading it); GDN: prepare 0.853 ->
-// 0.546, G1' 1.842 -> 1.668, G2' 1.523 -> 1.553. KDA and GDN2 unchanged (rung 17 itself).
+// 1.339 -> 1.254, G2' 1.247 -> 1.306; GDN: prepare 0.878 -> 0.546, G1' 1.855 -> 1.668, G2' 1.533 -> 1.553
+// (call 5, one process). KDA and GDN2 unchanged (rung 17 itself).
 //
 // Why (session 11, bench/logs_session11/): with the saving forward with states, DeltaNet's "prepare" is
 // the extras kernel alone, 0.326 ms of a 3.5 ms backward. It writes E = (beta k) exp(G), Qg = (scale q)
@@ -31,7 +31,8 @@
 // for bit (proofs_tests/test_cuda_backward.cu, "CUDA v18 gradients equal v17 gradients bit for bit").
 // Estimate written before the run: DeltaNet's prepare -0.33 ms (saved states) and G2' reading 2 x 16 KB of
 // bf16 k per block instead of 2 x 32 KB of float32 E; GDN's extras kernel replaced by a 4 MB one. The
-// prepare gain came as estimated; G2' got 0.03-0.06 ms slower, not faster; G1' 0.09-0.17 ms faster.
+// prepare gain came as estimated; G2' got 0.02-0.06 ms slower, not faster
+// (not explained yet); G1' 0.09-0.19 ms faster.
 //
 // Range: rung 17's. Workspace: rung 3's (E, Qg, Kd keep their place, unwritten).
 #include "optimized/cuda/bwd_common.cuh"
