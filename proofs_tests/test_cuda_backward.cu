@@ -438,6 +438,17 @@ std::vector<Case> rung9_bit_cases() {
   cases.push_back(fixed_case(1, 131, 3, 22, 30, GateMode::zero, false, 35, {0, 67, 131}));
   return cases;
 }
+
+/// Rung 13's bit test's cases, which rung 18's reuses: rung 9's, and the union of the v11 and v12 bit
+/// tests' own (K = 72 V = 136 and K = 100 V = 36 ragged, K = 128 V = 20 and K = 100 V = 128 extreme).
+std::vector<Case> rung13_bit_cases() {
+  std::vector<Case> cases = rung9_bit_cases();
+  cases.push_back(fixed_case(1, 200, 2, 72, 136, GateMode::random, true, 36, {0, 65, 200}));  // v11's
+  cases.push_back(fixed_case(1, 131, 2, 128, 20, GateMode::extreme, true, 37));              // v11's
+  cases.push_back(fixed_case(1, 150, 2, 100, 36, GateMode::random, true, 36));                // v12's
+  cases.push_back(fixed_case(1, 131, 2, 100, 128, GateMode::extreme, true, 37, {0, 3, 131}));  // v12's
+  return cases;
+}
 }  // namespace
 
 TEST_CASE("CUDA v3 chunked backward outside its range runs rung 2 bit for bit") {
@@ -849,11 +860,7 @@ TEST_CASE("CUDA v18 gradients equal v17 gradients bit for bit") {
   // V = 10) with extreme gates. KDA and GDN2 run rung 17 itself in rung 18: one set of cases for them.
   // The workspaces are NaN-filled before each rung 18 call (review12): rung 17 leaves E, Qg, Kd in the same
   // workspace, so a stray read of them by rung 18 would otherwise see rung 17's values and pass.
-  std::vector<Case> cases = rung9_bit_cases();
-  cases.push_back(fixed_case(1, 200, 2, 72, 136, GateMode::random, true, 36, {0, 65, 200}));
-  cases.push_back(fixed_case(1, 131, 2, 128, 20, GateMode::extreme, true, 37));
-  cases.push_back(fixed_case(1, 150, 2, 100, 36, GateMode::random, true, 36));
-  cases.push_back(fixed_case(1, 131, 2, 100, 128, GateMode::extreme, true, 37, {0, 3, 131}));
+  std::vector<Case> cases = rung13_bit_cases();
   cases.push_back(fixed_case(1, 2, 1, 16, 2, GateMode::extreme, true, 38));
   cases.push_back(fixed_case(1, 1, 1, 41, 10, GateMode::extreme, true, 39));
   const std::vector<Op> scalar_ops = {Op::delta_rule, Op::gated_delta_rule};
@@ -884,12 +891,8 @@ TEST_CASE("CUDA v13 gradients equal v10 gradients bit for bit") {
   // for rung 10's kernel with the same workspace contract and bit for bit by design (the v11 and v12
   // tests above); so every gradient bit for bit with rung 10, and finite (NaN on both sides would
   // compare equal). KDA and GDN2 run rung 8 in both. Cases: the union of the v11 and v12 bit tests'.
-  std::vector<Case> cases = rung9_bit_cases();
-  cases.push_back(fixed_case(1, 200, 2, 72, 136, GateMode::random, true, 36, {0, 65, 200}));  // v11's
-  cases.push_back(fixed_case(1, 131, 2, 128, 20, GateMode::extreme, true, 37));              // v11's
-  cases.push_back(fixed_case(1, 150, 2, 100, 36, GateMode::random, true, 36));                // v12's
-  cases.push_back(fixed_case(1, 131, 2, 100, 128, GateMode::extreme, true, 37, {0, 3, 131}));  // v12's
-  check_rungs_agree(cuda::BwdVersion::v10_split, cuda::BwdVersion::v13_g1g2, cases, kOps, 0, /*require_finite=*/true);
+  check_rungs_agree(cuda::BwdVersion::v10_split, cuda::BwdVersion::v13_g1g2, rung13_bit_cases(), kOps, 0,
+                    /*require_finite=*/true);
 }
 
 TEST_CASE("CUDA v13 G1 slab and fast WY chunked backward outside rung 3 range runs rung 2 bit for bit") {

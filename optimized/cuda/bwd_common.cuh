@@ -185,6 +185,11 @@ inline bool in_rung3_range(const BwdCall& c) { return c.dtype == 1 && c.p.K >= 1
 inline bool in_rowbase_range(const KParams& p) {
   return std::int64_t(p.H) * std::max({std::int64_t(p.K), std::int64_t(p.V), std::int64_t(64)}) < (std::int64_t(1) << 25);
 }
+/// Whether a grid of one block per (64-channel slab of K, chunk) -- rungs 12 to 18's G1' and rung 14's
+/// G1s -- fits its x extent, num_chunks * ceil(K / 64) < 2^31 (a signed int index in those kernels).
+inline bool slab_grid_fits(const KParams& p) {
+  return std::int64_t(p.num_chunks) * ((p.K + 63) / 64) < (std::int64_t(1) << 31);
+}
 /// Rung 3's first three stages (bwd_v3_async.cu; bf16 inputs, 16 <= K <= 128, p.N > 0): prepare,
 /// states, dstates on the forward's tensor-core kernels, each followed by prof.mark() (prepare and
 /// states only when there are chunks). Afterwards the workspace holds what bwd_v2_grads reads and

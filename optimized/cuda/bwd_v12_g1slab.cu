@@ -340,7 +340,7 @@ void bwdc::bwd_v12_g1_lean(const BwdCall& c, bwdc::Profile& prof) { launch_g1<tr
 
 void bwd_v12_launch(const BwdCall& c) {  // G1', then rung 10's G2 unchanged
   // The grid's x extent (a signed int index in the kernel): else rung 10 (one block per chunk).
-  if (std::int64_t(c.p.num_chunks) * ((c.p.K + 63) / 64) >= (std::int64_t(1) << 31)) return bwd_v10_launch(c);
+  if (!bwdc::slab_grid_fits(c.p)) return bwd_v10_launch(c);
   bwdc::bwd_split_launch(c, "bwd_v12", bwdc::bwd_v12_g1, bwdc::bwd_v10_g2);
 }
 

@@ -25,7 +25,7 @@ std::size_t bwd_v13_workspace_bytes(const KParams& p) { return bwd_v3_workspace_
 
 void bwd_v13_launch(const BwdCall& c) {  // rung 12's G1', then rung 11's G2'
   // G1''s grid x extent (a signed int index in the kernel): else rung 11 (rung 10's G1, then G2').
-  if (std::int64_t(c.p.num_chunks) * ((c.p.K + 63) / 64) >= (std::int64_t(1) << 31)) return bwd_v11_launch(c);
+  if (!bwdc::slab_grid_fits(c.p)) return bwd_v11_launch(c);
   bwdc::bwd_split_launch(c, "bwd_v13", bwdc::bwd_v12_g1, bwdc::bwd_v11_g2);
 }
 

@@ -814,7 +814,7 @@ void launch_g2(const BwdCall& c, bwdc::Profile& prof) {
 /// (bwd_grads_tc<Tg, V14Mid>), which writes the same values (proofs_tests/test_cuda_backward.cu compares them).
 void g1(const BwdCall& c, bwdc::Profile& prof) {
   const bool one_block = std::getenv("LINATTN_BWD14_ONE_BLOCK_G1") != nullptr ||
-                         std::int64_t(c.p.num_chunks) * ((c.p.K + 63) / 64) >= (std::int64_t(1) << 31);
+                         !bwdc::slab_grid_fits(c.p);
   if (c.gate_dtype == 0) one_block ? launch_g1<float>(c, prof) : launch_g1s<float>(c, prof);
   else one_block ? launch_g1<bf16>(c, prof) : launch_g1s<bf16>(c, prof);
 }

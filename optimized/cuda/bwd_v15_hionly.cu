@@ -52,7 +52,7 @@ void bwd_v15_launch(const BwdCall& c) {
   }
   // DeltaNet, GDN: rung 12's G1', then rung 11's G2', both hi-only. G1''s grid x extent (a signed int
   // index in the kernel): else rung 11 (rung 10's G1, then G2', hi + lo).
-  if (std::int64_t(p.num_chunks) * ((p.K + 63) / 64) >= (std::int64_t(1) << 31)) return bwd_v11_launch(c);
+  if (!bwdc::slab_grid_fits(p)) return bwd_v11_launch(c);
   bwdc::bwd_split_launch(c, "bwd_v15", bwdc::bwd_v12_g1_hi, bwdc::bwd_v11_g2_hi);
 }
 

@@ -565,7 +565,7 @@ void bwd_v16_launch(const BwdCall& c) {
   if (!bwdc::in_rung3_range(c)) return bwd_v3_launch(c);    // outside the range: rung 2 (via rung 3)
   if (!bwdc::in_rowbase_range(p)) return bwd_v6_launch(c);  // RowBase's 32-bit offsets
   // G1s's grid x extent num_chunks * ceil(K / 64) < 2^31 (rung 14's fallback otherwise: rung 8)
-  if (std::int64_t(p.num_chunks) * ((p.K + 63) / 64) >= (std::int64_t(1) << 31)) return bwd_v8_launch(c);
+  if (!bwdc::slab_grid_fits(p)) return bwd_v8_launch(c);
   bwdc::Profile prof(c.stream, "bwd_v16");
   bwdc::bwd_v3_front(c, prof, /*levels_intra=*/true, /*wide_extras=*/true);  // rung 8's front
   if (p.num_chunks > 0) {

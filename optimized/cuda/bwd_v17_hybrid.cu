@@ -51,7 +51,7 @@ void bwd_v17_launch(const BwdCall& c) {
   }
   // DeltaNet, GDN: G1', then G2'. G1''s grid x extent (a signed int index in the kernel): else rung 11
   // (rung 10's G1, then G2', hi + lo).
-  if (std::int64_t(p.num_chunks) * ((p.K + 63) / 64) >= (std::int64_t(1) << 31)) return bwd_v11_launch(c);
+  if (!bwdc::slab_grid_fits(p)) return bwd_v11_launch(c);
   bwdc::bwd_split_launch(c, "bwd_v17", bwdc::bwd_v12_g1_hy, bwdc::bwd_v11_g2_hy);
 }
 

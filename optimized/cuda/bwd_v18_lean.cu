@@ -46,7 +46,7 @@ void bwd_v18_launch(const BwdCall& c) {
   if (p.N == 0) return;
   // KDA, GDN2, calls outside rung 3's or RowBase's range and G1''s grid limit: rung 17 as it is.
   if (!bwdc::in_rung3_range(c) || !bwdc::in_rowbase_range(p) || p.gate == kGateChannel || p.gdn2 ||
-      std::int64_t(p.num_chunks) * ((p.K + 63) / 64) >= (std::int64_t(1) << 31))
+      !bwdc::slab_grid_fits(p))
     return bwd_v17_launch(c);
   bwdc::bwd_split_launch(c, "bwd_v18", bwdc::bwd_v12_g1_lean, bwdc::bwd_v11_g2_lean, /*g_only=*/true);
 }

@@ -441,10 +441,7 @@ __global__ void __launch_bounds__(C) bwd18_gcum(KParams p) {
   double* Gb = rb.base(bwd_ws(p).G, 1);
   if (tid < Lc) sg[tid] = double(ld(gb + tid * rb.HKG));
   __syncthreads();
-  if (tid == 0) {  // acc += g_i in row order
-    double acc = 0.0;
-    for (int i = 0; i < Lc; ++i) acc += sg[i], sg[i] = acc;
-  }
+  cumsum_log_decays(sg, 1, 1, Lc, tid, C);  // thread 0: acc += g_i in row order
   __syncthreads();
   if (tid < Lc) Gb[tid * rb.HKG] = sg[tid];
 }
