@@ -140,6 +140,25 @@ def test_cuda_v7_overlap_forward_equals_v4_bit_for_bit_and_runs_rung_1_on_float3
 
 
 @gpu
+@pytest.mark.parametrize("op", ["delta_rule", "gated_delta_rule"])
+def test_cuda_v8_wgmma_forward_matches_the_reference_and_runs_rung_1_on_float32_inputs(op):
+    # version='v8_wgmma' (forward rung 8: rung 7 with the state kernel's products on wgmma) must reach the
+    # C++ call: bfloat16 inputs equal the reference of the rounded inputs to 1e-2 (on the H200 it equalled
+    # rung 7 bit for bit, which the C++ suite reports), float32 inputs (outside its range) rung 1's exactly.
+    inp = lt.random_inputs(op, B=1, T=130, H=2, K=64, V=48, initial_state=True, dtype=np.float32, seed=19)
+    o, S = lc.chunk(op, **inp, dtype="bfloat16", version="v8_wgmma")
+    rounded = {k: (x.astype(np.float64) if isinstance(x, np.ndarray) else x) for k, x in inp.items()}
+    for name in ["q", "k", "v"]:
+        rounded[name] = round_to_bf16(inp[name]).astype(np.float64)
+    o_ref, S_ref = linattn.reference(op, **rounded)
+    lt.assert_close(o, o_ref, rtol_rms=1e-2, name="o (v8_wgmma, bfloat16)")
+    lt.assert_close(S, S_ref, rtol_rms=1e-2, name="final_state (v8_wgmma, bfloat16)")
+    o1, S1 = lc.chunk(op, **inp, version="v1_simple")
+    o8, S8 = lc.chunk(op, **inp, version="v8_wgmma")
+    assert np.array_equal(o8, o1) and np.array_equal(S8, S1)
+
+
+@gpu
 @pytest.mark.parametrize("op", OPS)
 def test_cuda_float32_backward_equals_the_reference_backward(op):
     inp = lt.random_inputs(op, B=1, T=150, H=2, K=40, V=24, cu_seqlens=3, initial_state=True,

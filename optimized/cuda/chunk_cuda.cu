@@ -24,6 +24,7 @@ const char* version_name(Version v) {
     case Version::v5_split: return "v5_split";
     case Version::v6_lean: return "v6_lean";
     case Version::v7_overlap: return "v7_overlap";
+    case Version::v8_wgmma: return "v8_wgmma";
   }
   return "?";
 }
@@ -200,6 +201,7 @@ const Rung kLadder[] = {
     {Version::v5_split, detail::v5_supports, detail::v5_workspace_bytes, detail::v5_launch},
     {Version::v6_lean, nullptr, detail::v6_workspace_bytes, detail::v6_launch},
     {Version::v7_overlap, nullptr, detail::v7_workspace_bytes, detail::v7_launch},
+    {Version::v8_wgmma, nullptr, detail::v8_workspace_bytes, detail::v8_launch},
 };
 
 }  // namespace

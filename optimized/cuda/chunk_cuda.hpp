@@ -63,13 +63,18 @@ enum class Version : int {
                       ///< run what `best` runs. Its tests pass; within noise of v4 (B=8: DeltaNet 0.915
                       ///< against 0.923 ms, GDN 0.953 against 0.968; session 8 call 1), so not `best`
                       ///< (RESULTS.md, "Forward rung 6")
-  v7_overlap = 7      ///< v4 for DeltaNet and GDN (bf16, 16 <= K <= 128) with the intra kernel's shared
+  v7_overlap = 7,     ///< v4 for DeltaNet and GDN (bf16, 16 <= K <= 128) with the intra kernel's shared
                       ///< arrays overlapped by lifetime (71,168 B instead of 113,664 at K = 128: 3 blocks
                       ///< per SM instead of 2); bit for bit with v4 by design; other calls run what `best`
                       ///< runs. `best` since session 11: B=8 T=4096 H=16 K=V=128, session 11 call 2,
                       ///< DeltaNet 0.916 against v4's 0.937 ms, GDN 0.953 against 0.976 (fla 1.009 /
                       ///< 0.849); intra kernel alone 0.405 / 0.439 against 0.444 / 0.483 (call 1)
                       ///< (RESULTS.md, "Forward rung 7")
+  v8_wgmma = 8        ///< v7 with the state kernel's w_aux S and q~ S products on wgmma (warpgroup MMA,
+                      ///< sm_90a) instead of mma.sync; other calls run what v7 runs. Bit for bit with v7
+                      ///< on the H200 but slower (state kernel 0.57-0.60 against 0.49 ms at B=8 T=4096
+                      ///< H=16 K=V=128, session 12): the products were not what bounds it, so not `best`
+                      ///< (RESULTS.md, "Forward rung 8")
 };
 
 const char* version_name(Version v);

@@ -291,6 +291,8 @@ __device__ __forceinline__ void state_frag_store_hilo(const float (&st)[SNT][4],
 bool skip_kernel(const char* which);
 /// The sequential state kernel of v2 (used by v3 too); KP = 64 or 128.
 void tc_state_launch(const Call& c, int KP);
+/// The state kernel's value-column tile (16, 32 or 64; LINATTN_V2_BV overrides), as v2_state picks it.
+int tc_pick_bv(const KParams& p);
 inline int tc_pick_kp(int K) { return K <= 64 ? 64 : 128; }
 std::size_t tc_workspace_bytes(const KParams& p);
 /// Forward rung 6: tc_workspace_bytes plus lean_g's region.

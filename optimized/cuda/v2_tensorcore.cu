@@ -1011,6 +1011,8 @@ bool skip_kernel(const char* which) {
   return only && *only && std::string(only) != which;
 }
 
+int tc_pick_bv(const KParams& p) { return pick_bv(p); }
+
 void tc_state_launch(const Call& c, int KP) {
   if (skip_kernel("state")) return;
   const int bv = pick_bv(c.p);

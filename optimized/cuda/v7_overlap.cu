@@ -317,7 +317,7 @@ bool in_v7_range(const Call& c) {
 }
 
 template <int KP>
-void launch_kp(const Call& c) {
+void launch_intra_kp(const Call& c) {
   if (!skip_kernel("intra") && c.p.num_chunks > 0) {
     auto go = [&](auto tg) {
       using Tg = decltype(tg);
@@ -333,6 +333,11 @@ void launch_kp(const Call& c) {
     if (c.gate_dtype == 0) go(float{});
     else go(bf16{});
   }
+}
+
+template <int KP>
+void launch_kp(const Call& c) {
+  launch_intra_kp<KP>(c);
   tc_state_launch(c, KP);
 }
 
@@ -347,6 +352,13 @@ void v7_launch(Call c) {
   }
   if (tc_pick_kp(c.p.K) == 64) return launch_kp<64>(c);
   return launch_kp<128>(c);
+}
+
+bool v7_in_range(const Call& c) { return in_v7_range(c); }
+
+void v7_intra_launch(const Call& c, int KP) {
+  if (KP == 64) return launch_intra_kp<64>(c);
+  launch_intra_kp<128>(c);
 }
 
 int v7_intra_blocks_per_sm(int KP) {

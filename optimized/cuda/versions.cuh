@@ -62,6 +62,15 @@ std::size_t v7_workspace_bytes(const KParams& p);
 void v7_launch(Call c);
 /// cudaOccupancyMaxActiveBlocksPerMultiprocessor of rung 7's intra kernel (KP = 64 or 128), for the tests.
 int v7_intra_blocks_per_sm(int KP);
+/// Whether rung 7 runs its own kernels for the call (else it runs rung 4 or rung 1).
+bool v7_in_range(const Call& c);
+/// Rung 7's intra kernel alone (KP = tc_pick_kp(K)), for rung 8.
+void v7_intra_launch(const Call& c, int KP);
+
+// v8_wgmma.cu (session 12): rung 7 with a state kernel whose w_aux S and q~ S products run on wgmma
+// (sm_90a warpgroup MMA from shared memory) instead of mma.sync; rung 7's range, else what rung 7 runs.
+std::size_t v8_workspace_bytes(const KParams& p);
+void v8_launch(Call c);
 
 /// One backward call: the forward's parameters (o and ht unused) plus dL/do, dL/dS_T and the
 /// gradient outputs (q, k, v, do and their gradients in `dtype`; gates and theirs in `gate_dtype`;

@@ -28,10 +28,12 @@ cuda::DType parse_dtype(const std::string& fn, const char* arg, const std::strin
 cuda::Version parse_version(const std::string& fn, const std::string& name) {
   for (cuda::Version v : {cuda::Version::best, cuda::Version::v1_simple,
                           cuda::Version::v2_tensorcore, cuda::Version::v3_async, cuda::Version::v4_levels,
-                          cuda::Version::v5_split, cuda::Version::v6_lean, cuda::Version::v7_overlap})
+                          cuda::Version::v5_split, cuda::Version::v6_lean, cuda::Version::v7_overlap,
+                          cuda::Version::v8_wgmma})
     if (name == cuda::version_name(v)) return v;
   fail(fn, "version",
-       "one of 'best', 'v1_simple', 'v2_tensorcore', 'v3_async', 'v4_levels', 'v5_split', 'v6_lean', 'v7_overlap'",
+       "one of 'best', 'v1_simple', 'v2_tensorcore', 'v3_async', 'v4_levels', 'v5_split', 'v6_lean', 'v7_overlap', "
+       "'v8_wgmma'",
        "'" + name + "'");
 }
 

@@ -143,7 +143,8 @@ def main():
     ap.add_argument("--fla", default=None)
     ap.add_argument("--versions", default="1,2", help="linattn rungs to time (comma separated): 1 v1_simple, "
                     "2 v2_tensorcore, 3 v3_async, 4 v4_levels, 5 v5_split, 6 v6_lean (DeltaNet / GDN without q~, k~), "
-                    "7 v7_overlap (DeltaNet / GDN: v4 with the intra kernel's shared arrays overlapped, 3 blocks per SM)")
+                    "7 v7_overlap (DeltaNet / GDN: v4 with the intra kernel's shared arrays overlapped, 3 blocks per SM), "
+                    "8 v8_wgmma (v7 with the state kernel's w_aux S and q~ S on wgmma)")
     ap.add_argument("--shapes", default="8x4096x16x128x128,1x32768x16x128x128")
     ap.add_argument("--ops", default=",".join(OPS))
     ap.add_argument("--rep", type=int, default=200, help="do_bench rep in ms")
