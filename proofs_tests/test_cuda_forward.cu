@@ -556,11 +556,13 @@ TEST_CASE("CUDA v7 overlap forward outside its range equals the rung best runs t
 }
 
 // Rung 8 (v8_wgmma.cu) is rung 7 with the state kernel's w_aux S and q~ S products on wgmma. Per value
-// it runs rung 7's operations in rung 7's order; whether wgmma's m64nNk16 sums round as mma.sync's
-// m16n8k16 sums is not documented, so this bit test is informational ([!mayfail]: it reports, it does
-// not fail the suite). The binding checks of rung 8 are the properties against the float64 reference
-// below and the shared cases (kVersions), with rung 4's bounds.
-TEST_CASE("CUDA v8 wgmma forward equals v7 bit for bit for DeltaNet and GDN (informational)", "[!mayfail]") {
+// it runs rung 7's operations in rung 7's order. That wgmma's m64nNk16 sums round as mma.sync's m16n8k16
+// sums is not documented; it held on the H200 (sm_90a, session 12: 177 assertions in both column
+// divisions, LINATTN_V8_SPLIT=0 / 1), so this test requires it: a wrong descriptor, a dropped lo product,
+// a missing barrier or wait change some bit (mutants 250-253 in bench/make_mutants.py). On another GPU a
+// failure here alone, with the properties below passing, would mean a different rounding, not a bug.
+// LINATTN_V8_BIT_CASES=n runs the first n cases only (compute-sanitizer in the device scripts).
+TEST_CASE("CUDA v8 wgmma forward equals v7 bit for bit for DeltaNet and GDN") {
   SKIP_WITHOUT_GPU();
   const std::vector<Case> cases = overlap_bit_cases();
   const char* lim = std::getenv("LINATTN_V8_BIT_CASES");

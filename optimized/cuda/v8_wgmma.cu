@@ -20,8 +20,8 @@
 //     tiles and every other expression are v2_state's.
 // Per value the operations are v2_state's in v2_state's order (for each 16-deep k step: + w_aux S_hi,
 // then + w_aux S_lo; o = q~ S_hi + q~ S_lo, then + P v_new), so o and the final state equal rung 7's
-// bit for bit if wgmma's m64nNk16 sums equal mma.sync's m16n8k16 sums -- not documented; the tests
-// check it ("equals v7 bit for bit", informational) and bound v8 against the float64 reference.
+// bit for bit if wgmma's m64nNk16 sums equal mma.sync's m16n8k16 sums -- not documented, but so on the
+// H200 (session 12), and the test "CUDA v8 wgmma forward equals v7 bit for bit" requires it.
 // Range: rung 7's (bf16 inputs, 16 <= K <= 128, gate none or scalar); rung 7's intra kernel; every other
 // call runs what rung 7 runs (rung 4, else rung 1).
 //

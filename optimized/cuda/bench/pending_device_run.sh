@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # optimized/cuda/bench/pending_device_run.sh -- the first device call of the session after session 11.
-# Session 12 ran items 1-3 in its calls 1 and 7 (logs_session12/: all pass; rung 18's racecheck over the
-# whole bit test took ~190 s, more than the 120 s below); item 2's K = V = 128 case is the one still unrun.
+# Session 12 ran all of it in its calls 1, 7 and 8 (logs_session12/: all pass; rung 18's racecheck over the
+# whole bit test took ~190 s, more than the 120 s below; the K = V = 128 case 106 s). Nothing is pending.
 # The list as written for that call:
 # what session 11 left unrun (RESULTS.md Status, "Rung 18"), bounded to about 560 s so it fits one `run`
 # call (600 s). Session 10's list (saved states, forward rung 7) ran in session 11 call 1.
