@@ -6,7 +6,7 @@
 // K=V=128 (0.49-0.52 ms) and latency-bound: ncu (session 6) found 8 warps per SM, issue slots 26-28%
 // busy, 0.3 eligible warps per scheduler, 38% of the stall samples on the HMMAs and the ldmatrix loads
 // just before them. Per chunk each warp issues 128 mma.sync m16n8k16 for w_aux S and q~ S (hi + lo
-// parts of S) plus 256 ldmatrix fragments. With wgmma a warpgroup issues 16 instructions for the same
+// parts of S) plus 48 ldmatrix.x4 (at KP = 128, BV = 64). With wgmma a warpgroup issues 16 instructions for the same
 // 64 x BV x KP products (hi then lo per 16-deep k step), reading both operands from shared memory.
 //
 // What changes against v2_state (two stages, cp.async tiles, 8 warps = 2 warpgroups):
@@ -25,18 +25,22 @@
 // Range: rung 7's (bf16 inputs, 16 <= K <= 128, gate none or scalar); rung 7's intra kernel; every other
 // call runs what rung 7 runs (rung 4, else rung 1).
 //
-// Measured (H200, session 12 calls 1-7, bench/logs_session12/; RESULTS.md "Forward rung 8"): correct and
-// SLOWER, so not `best`. o and the final state equal rung 7's bit for bit (177 assertions, both column
-// divisions: so wgmma's m64nNk16 sums round as mma.sync's m16n8k16 sums here), both properties pass,
-// memcheck 0 errors, racecheck 0 hazards. State kernel alone, GDN: 0.57-0.60 ms against rung 7's 0.49 at
-// B=8 T=4096 H=16 K=V=128, 1.52-1.58 against 1.04 at B=1 T=32768. The knobs below show why: without its
-// tile loads the kernel takes 0.36 ms (B=8) and 0.64 (B=1), without the wgmma products it still takes
-// 0.51-0.53, so the products were not what bounds the state kernel; the w_aux / q~ loads, needed first in
-// each chunk, cost 0.135 ms (B=8) for their 32 KB per block and chunk, the Kd / P loads (24 KB, needed
-// later) 0.05. Neither the column division (LINATTN_V8_SPLIT=1), the tile-load order (shared-memory order,
-// or issued behind the wgmma), the fence, nor the flat grid changed the total.
+// Measured (H200, session 12 calls 1-8, bench/logs_session12/; RESULTS.md "Forward rung 8"): correct and
+// SLOWER, so not `best`. o and the final state equal rung 7's bit for bit (177 assertions per column
+// division: so wgmma's m64nNk16 sums round as mma.sync's m16n8k16 sums here), both properties pass,
+// memcheck 0 errors, racecheck 0 hazards (3 cases). State kernel alone, GDN: 0.57-0.60 ms against rung 7's
+// 0.49 at B=8 T=4096 H=16 K=V=128, 1.52-1.58 against 1.04 at B=1 T=32768. The knobs below show why:
+// without its tile loads the kernel takes 0.36 ms (B=8) and 0.64 (B=1), without the wgmma products it
+// still takes 0.51-0.53, so the products were not what bounds the state kernel. The w_aux / q~ loads, needed
+// first in each chunk and in this layout less coalesced than rung 7's (+83% L2 requests), cost 0.135 ms for
+// their 32 KB per block and chunk; the Kd / P loads (24 KB, row-major, needed later) 0.05. None of the
+// variants made it faster: the column division (LINATTN_V8_SPLIT=1; slower at B=1), the tile-load order
+// (shared-memory order, or issued behind the wgmma), leaving out the fence, the flat grid.
+// Static (nvcc 13.0, sm_90a, ptxas -v): the default kernel 197 registers at KP 128 / BV 64, no spill.
+
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -186,8 +190,12 @@ constexpr int kSkipWgmma = 1, kSkipUpdate = 2, kSkipLoads = 4, kSkipStore = 8, k
 
 /// The sequential pass over the chunks of one sequence for one head and BV value columns (v2_state's
 /// forward: Eq.(SPEC 4, step 3): v_new = u - w_aux S, o = q~ S + P v_new, S <- Diag(exp(G_C)) S + Kd^T v_new).
-template <int KP, int BV, bool kSplit>
-__global__ void __launch_bounds__(kThreads) v8_state(KParams p, int skip) {
+template <int KP, int BV, bool kSplit, bool kKnobs>
+__global__ void __launch_bounds__(kThreads) v8_state(KParams p, int skip_arg) {
+  // The LINATTN_V8_SKIP bits; a compile-time 0 in the kernel that runs without the knob (kKnobs false),
+  // so its code has none of the knob's branches (with them, ptxas injected warpgroup.arrive before the
+  // wgmma, C7519, and KP 128 / BV 64 took 216 registers instead of 197; review13).
+  const int skip = kKnobs ? skip_arg : 0;
   using S = V8Smem<KP, BV>;
   constexpr int PK = S::PK, LDK = S::LDK, LDV = S::LDV, LDU = S::LDU;
   extern __shared__ __align__(128) char smem[];
@@ -302,7 +310,8 @@ __global__ void __launch_bounds__(kThreads) v8_state(KParams p, int skip) {
     wg_commit();
     // The next chunk's tiles (into the other stage) while the tensor cores work: a warpgroup's wgmma
     // starts only when its four warps have issued it, so issuing the ~19 cp.async per thread first
-    // (v2_state's order) put the whole load issue before the products (call 2: 0.58 ms, 0.36 without loads).
+    // (v2_state's order) put the whole load issue before the products. Measured: no gain (call 4: 0.593 ms
+    // against 0.582 with v2_state's order in calls 2-3).
     if (ci + 1 < nchunks && (!(skip & kSkipLoads) || ci + 1 < 2)) issue(ci + 1);
     wg_wait0();
     wg_fence_acc(acc);
@@ -381,18 +390,37 @@ __global__ void __launch_bounds__(kThreads) v8_state(KParams p, int skip) {
   if (p.ht) state_frag_store(st, p.ht, sbase, K, V, sm, sn0, v0, g8, t4);
 }
 
+/// LINATTN_V8_SKIP's bits (0 when unset); a nonzero value makes rung 8's outputs wrong, so the first
+/// launch with one says so on stderr.
+int v8_skip_knob() {
+  const char* env = std::getenv("LINATTN_V8_SKIP");
+  const int skip = env ? std::atoi(env) : 0;
+  static bool warned = false;
+  if (skip != 0 && !warned) {
+    warned = true;
+    std::fprintf(stderr, "linattn: LINATTN_V8_SKIP=%d is set: forward rung 8 leaves parts of its state kernel out "
+                 "(a benchmark knob); its outputs are wrong\n", skip);
+  }
+  return skip;
+}
+
 template <int KP, int BV>
 void launch_state(const Call& c) {
   constexpr int bytes = V8Smem<KP, BV>::bytes;
-  const char* split = std::getenv("LINATTN_V8_SPLIT");
-  auto kern = split && std::atoi(split) == 1 ? v8_state<KP, BV, true> : v8_state<KP, BV, false>;
+  const char* split_env = std::getenv("LINATTN_V8_SPLIT");
+  const bool split = split_env && std::atoi(split_env) == 1;
+  const int skip = v8_skip_knob();
+  // v8_state's knob instantiations only when a knob is set (kKnobs): the default kernel has no knob code.
+  auto kern = split ? (skip ? v8_state<KP, BV, true, true> : v8_state<KP, BV, true, false>)
+                    : (skip ? v8_state<KP, BV, false, true> : v8_state<KP, BV, false, false>);
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   const int nvt = (c.p.V + BV - 1) / BV;
-  const char* env = std::getenv("LINATTN_V8_SKIP");
+  // LINATTN_STATE_GRID=flat as in v2_state; rung 7's other state-kernel knobs (LINATTN_STATE_OCC2, _STAGES,
+  // _BULK, _PREFETCH) do not apply to this kernel.
   const char* grid = std::getenv("LINATTN_STATE_GRID");
   const bool flat = grid && std::string(grid) == "flat";
-  kern<<<flat ? dim3(unsigned(c.p.N) * c.p.H * nvt) : dim3(c.p.N, c.p.H, nvt), kThreads, bytes, c.stream>>>(
-      c.p, env ? std::atoi(env) : 0);
+  kern<<<flat ? dim3(unsigned(c.p.N) * c.p.H * nvt) : dim3(c.p.N, c.p.H, nvt), kThreads, bytes, c.stream>>>(c.p,
+                                                                                                          skip);
   LINATTN_CUDA_CHECK(cudaGetLastError());
 }
 

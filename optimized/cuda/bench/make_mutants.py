@@ -601,7 +601,8 @@ MUTANTS = [
     (253, "optimized/cuda/v8_wgmma.cu",
      "    wg_wait0();\n",
      "    if (p.mutant != 253) wg_wait0();\n",
-     "v8: the wait for the wgmma group removed (the accumulators read before the products land)"),
+     "v8: the wait for the wgmma group removed (equivalent in results: ptxas injects the wait itself, C7517, "
+     "right after the commit, so the accumulators are never read early; not caught by design)"),
     # Rung 3 of the backward (bwd_v3_async.cu and the forward kernels it reuses).
     (41, "optimized/cuda/v2_tensorcore.cu",
      "      float* Sout = bwd.S + (std::int64_t(c_first + ci) * H + h) * K * V;",

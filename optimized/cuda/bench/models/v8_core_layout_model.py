@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """optimized/cuda/bench/models/v8_core_layout_model.py -- the shared-memory layout algebra of forward rung 8
 (v8_wgmma.cu), checked on the CPU: that what the kernel writes is what its wgmma descriptors describe.
+A derivation check of the design: the model holds its own copies of the kernel's expressions (core_off,
+the descriptor strides, the load and store index math) and does not read the .cu, so edit the two together.
 
 wgmma reads a K-major bf16 operand without swizzle as the PTX ISA's canonical layout
 ((8, m), (8, 2 k)) : ((8, SBO), (1, LBO)) in elements (9.7.15.5.1.2: core matrices of 8 rows x 16 bytes;
