@@ -69,6 +69,14 @@ struct Result {
   bool supported = true;
 };
 
+/// got's o and final state equal want's bit for bit (sizes first): the bit tests between rungs.
+void check_bitwise_equal(const ref::RecurrentOutput<float>& got, const ref::RecurrentOutput<float>& want) {
+  REQUIRE(got.o.numel() == want.o.numel());
+  REQUIRE(got.final_state.numel() == want.final_state.numel());
+  CHECK(std::memcmp(got.o.data(), want.o.data(), sizeof(float) * want.o.numel()) == 0);
+  CHECK(std::memcmp(got.final_state.data(), want.final_state.data(), sizeof(float) * want.final_state.numel()) == 0);
+}
+
 /// Run version `ver` on `pd` (cast to float, rounded as the device sees it) and compare with the
 /// float64 reference run on the same inputs (`want`, computed here when not given).
 Result run_and_compare(const Problem<double>& pd, DType dt, Version ver, DType gdt = DType::f32,
@@ -183,9 +191,7 @@ void check_outside_range_is_best_rung(Version ver, index_t T, std::uint64_t seed
                                << cuda::version_name(ver) << " against " << cuda::version_name(pr.want) << " o "
                                << compare(got.o, want.o).str() << " state "
                                << compare(got.final_state, want.final_state).str());
-      REQUIRE(got.o.numel() == want.o.numel());
-      CHECK(std::memcmp(got.o.data(), want.o.data(), sizeof(float) * want.o.numel()) == 0);
-      CHECK(std::memcmp(got.final_state.data(), want.final_state.data(), sizeof(float) * want.final_state.numel()) == 0);
+      check_bitwise_equal(got, want);
       CHECK(std::memcmp(best.o.data(), want.o.data(), sizeof(float) * want.o.numel()) == 0);
     }
 }
@@ -429,8 +435,7 @@ TEST_CASE("CUDA chunked forward is deterministic: two runs give bitwise equal ou
       }
       b = cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, DType::f32, ver);
       INFO(ref::op_name(op) << " " << cuda::version_name(ver));
-      CHECK(std::memcmp(a.o.data(), b.o.data(), sizeof(float) * a.o.numel()) == 0);
-      CHECK(std::memcmp(a.final_state.data(), b.final_state.data(), sizeof(float) * a.final_state.numel()) == 0);
+      check_bitwise_equal(b, a);
     }
 }
 
@@ -469,9 +474,7 @@ TEST_CASE("CUDA v5 split forward equals v4 fused forward bit for bit") {
           INFO(ref::op_name(op) << " B " << c.B << " T " << c.T << " K " << c.K << " V " << c.V << " gates " << dname(gdt)
                                 << " LINATTN_V5_SPLIT=" << split << ": v5 against v4 o " << compare(v5.o, v4.o).str()
                                 << " state " << compare(v5.final_state, v4.final_state).str());
-          REQUIRE(v5.o.numel() == v4.o.numel());
-          CHECK(std::memcmp(v5.o.data(), v4.o.data(), sizeof(float) * v4.o.numel()) == 0);
-          CHECK(std::memcmp(v5.final_state.data(), v4.final_state.data(), sizeof(float) * v4.final_state.numel()) == 0);
+          check_bitwise_equal(v5, v4);
         }
       }
 }
@@ -527,10 +530,7 @@ TEST_CASE("CUDA v7 overlap forward equals v4 bit for bit for DeltaNet and GDN") 
                               << to_string(c.gates) << " init " << c.initial_state << " gate dtype " << dname(gdt)
                               << ": v7 against v4 o " << compare(v7.o, v4.o).str() << " state "
                               << compare(v7.final_state, v4.final_state).str());
-        REQUIRE(v7.o.numel() == v4.o.numel());
-        REQUIRE(v7.final_state.numel() == v4.final_state.numel());
-        CHECK(std::memcmp(v7.o.data(), v4.o.data(), sizeof(float) * v4.o.numel()) == 0);
-        CHECK(std::memcmp(v7.final_state.data(), v4.final_state.data(), sizeof(float) * v4.final_state.numel()) == 0);
+        check_bitwise_equal(v7, v4);
       }
 }
 
@@ -601,10 +601,7 @@ TEST_CASE("CUDA v8 wgmma forward equals v7 bit for bit for DeltaNet and GDN") {
                                 << dname(gdt) << " LINATTN_V8_SPLIT=" << kn.split << " grid '" << kn.grid
                                 << "': v8 against v7 o " << compare(v8.o, v7.o).str() << " state "
                                 << compare(v8.final_state, v7.final_state).str());
-          REQUIRE(v8.o.numel() == v7.o.numel());
-          REQUIRE(v8.final_state.numel() == v7.final_state.numel());
-          CHECK(std::memcmp(v8.o.data(), v7.o.data(), sizeof(float) * v7.o.numel()) == 0);
-          CHECK(std::memcmp(v8.final_state.data(), v7.final_state.data(), sizeof(float) * v7.final_state.numel()) == 0);
+          check_bitwise_equal(v8, v7);
         }
       }
 }

@@ -105,23 +105,28 @@ def test_cuda_bfloat16_forward_equals_the_reference_of_the_rounded_inputs(op):
     lt.assert_close(S, S_ref, rtol_rms=1e-2, name="final_state (bfloat16)")
 
 
-@gpu
-@pytest.mark.parametrize("op", ["delta_rule", "gated_delta_rule"])
-def test_cuda_v6_lean_forward_is_exact_and_runs_rung_1_on_float32_inputs(op):
-    # version='v6_lean' (forward rung 6: its own kernels for DeltaNet and GDN with bfloat16 inputs)
-    # must reach the C++ call: bfloat16 inputs equal the reference of the rounded inputs to 1e-2, and
-    # float32 inputs (outside its range) give rung 1's outputs exactly, as 'best' does.
-    inp = lt.random_inputs(op, B=1, T=130, H=2, K=64, V=48, initial_state=True, dtype=np.float32, seed=17)
-    o, S = lc.chunk(op, **inp, dtype="bfloat16", version="v6_lean")
+def _check_rung_on_bf16_and_rung_1_on_float32(op, version, seed):
+    # A forward rung with its own kernels for DeltaNet and GDN with bfloat16 inputs must reach the C++ call:
+    # bfloat16 inputs equal the reference of the rounded inputs to 1e-2, and float32 inputs (outside its
+    # range) give rung 1's outputs exactly, as 'best' does.
+    inp = lt.random_inputs(op, B=1, T=130, H=2, K=64, V=48, initial_state=True, dtype=np.float32, seed=seed)
+    o, S = lc.chunk(op, **inp, dtype="bfloat16", version=version)
     rounded = {k: (x.astype(np.float64) if isinstance(x, np.ndarray) else x) for k, x in inp.items()}
     for name in ["q", "k", "v"]:
         rounded[name] = round_to_bf16(inp[name]).astype(np.float64)
     o_ref, S_ref = linattn.reference(op, **rounded)
-    lt.assert_close(o, o_ref, rtol_rms=1e-2, name="o (v6_lean, bfloat16)")
-    lt.assert_close(S, S_ref, rtol_rms=1e-2, name="final_state (v6_lean, bfloat16)")
+    lt.assert_close(o, o_ref, rtol_rms=1e-2, name=f"o ({version}, bfloat16)")
+    lt.assert_close(S, S_ref, rtol_rms=1e-2, name=f"final_state ({version}, bfloat16)")
     o1, S1 = lc.chunk(op, **inp, version="v1_simple")
-    o6, S6 = lc.chunk(op, **inp, version="v6_lean")
-    assert np.array_equal(o6, o1) and np.array_equal(S6, S1)
+    o_v, S_v = lc.chunk(op, **inp, version=version)
+    assert np.array_equal(o_v, o1) and np.array_equal(S_v, S1)
+
+
+@gpu
+@pytest.mark.parametrize("op", ["delta_rule", "gated_delta_rule"])
+def test_cuda_v6_lean_forward_is_exact_and_runs_rung_1_on_float32_inputs(op):
+    # version='v6_lean' (forward rung 6: its own kernels for DeltaNet and GDN with bfloat16 inputs).
+    _check_rung_on_bf16_and_rung_1_on_float32(op, "v6_lean", seed=17)
 
 
 @gpu
@@ -142,20 +147,9 @@ def test_cuda_v7_overlap_forward_equals_v4_bit_for_bit_and_runs_rung_1_on_float3
 @gpu
 @pytest.mark.parametrize("op", ["delta_rule", "gated_delta_rule"])
 def test_cuda_v8_wgmma_forward_matches_the_reference_and_runs_rung_1_on_float32_inputs(op):
-    # version='v8_wgmma' (forward rung 8: rung 7 with the state kernel's products on wgmma) must reach the
-    # C++ call: bfloat16 inputs equal the reference of the rounded inputs to 1e-2 (on the H200 it equalled
-    # rung 7 bit for bit, which the C++ suite reports), float32 inputs (outside its range) rung 1's exactly.
-    inp = lt.random_inputs(op, B=1, T=130, H=2, K=64, V=48, initial_state=True, dtype=np.float32, seed=19)
-    o, S = lc.chunk(op, **inp, dtype="bfloat16", version="v8_wgmma")
-    rounded = {k: (x.astype(np.float64) if isinstance(x, np.ndarray) else x) for k, x in inp.items()}
-    for name in ["q", "k", "v"]:
-        rounded[name] = round_to_bf16(inp[name]).astype(np.float64)
-    o_ref, S_ref = linattn.reference(op, **rounded)
-    lt.assert_close(o, o_ref, rtol_rms=1e-2, name="o (v8_wgmma, bfloat16)")
-    lt.assert_close(S, S_ref, rtol_rms=1e-2, name="final_state (v8_wgmma, bfloat16)")
-    o1, S1 = lc.chunk(op, **inp, version="v1_simple")
-    o8, S8 = lc.chunk(op, **inp, version="v8_wgmma")
-    assert np.array_equal(o8, o1) and np.array_equal(S8, S1)
+    # version='v8_wgmma' (forward rung 8: rung 7 with the state kernel's products on wgmma; on the H200 it
+    # equalled rung 7 bit for bit, which the C++ suite checks).
+    _check_rung_on_bf16_and_rung_1_on_float32(op, "v8_wgmma", seed=19)
 
 
 @gpu
