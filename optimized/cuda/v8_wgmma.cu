@@ -268,7 +268,6 @@ __global__ void __launch_bounds__(kThreads) v8_state(KParams p, int skip_arg) {
     cp_async_wait<0>();
     if (!(skip & kSkipFence)) fence_proxy_async();  // this thread's tiles of chunk ci and S^T stores, visible to wgmma
     __syncthreads();  // ... for every thread; the previous chunk fully done (its stage is free)
-    const bf16* sA = reinterpret_cast<const bf16*>(smem + (wg == 0 ? S::sW : S::sQg) + stg * S::tileC);
     const bf16* sP = reinterpret_cast<const bf16*>(smem + S::sP + stg * 64 * 72 * 2);
     const float* sU = reinterpret_cast<const float*>(smem + S::sU + stg * 64 * LDU * 4);
     const float* sgC = reinterpret_cast<const float*>(smem + S::sgC + stg * KP * 4);
@@ -291,6 +290,7 @@ __global__ void __launch_bounds__(kThreads) v8_state(KParams p, int skip_arg) {
     const bf16* sBl = sSl + (cb >> 3) * PK * 64;
     const bf16* sWs = reinterpret_cast<const bf16*>(smem + S::sW + stg * S::tileC);
     const bf16* sQs = reinterpret_cast<const bf16*>(smem + S::sQg + stg * S::tileC);
+    const bf16* sA = wg == 0 ? sWs : sQs;  // kSplit = false: this warpgroup's product's tile
 #pragma unroll
     for (int s = 0; s < KP / 16; ++s) {
       if (skip & kSkipWgmma) break;
