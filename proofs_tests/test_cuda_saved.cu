@@ -20,12 +20,13 @@
 // new SavedForward's buffer starts as NaN bits as well (forward_device), so A or a workspace tile the
 // forward fails to write shows.
 // Saved states (forward_device(args, version, &saved, true); RESULTS.md "Saved states"): the saving
-// forward's state kernel also stores the state entering every chunk and v_new into the object's own
-// backward workspace, and the saved backward skips A's copy and its states kernel. (d) checks o, the
+// forward's state kernel also stores the state entering every chunk and v_new into the object (beside
+// A), and the saved backward reads them there and skips A's copy and its states kernel; its scratch is
+// the process-wide workspace, NaN-filled before each backward as without states. (d) checks o, the
 // final state and every gradient bit for bit with the recompute path for every saved rung (a fresh
-// object per rung, so its scratch regions start as NaN bits: poison_device_workspaces does not reach
-// them), a second backward from the same object, a reused object refilled with and without states
-// (best and rung 16), and the refusal of with_states without a SavedForward.
+// object per rung), a second backward from the same object, a reused object refilled with and without
+// states (best and rung 16), and the refusal of with_states without a SavedForward; the object's size
+// is checked without a GPU.
 // Without a usable GPU every test that needs one says why (Catch2 WARN) and returns; the argument
 // checks that need no device run everywhere.
 #include <catch2/catch.hpp>
@@ -34,6 +35,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -388,9 +390,8 @@ void check_saved_case(const BwdCase& b, Op op, DType gdt, cuda::SavedForward& re
 
 /// Test (d) for one case, operator and gate dtype: with saved states, o and the final state equal
 /// forward_device's bit for bit and are finite; for every saved rung, a fresh object's saved backward
-/// (its scratch NaN bits) gives the recompute backward's gradients bit for bit and finite, and so does
-/// a second backward from it; for best and rung 16, `reused` (refilled, alternately with and without
-/// states) too.
+/// gives the recompute backward's gradients bit for bit and finite, and so does a second backward from
+/// it; for best and rung 16, `reused` (refilled, alternately with and without states) too.
 void check_saved_states_case(const BwdCase& b, Op op, DType gdt, cuda::SavedForward& reused,
                              const std::vector<BwdVersion>& rungs = saved_rungs()) {
   const DevProblem d = make_dev_problem(op, b, gdt);
@@ -411,7 +412,7 @@ void check_saved_states_case(const BwdCase& b, Op op, DType gdt, cuda::SavedForw
     const auto from_saved = dev.backward(ver, &saved);
     const auto recomputed = dev.backward(ver);
     check_same_grads(recomputed, from_saved);
-    check_same_grads(recomputed, dev.backward(ver, &saved));  // its scratch now the first backward's
+    check_same_grads(recomputed, dev.backward(ver, &saved));  // the kept arrays read twice
     if (ver == BwdVersion::best || ver == BwdVersion::v16_b9one) {  // (rung 16: its hand-over region)
       dev.forward(Version::v4_levels, &reused, reuse_states);
       CHECK(reused.has_states() == reuse_states);
@@ -832,6 +833,23 @@ TEST_CASE("CUDA saving forward with states but no SavedForward is a linattn Erro
              Contains("forward_device") && Contains("'save'") && Contains("with_states") && Contains("null"));
   cuda::SavedForward s;
   CHECK(!s.has_states());
-  // The states layout's bytes exceed the plain layout's by the backward workspace (chunk_cuda.hpp).
-  CHECK(cuda::SavedForward::bytes_needed(f, true) > cuda::SavedForward::bytes_needed(f));
+  // The states layout keeps v_new, A and S (KParams::keep) besides the tc workspace, where the plain one
+  // keeps A: so it exceeds the plain layout by v_new and S, up to the 256-byte roundings (chunk_cuda.hpp).
+  for (const auto& [B, T, H, K, V] : {std::array<std::int64_t, 5>{1, 4, 1, 16, 16}, {2, 130, 3, 40, 24},
+                                      {8, 4096, 16, 128, 128}}) {
+    f.B = B, f.T = T, f.H = H, f.K = K, f.V = V;
+    INFO("B " << B << " T " << T << " H " << H << " K " << K << " V " << V);
+    const std::int64_t rows = B * T * H, chunks = B * ((T + 63) / 64);
+    const std::int64_t keep = 4 * (rows * (V + 64) + chunks * H * K * V), keep256 = (keep + 255) / 256 * 256;
+    const std::int64_t with = std::int64_t(cuda::SavedForward::bytes_needed(f, true));
+    const std::int64_t without = std::int64_t(cuda::SavedForward::bytes_needed(f));
+    // with = keep256 + tc, without = align256(tc) + 4 rows 64, so keep256 - 4 rows 64 - (with - without)
+    // is align256(tc) - tc, in [0, 255].
+    const std::int64_t slack = keep256 - 4 * rows * 64 - (with - without);
+    CHECK(slack >= 0);
+    CHECK(slack <= 255);
+  }
+  // The benchmark shape's figure in chunk_cuda.hpp (session 12; 6,916,407,552 bytes before the lean layout).
+  f.B = 8, f.T = 4096, f.H = 16, f.K = 128, f.V = 128;
+  CHECK(cuda::SavedForward::bytes_needed(f, true) == std::size_t(1'681'916'160));
 }

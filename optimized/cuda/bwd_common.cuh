@@ -51,6 +51,13 @@ struct BWs {
   float* du0;  // [rows, V]
 };
 
+/// KParams::keep's layout (float elements from keep): v_new [rows, V] at 0, A [rows, C] at keep_a_off,
+/// S [num_chunks H, K, V] at keep_s_off (rows = B T H).
+__host__ __device__ inline std::int64_t keep_a_off(const KParams& p) { return std::int64_t(p.B) * p.T * p.H * p.V; }
+__host__ __device__ inline std::int64_t keep_s_off(const KParams& p) {
+  return keep_a_off(p) + std::int64_t(p.B) * p.T * p.H * C;
+}
+
 __host__ __device__ inline BWs bwd_ws(const KParams& p) {
   const std::int64_t rows = std::int64_t(p.B) * p.T * p.H;
   const std::int64_t st = std::int64_t(p.num_chunks) * p.H * p.K * p.V;
@@ -65,7 +72,15 @@ __host__ __device__ inline BWs bwd_ws(const KParams& p) {
   w.dQg = take(rows * p.K), w.dKd = take(rows * p.K), w.dwa = take(rows * p.K), w.dE = take(rows * p.K);
   w.deL = take(rows * p.K), w.dqP = take(rows * p.K), w.dkLP = take(rows * p.K), w.dGc = take(rows * p.K);
   w.du0 = take(rows * p.V);
+  if (p.keep) {  // a saved forward with states: v_new, A and S where it stored them (their slots above unused)
+    w.vn = p.keep, w.A = p.keep + keep_a_off(p), w.S = p.keep + keep_s_off(p);
+  }
   return w;
+}
+
+/// The bytes of KParams::keep's arrays: what a saved forward with states keeps for the backward.
+inline std::size_t bwd_keep_bytes(const KParams& p) {
+  return sizeof(float) * std::size_t(keep_s_off(p) + std::int64_t(p.num_chunks) * p.H * p.K * p.V);
 }
 
 inline std::size_t bwd_ws_bytes(const KParams& p) {

@@ -54,7 +54,10 @@ namespace linattn::cuda::detail {
 namespace {
 
 using bwdc::BWs;
+using bwdc::bwd_keep_bytes;
 using bwdc::bwd_ws;
+using bwdc::keep_a_off;
+using bwdc::keep_s_off;
 using bwdc::first_chunk;
 using bwdc::gate_width;
 using bwdc::Profile;
@@ -474,14 +477,10 @@ std::size_t bwd_saved_workspace_bytes(const KParams& p) { return std::max(tc_off
 
 void bwd_saved_states_layout(const KParams& p, std::size_t& ws_bytes, std::size_t& a_off, std::size_t& s_off,
                              std::size_t& vn_off) {
-  // The largest workspace of a rung of saved_bwd_versions() with a saved tc region (rung 16's covers
-  // every other's, bwd_saved_workspace_bytes), and bwd_ws's A, S and vn inside it.
-  ws_bytes = (std::max(bwd_saved_workspace_bytes(p), bwd_v16_saved_workspace_bytes(p)) + 255) / 256 * 256;
-  KParams q = p;
-  q.ws = nullptr;
-  const BWs w = bwd_ws(q);
-  auto off = [](const void* x) { return std::size_t(reinterpret_cast<std::uintptr_t>(x)); };
-  a_off = off(w.A), s_off = off(w.S), vn_off = off(w.vn);
+  // Only what the backward reads from the forward: bwd_ws's v_new, A and S in KParams::keep's layout
+  // (the backward's scratch is the process-wide workspace, as without states).
+  ws_bytes = (bwd_keep_bytes(p) + 255) / 256 * 256;
+  vn_off = 0, a_off = sizeof(float) * std::size_t(keep_a_off(p)), s_off = sizeof(float) * std::size_t(keep_s_off(p));
 }
 
 void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool wide_extras, bool extras,
@@ -490,9 +489,9 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
   const BWs bw = bwd_ws(p);
   // A training forward's saved workspace (c.saved_ws: rung 4's intra outputs, chunk_cuda.hpp
   // SavedForward) replaces the backward's own tc region, whose intra launch is then skipped. With
-  // c.saved_states the forward saved its states too (SavedForward with states): p.ws is then the saved
-  // object's backward workspace, where the forward's kernels already wrote A, the state entering every
-  // chunk (bw.S) and v_new (bw.vn), so neither A's copy nor the states kernel runs.
+  // c.saved_states the forward saved its states too (SavedForward with states): p.keep then points at
+  // the saved object's v_new, A and S, which bwd_ws places there (bw.vn, bw.A, bw.S: the forward's
+  // kernels wrote them), so neither A's copy nor the states kernel runs.
   if (c.saved_ws && !levels_intra)
     throw std::logic_error("linattn::cuda: bwd_v3_front: a saved forward holds rung 4's intra outputs, "
                            "but this prepare runs rung 3's (backward_device should have refused it)");
@@ -505,6 +504,8 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
   fc.dtype = c.dtype, fc.gate_dtype = c.gate_dtype, fc.stream = c.stream;
   const int KP = tc_pick_kp(p.K);
   const bool saved_states = c.saved_states;
+  if (saved_states != (p.keep != nullptr))
+    throw std::logic_error("linattn::cuda: bwd_v3_front: saved states and KParams::keep go together");
   if (saved_states && (!c.saved_ws || c.saved_A))
     throw std::logic_error("linattn::cuda: bwd_v3_front: saved states need the saved tc region and no saved_A "
                            "(backward_device sets them together)");

@@ -294,9 +294,9 @@ void SavedForward::release() {
 namespace {
 const char* dtype_str(DType d) { return d == DType::f32 ? "float32" : "bfloat16"; }
 /// The layout of a SavedForward's buffer. Without states: the tc workspace (v4_workspace_bytes =
-/// tc_workspace_bytes) at 0, then A (a_offset, a_bytes). With states: a backward workspace of
-/// ws_bytes (bwd_ws's layout; A, S and vn where the backward reads them), then the tc workspace at
-/// tc_offset = ws_bytes.
+/// tc_workspace_bytes) at 0, then A (a_offset, a_bytes). With states: v_new, A and S in KParams::keep's
+/// layout (bwd_saved_states_layout: vn at 0, A at a_offset, S at s_offset), then the tc workspace at
+/// tc_offset.
 struct SavedLayout {
   std::size_t a_offset = 0, a_bytes = 0, tc_offset = 0, s_offset = 0, vn_offset = 0, bytes = 0;
   std::size_t total() const { return bytes; }
@@ -763,16 +763,14 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
   // With a saved forward the rung's own tc region (about 742 MB at B=8 T=4096 H=16 K=V=128) is not
   // used: every rung of saved_bwd_versions() reads the saved one (bwd_v3_front), so it is not reserved;
   // rung 16 puts its hand-over there (bwd_v16_b9one.cu), so its saved workspace is its own figure.
-  // With states the saved object's own backward workspace (SavedForward) is the workspace: only the
-  // chunk table is placed in the process-wide one.
-  const std::size_t ws_bytes = saved_states ? 0
-                               : !saved ? rung->workspace_bytes(p)
+  // With states the same workspace, with bwd_ws's v_new, A and S read from the saved object (KParams::keep).
+  const std::size_t ws_bytes = !saved ? rung->workspace_bytes(p)
                                : rung->version == BwdVersion::v16_b9one ? detail::bwd_v16_saved_workspace_bytes(p)
                                                                         : detail::bwd_saved_workspace_bytes(p);
   char* base = static_cast<char*>(workspace_bwd().get(pl.table_bytes() + align256(ws_bytes) + 256));
   pl.place(base, call.stream);
   call.p = p;
-  if (saved_states) call.p.ws = saved->buf_;
+  if (saved_states) call.p.keep = static_cast<float*>(saved->buf_);
   if (p.N == 0) return;
   if (saved) {  // after the saving forward, and after the previous backward that read it (any stream)
     LINATTN_CUDA_CHECK(cudaStreamWaitEvent(call.stream, as_event(saved->fwd_done_), 0));

@@ -356,20 +356,19 @@ void backward_device(const DeviceBwdArgs& args, BwdVersion version = BwdVersion:
 /// (or two forward) calls share their process-wide workspace, so the caller must still order those
 /// on different streams, and concurrent calls from several host threads are unsafe (forward_device).
 /// With states (forward_device(args, version, &saved, true); optimized/cuda/RESULTS.md "Saved
-/// states"): the buffer is a whole backward workspace (bwd_common.cuh's bwd_ws layout, sized for the
-/// largest saved rung, rung 16's) followed by the tc workspace. The forward's intra kernel writes A
-/// where the backward reads it (bw.A), and its state kernel (v2_state's kSave mode: the forward kernel
-/// plus kBwd's stores, the same S and v_new bit for bit) writes the state entering every chunk (bw.S,
-/// [num_chunks, H, K, V] float32) and v_new (bw.vn, [B * T * H, V] float32). backward_device then uses
-/// the buffer as its workspace: no A copy, no states kernel, the same gradients bit for bit. Bytes:
-///   align256(bwd_v16_saved_workspace_bytes) + tc_workspace_bytes
-/// (at B=8 T=4096 H=16 K=V=128: 6,174,015,488 + 742,392,064 = 6,916,407,552 bytes for KDA and GDN2,
-/// 5,368,709,120 + 742,392,064 = 6,111,101,184 for DeltaNet (GDN 6,115,295,488); 5.63 / 4.88 GiB more
-/// than without states (876,609,792): the backward workspace is held per saved object instead of the
-/// process-wide one, which such a backward does not use). The backward WRITES its scratch regions (G,
-/// E, Qg, Kd, dv_new, dS, ...) into this buffer (never A, S, v_new or the tc region), so several
-/// backward calls may still read one object, one after another (the events order them); a refill does
-/// not NaN-fill the reused scratch, and poison_device_workspaces does not reach it.
+/// states"): the buffer holds v_new ([B * T * H, V] float32), A ([B * T * H, 64]) and the state
+/// entering every chunk ([num_chunks, H, K, V] float32), in that order (KParams::keep's layout), then
+/// the tc workspace. The forward's intra kernel writes A, and its state kernel (v2_state's kSave mode:
+/// the forward kernel plus kBwd's stores, the same S and v_new bit for bit) writes S and v_new.
+/// backward_device reads them there (bwd_ws places its A, S, vn at KParams::keep) and keeps its scratch
+/// in the process-wide workspace, as without states: no A copy, no states kernel, the same gradients
+/// bit for bit. Bytes:
+///   align256(4 (B T H (V + 64) + num_chunks H K V)) + tc_workspace_bytes
+/// (at B=8 T=4096 H=16 K=V=128: 939,524,096 + 742,392,064 = 1,681,916,160 bytes for every operator,
+/// 805 MB more than without states (876,609,792); until session 12 the object held a whole backward
+/// workspace, 6.1-6.9 GB). Neither the forward nor the backward writes into the kept arrays after
+/// the saving forward, so several backward calls may read one object, one after another (the events
+/// order them).
 class SavedForward {
  public:
   SavedForward() = default;

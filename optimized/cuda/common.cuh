@@ -50,6 +50,9 @@ struct KParams {
   int num_chunks = 0;
   int chunks_per_seq = 0;  ///< when cu is null: ceil(T / 64)
   void* ws = nullptr;      ///< workspace of the version
+  /// Backward with a SavedForward with states: the saved v_new, A and S (bwd_common.cuh's bwd_ws places
+  /// them here, [rows V | rows C | num_chunks H K V] float32, instead of in ws); null otherwise.
+  float* keep = nullptr;
 };
 
 __device__ __forceinline__ int seq_begin(const KParams& p, int n) { return p.cu ? p.cu[n] : n * p.T; }

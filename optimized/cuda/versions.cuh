@@ -91,9 +91,9 @@ struct BwdCall {
   /// null: the usual intra launch.
   void* saved_ws = nullptr;
   const float* saved_A = nullptr;
-  /// Saved states (SavedForward with states; saved_ws set, saved_A null): p.ws is the saved object's
-  /// backward workspace, where the saving forward already wrote A, the state entering every chunk
-  /// and v_new (bwd_ws's A, S, vn), so bwd_v3_front neither copies A nor runs the states kernel.
+  /// Saved states (SavedForward with states; saved_ws set, saved_A null, p.keep set): p.keep holds what
+  /// the saving forward already wrote, A, the state entering every chunk and v_new (bwd_ws places its
+  /// A, S, vn there), so bwd_v3_front neither copies A nor runs the states kernel.
   bool saved_states = false;
 };
 
@@ -111,8 +111,8 @@ void bwd_v3_launch(const BwdCall& c);
 /// The workspace of a backward rung whose prepare reads a saved forward (BwdCall::saved_ws set): the
 /// bwd_ws arrays without the tc region after them, which bwd_v3_front then never touches.
 std::size_t bwd_saved_workspace_bytes(const KParams& p);
-/// The bytes of the backward workspace a saved forward with states holds (the largest of the saved
-/// rungs': rung 16's), and the byte offsets in it of bwd_ws's A, S and vn (chunk_cuda.cu, SavedForward).
+/// The bytes a saved forward with states keeps for the backward (bwd_ws's v_new, A and S, KParams::keep's
+/// layout, rounded up to 256), and the byte offsets in it of A, S and vn (chunk_cuda.cu, SavedForward).
 void bwd_saved_states_layout(const KParams& p, std::size_t& ws_bytes, std::size_t& a_off, std::size_t& s_off,
                              std::size_t& vn_off);
 
