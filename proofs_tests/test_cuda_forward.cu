@@ -36,7 +36,7 @@ namespace {
 const Op kOps[] = {Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2};
 const Version kVersions[] = {Version::v1_simple, Version::v2_tensorcore, Version::v3_async, Version::v4_levels,
                              Version::v5_split, Version::v6_lean, Version::v7_overlap,
-                             Version::v8_wgmma};
+                             Version::v8_wgmma, Version::v9_lean_overlap, Version::v10_pipeline};
 
 // v5 splits the state pass from the output only where v4's state kernel would not fill the GPU
 // (v5_splits in v5_split.cu: fewer than 132 blocks of 64 value columns), else it runs v4. Every
@@ -624,9 +624,168 @@ TEST_CASE("CUDA v8 wgmma forward outside its range equals the rung best runs the
   check_outside_range_is_best_rung(Version::v8_wgmma, 91, 721);
 }
 
+// Rung 9 (v9_lean_overlap.cu) is rung 7's intra kernel with rung 6's lean outputs (no q~ / k~ tiles, G_i
+// to lean_g) and rung 6's lean state kernel: by design rung 6 value for value, so o and the final state
+// equal rung 6's bit for bit. The cases are rungs 7's and 8's (overlap_bit_cases), the workspace NaN-filled
+// before every call, so that rung 9 cannot pass on what rung 6 left there. A wrong or missing G_i, a q or
+// k read of the wrong rows, or an overlap of live shared arrays changes some output.
+// LINATTN_V9_BIT_CASES=n runs the first n cases only (compute-sanitizer in the device scripts).
+TEST_CASE("CUDA v9 lean overlap forward equals v6 bit for bit for DeltaNet and GDN") {
+  SKIP_WITHOUT_GPU();
+  const std::vector<Case> cases = overlap_bit_cases();
+  const char* lim = std::getenv("LINATTN_V9_BIT_CASES");
+  const int n_cases = lim ? std::atoi(lim) : int(cases.size());
+  REQUIRE(n_cases > 0);
+  for (int ci = 0; ci < n_cases && ci < int(cases.size()); ++ci)
+    for (DType gdt : {DType::f32, DType::bf16})
+      for (Op op : {Op::delta_rule, Op::gated_delta_rule}) {
+        const Case& c = cases[ci];
+        const Problem<float> p = as_device_sees(cast_problem<float>(make_problem<double>(op, c)), DType::bf16, gdt);
+        auto run = [&](Version v) { return cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, gdt, v); };
+        cuda::poison_device_workspaces();
+        const auto v6 = run(Version::v6_lean);
+        cuda::poison_device_workspaces();
+        const auto v9 = run(Version::v9_lean_overlap);
+        INFO(ref::op_name(op) << " B " << c.B << " T " << c.T << " H " << c.H << " K " << c.K << " V " << c.V << " gates "
+                              << to_string(c.gates) << " init " << c.initial_state << " gate dtype " << dname(gdt)
+                              << ": v9 against v6 o " << compare(v9.o, v6.o).str() << " state "
+                              << compare(v9.final_state, v6.final_state).str());
+        check_bitwise_equal(v9, v6);
+      }
+}
+
+// Against the float64 reference with rung 6's bounds (rung 9 takes DeltaNet and GDN in its range and runs
+// what rung 7 runs elsewhere: the properties check the dispatch as well).
+TEST_CASE("CUDA v9 lean overlap chunked forward equals the float64 reference for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(Version::v9_lean_overlap, DType::bf16);
+}
+
+TEST_CASE("CUDA v9 lean overlap chunked forward with bfloat16 gates equals the reference on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(Version::v9_lean_overlap, DType::bf16, DType::bf16);
+}
+
+// Outside its range (per-channel gates, float32 inputs, K < 16 or K > 128) v9 runs what `best` runs.
+TEST_CASE("CUDA v9 lean overlap forward outside its range equals the rung best runs there bit for bit") {
+  SKIP_WITHOUT_GPU();
+  check_outside_range_is_best_rung(Version::v9_lean_overlap, 92, 722);
+}
+
+// Rung 10 (v10_pipeline.cu): one sequence (B = 1, no cu_seqlens) whose state kernel takes 16-column value
+// tiles runs rung 7's kernels over segments of LINATTN_V10_SEG tokens, the next segment's intra kernel a
+// programmatic dependent of this segment's state kernel, the state passed on in float32. By design every
+// chunk's arithmetic is rung 7's, so o and the final state must equal rung 7's bit for bit; and the test
+// checks, through detail::v10_last_segments(), that rung 10 did cut the sequence into the expected number
+// of segments (its fallback runs rung 7 too, so equal bits alone would not show that it pipelined). The
+// workspace is NaN-filled before every call, so a segment that reads a state or a tile before it is written
+// (a missing dependence) reads NaN. Cases: a ragged last segment, segments of 1 to 8 chunks, K = 16 / 48 /
+// 64 / 100 / 128 (KP 64 and 128, element-wise loads at 100), V up to 200 (13 value tiles), random /
+// extreme / zero / mixed gates, with and without an initial state, float32 and bf16 gates.
+// LINATTN_V10_BIT_CASES=n runs the first n cases only (compute-sanitizer in the device scripts).
+namespace {
+struct PipeCase {
+  Case c;
+  int seg;
+};
+std::vector<PipeCase> pipeline_cases() {
+  return {{fixed_case(1, 200, 1, 128, 128, GateMode::random, true, 730), 64},
+          {fixed_case(1, 1000, 2, 128, 128, GateMode::random, true, 731), 128},
+          {fixed_case(1, 640, 3, 64, 64, GateMode::extreme, false, 732), 192},
+          {fixed_case(1, 513, 2, 100, 200, GateMode::mixed, true, 733), 256},
+          {fixed_case(1, 2048, 1, 128, 128, GateMode::random, true, 734), 512},
+          {fixed_case(1, 130, 2, 48, 129, GateMode::zero, true, 735), 64},
+          {fixed_case(1, 4096, 1, 16, 40, GateMode::random, true, 736), 1024}};
+}
+/// Sets LINATTN_V10_SEG for its scope (the default segment is 4096 tokens, longer than most cases).
+struct SegEnv {
+  explicit SegEnv(int seg) { setenv("LINATTN_V10_SEG", std::to_string(seg).c_str(), 1); }
+  ~SegEnv() { unsetenv("LINATTN_V10_SEG"); }
+};
+}  // namespace
+
+TEST_CASE("CUDA v10 pipeline forward equals v7 bit for bit where it pipelines and in the segments it should") {
+  SKIP_WITHOUT_GPU();
+  const std::vector<PipeCase> cases = pipeline_cases();
+  const char* lim = std::getenv("LINATTN_V10_BIT_CASES");
+  const int n_cases = lim ? std::atoi(lim) : int(cases.size());
+  REQUIRE(n_cases > 0);
+  for (int ci = 0; ci < n_cases && ci < int(cases.size()); ++ci)
+    for (DType gdt : {DType::f32, DType::bf16})
+      for (Op op : {Op::delta_rule, Op::gated_delta_rule}) {
+        const Case& c = cases[ci].c;
+        const int seg = cases[ci].seg;
+        const Problem<float> p = as_device_sees(cast_problem<float>(make_problem<double>(op, c)), DType::bf16, gdt);
+        auto run = [&](Version v) { return cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, gdt, v); };
+        SegEnv env(seg);
+        cuda::poison_device_workspaces();
+        const auto v7 = run(Version::v7_overlap);
+        cuda::poison_device_workspaces();
+        const auto v10 = run(Version::v10_pipeline);
+        const int segs = cuda::detail::v10_last_segments();
+        INFO(ref::op_name(op) << " T " << c.T << " H " << c.H << " K " << c.K << " V " << c.V << " gates "
+                              << to_string(c.gates) << " init " << c.initial_state << " gate dtype " << dname(gdt)
+                              << " segment " << seg << " tokens, " << segs << " segments: v10 against v7 o "
+                              << compare(v10.o, v7.o).str() << " state " << compare(v10.final_state, v7.final_state).str());
+        CHECK(segs == int((c.T + seg - 1) / seg));
+        check_bitwise_equal(v10, v7);
+      }
+}
+
+// Where it does not pipeline rung 10 runs rung 9 (state tiles of 64 columns) or rung 7 (otherwise), and
+// says so (0 segments): two sequences, a cu_seqlens batch of one sequence, T within one segment, and a grid
+// that takes 64-column tiles.
+TEST_CASE("CUDA v10 pipeline forward elsewhere equals rung 9 or rung 7 bit for bit") {
+  SKIP_WITHOUT_GPU();
+  struct Fallback {
+    Case c;
+    Version want;
+  };
+  const std::vector<Fallback> cases = {
+      {fixed_case(2, 300, 2, 128, 128, GateMode::random, true, 740), Version::v7_overlap},
+      {fixed_case(1, 300, 2, 128, 128, GateMode::random, true, 741, {0, 300}), Version::v7_overlap},
+      {fixed_case(1, 60, 2, 64, 64, GateMode::random, true, 742), Version::v7_overlap},
+      {fixed_case(17, 70, 8, 128, 128, GateMode::random, true, 743), Version::v9_lean_overlap}};
+  SegEnv env(64);
+  for (const Fallback& f : cases)
+    for (Op op : {Op::delta_rule, Op::gated_delta_rule}) {
+      const Problem<float> p = as_device_sees(cast_problem<float>(make_problem<double>(op, f.c)), DType::bf16, DType::f32);
+      auto run = [&](Version v) { return cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, DType::f32, v); };
+      cuda::poison_device_workspaces();
+      const auto want = run(f.want);
+      cuda::poison_device_workspaces();
+      const auto v10 = run(Version::v10_pipeline);
+      INFO(ref::op_name(op) << " B " << f.c.B << " T " << f.c.T << " H " << f.c.H << " cu_seqlens "
+                            << f.c.cu_seqlens.size() << ": v10 against " << cuda::version_name(f.want));
+      CHECK(cuda::detail::v10_last_segments() == 0);
+      check_bitwise_equal(v10, want);
+    }
+}
+
+// Against the float64 reference with rung 7's bounds, with 64-token segments, so that every drawn case of
+// one sequence (B = 1, no cu_seqlens, T > 64) pipelines; the others check the dispatch.
+TEST_CASE("CUDA v10 pipeline chunked forward equals the float64 reference for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  SegEnv env(64);
+  prop_matches_reference(Version::v10_pipeline, DType::bf16);
+}
+
+TEST_CASE("CUDA v10 pipeline chunked forward with bfloat16 gates equals the reference on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  SegEnv env(64);
+  prop_matches_reference(Version::v10_pipeline, DType::bf16, DType::bf16);
+}
+
+// Outside its range (per-channel gates, float32 inputs, K < 16 or K > 128) v10 runs what `best` runs.
+TEST_CASE("CUDA v10 pipeline forward outside its range equals the rung best runs there bit for bit") {
+  SKIP_WITHOUT_GPU();
+  check_outside_range_is_best_rung(Version::v10_pipeline, 93, 723);
+}
+
 TEST_CASE("CUDA best version gives v4 output bit for bit for bfloat16 at K = V = 128 and agrees with v1 v2 and v3") {
   SKIP_WITHOUT_GPU();
-  // best is v7 since session 11 (v4 until then): v4 bit for bit for DeltaNet and GDN by design, v4 itself for KDA, GDN2.
+  // best is v10 since session 13 (v7 in sessions 11-12, v4 before): here (one sequence of 257 tokens, within one
+  // segment) it runs rung 7, v4 bit for bit for DeltaNet and GDN by design, and v4 itself for KDA, GDN2.
   for (Op op : kOps) {
     const Problem<float> p = as_device_sees(
         cast_problem<float>(make_problem<double>(op, fixed_case(1, 257, 3, 128, 128, GateMode::random, true, 41))),

@@ -153,6 +153,18 @@ def test_cuda_v8_wgmma_forward_matches_the_reference_and_runs_rung_1_on_float32_
 
 
 @gpu
+@pytest.mark.parametrize("op", ["delta_rule", "gated_delta_rule"])
+def test_cuda_v9_lean_overlap_forward_equals_v6_bit_for_bit_and_runs_rung_1_on_float32_inputs(op):
+    # version='v9_lean_overlap' (forward rung 9: rung 7's intra kernel with rung 6's lean outputs and rung
+    # 6's lean state kernel, rung 6 bit for bit by design) must reach the C++ call.
+    _check_rung_on_bf16_and_rung_1_on_float32(op, "v9_lean_overlap", seed=21)
+    inp = lt.random_inputs(op, B=1, T=130, H=2, K=64, V=48, initial_state=True, dtype=np.float32, seed=21)
+    o6, S6 = lc.chunk(op, **inp, dtype="bfloat16", version="v6_lean")
+    o9, S9 = lc.chunk(op, **inp, dtype="bfloat16", version="v9_lean_overlap")
+    assert np.array_equal(o9, o6) and np.array_equal(S9, S6)
+
+
+@gpu
 @pytest.mark.parametrize("op", OPS)
 def test_cuda_float32_backward_equals_the_reference_backward(op):
     inp = lt.random_inputs(op, B=1, T=150, H=2, K=40, V=24, cu_seqlens=3, initial_state=True,

@@ -25,6 +25,8 @@ const char* version_name(Version v) {
     case Version::v6_lean: return "v6_lean";
     case Version::v7_overlap: return "v7_overlap";
     case Version::v8_wgmma: return "v8_wgmma";
+    case Version::v9_lean_overlap: return "v9_lean_overlap";
+    case Version::v10_pipeline: return "v10_pipeline";
   }
   return "?";
 }
@@ -202,6 +204,8 @@ const Rung kLadder[] = {
     {Version::v6_lean, nullptr, detail::v6_workspace_bytes, detail::v6_launch},
     {Version::v7_overlap, nullptr, detail::v7_workspace_bytes, detail::v7_launch},
     {Version::v8_wgmma, nullptr, detail::v8_workspace_bytes, detail::v8_launch},
+    {Version::v9_lean_overlap, nullptr, detail::v9_workspace_bytes, detail::v9_launch},
+    {Version::v10_pipeline, nullptr, detail::v10_workspace_bytes, detail::v10_launch},
 };
 
 }  // namespace
@@ -219,10 +223,12 @@ void forward_device(const DeviceArgs& a, Version version) {
   call.stream = static_cast<cudaStream_t>(a.stream);
 
   std::string why;
-  // best = rung 7 where rung 4 takes the call (rung 7 runs its own intra kernel for DeltaNet and GDN and
-  // rung 4 for KDA and GDN2; bit for bit with rung 4, 2-4% faster: RESULTS.md "Forward rung 7"), else rung 1.
+  // best = rung 10 where rung 4 takes the call, else rung 1 (since session 13; rung 7 in sessions 11-12).
+  // Rung 10 runs, for DeltaNet and GDN, rung 7's kernels pipelined over segments for one long sequence whose
+  // state kernel takes 16-column tiles, rung 9 where that kernel takes 64-column tiles, rung 7 elsewhere;
+  // for KDA and GDN2 rung 4's kernels (RESULTS.md "Forward rung 10").
   if (version == Version::best) version = detail::v4_supports({p, call.dtype, call.gate_dtype, call.stream}, &why)
-                                              ? Version::v7_overlap
+                                              ? Version::v10_pipeline
                                               : Version::v1_simple;
   const Rung* rung = nullptr;
   for (const Rung& r : kLadder)

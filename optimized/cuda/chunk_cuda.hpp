@@ -42,10 +42,12 @@ using ref::Op;
 /// Element type of q, k, v, o (DType of the inputs) or of the gates g, beta, b, w.
 enum class DType : int { f32 = 0, bf16 = 1 };
 
-/// The rungs of the ladder. `best` picks the fastest version that supports the call: v7_overlap for
-/// bf16 inputs and 16 <= K <= 128 (its own intra kernel for DeltaNet and GDN, v4_levels' kernels for KDA
-/// and GDN2; bit for bit with v4_levels; faster than fla for all but GDN at B=8; RESULTS.md "Rung 4",
-/// "Rung 4 revisions 2 and 3" and "Forward rung 7"), otherwise v1_simple.
+/// The rungs of the ladder. `best` picks the fastest version that supports the call: v10_pipeline for
+/// bf16 inputs and 16 <= K <= 128 since session 13 (for DeltaNet and GDN rung 7's kernels pipelined over
+/// segments of one long sequence, rung 9's where the state kernel takes 64-column tiles, rung 7's
+/// elsewhere; v4_levels' kernels for KDA and GDN2; faster than fla for all but GDN at B=8 T=4096;
+/// RESULTS.md "Rung 4", "Forward rung 7", "Forward rung 9", "Forward rung 10"), otherwise v1_simple.
+/// Its bits are rung 4's where it runs rung 7 or 10's pipeline, rung 6's where it runs rung 9.
 enum class Version : int {
   best = 0,
   v1_simple = 1,      ///< two plain kernels (per-chunk UT transform; sequential state pass), FFMA
@@ -65,16 +67,23 @@ enum class Version : int {
                       ///< (RESULTS.md, "Forward rung 6")
   v7_overlap = 7,     ///< v4 for DeltaNet and GDN (bf16, 16 <= K <= 128) with the intra kernel's shared
                       ///< arrays overlapped by lifetime (71,168 B instead of 113,664 at K = 128: 3 blocks
-                      ///< per SM instead of 2); bit for bit with v4 by design; other calls run what `best`
-                      ///< runs. `best` since session 11: B=8 T=4096 H=16 K=V=128, session 11 call 2,
+                      ///< per SM instead of 2); bit for bit with v4 by design; other calls run v4 or v1.
+                      ///< `best` in sessions 11-12: B=8 T=4096 H=16 K=V=128, session 11 call 2,
                       ///< DeltaNet 0.916 against v4's 0.937 ms, GDN 0.953 against 0.976 (fla 1.009 /
                       ///< 0.849); intra kernel alone 0.405 / 0.439 against 0.444 / 0.483 (call 1)
                       ///< (RESULTS.md, "Forward rung 7")
-  v8_wgmma = 8        ///< v7 with the state kernel's w_aux S and q~ S products on wgmma (warpgroup MMA,
+  v8_wgmma = 8,       ///< v7 with the state kernel's w_aux S and q~ S products on wgmma (warpgroup MMA,
                       ///< sm_90a) instead of mma.sync; other calls run what v7 runs. Bit for bit with v7
                       ///< on the H200 but slower (state kernel 0.57-0.60 against 0.49 ms at B=8 T=4096
                       ///< H=16 K=V=128, session 12): the products were not what bounds it, so not `best`
                       ///< (RESULTS.md, "Forward rung 8")
+  v9_lean_overlap = 9, ///< rung 7's intra kernel (3 blocks per SM) with rung 6's lean outputs (no q~ / k~
+                      ///< tiles), then rung 6's lean state kernel: bit for bit with v6 by design; other
+                      ///< calls run what v7 runs (RESULTS.md, "Forward rung 9")
+  v10_pipeline = 10   ///< one long sequence whose state kernel cannot fill the GPU: rung 7's kernels over
+                      ///< segments, the next segment's intra kernel beside this segment's state kernel
+                      ///< (programmatic dependent launch), bit for bit with v7 by design; elsewhere v9
+                      ///< where its state kernel takes 64-column tiles, else v7 (RESULTS.md, "Forward rung 10")
 };
 
 const char* version_name(Version v);

@@ -300,6 +300,11 @@ std::size_t tc_lean_workspace_bytes(const KParams& p);
 /// Forward rung 6's state kernel (v2_state's kLean: q, k from the inputs, row factors from lean_g);
 /// bf16 inputs, gate none or scalar, KP = 64 or 128.
 void tc_state_lean_launch(const Call& c, int KP);
+/// Forward rung 10's state kernel (v2_state_pdl: v2_state's default kernel that signals
+/// griddepcontrol.launch_dependents first); KP = 64 or 128, BV as tc_pick_bv.
+void tc_state_pdl_launch(const Call& c, int KP);
+/// Dynamic shared memory of v2_state's default kernel (two stages) at KP and BV (16, 32 or 64).
+std::size_t tc_state_smem_bytes(int KP, int BV);
 
 
 // ---------------------------------------------------------------------------------------------

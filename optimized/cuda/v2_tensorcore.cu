@@ -884,6 +884,19 @@ __global__ void __launch_bounds__(kThreads) v2_state_lean(KParams p) {
   v2_state_body<KP, BV, false, false, 2, false, false, true>(p, StateBwdOut{});
 }
 
+/// Forward rung 10's state kernel (v10_pipeline.cu): v2_state's default forward kernel (two stages, cp.async
+/// tiles; the same body, so the same values bit for bit) that first signals griddepcontrol.launch_dependents,
+/// so that the next kernel of the stream, when launched as a programmatic dependent (rung 10's intra kernel
+/// of the next segment), may start on the SMs' room beside this grid instead of after it. Without such a
+/// launch the signal has no effect (PTX ISA, griddepcontrol).
+template <int KP, int BV>
+__global__ void __launch_bounds__(kThreads) v2_state_pdl(KParams p) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+  v2_state_body<KP, BV, false, false, 2, false, false, false>(p, StateBwdOut{});
+}
+
 /// The saving forward's state kernel with states (v2_state_body's kSave; two stages, cp.async tiles).
 template <int KP, int BV>
 __global__ void __launch_bounds__(kThreads) v2_state_save(KParams p, StateBwdOut bwd) {
@@ -986,6 +999,20 @@ void launch_state_lean(const Call& c) {
 }
 
 template <int KP, int BV>
+void launch_state_pdl(const Call& c) {
+  constexpr int bytes = StateSmem<KP, BV>::bytes;  // the default kernel's layout
+  auto kern = v2_state_pdl<KP, BV>;
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  // All 228 KB as shared memory, so that an SM running one block of this kernel has room for one block of
+  // rung 7's intra kernel beside it (the carveout is a hint; rung 10 checks the byte count).
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          int(cudaSharedmemCarveoutMaxShared)));
+  const int nvt = (c.p.V + BV - 1) / BV;
+  kern<<<dim3(c.p.N, c.p.H, nvt), kThreads, bytes, c.stream>>>(c.p);
+  LINATTN_CUDA_CHECK(cudaGetLastError());
+}
+
+template <int KP, int BV>
 void launch_state_save(const Call& c, StateBwdOut bwd) {
   constexpr int bytes = StateSmem<KP, BV>::bytes;  // the default kernel's layout
   auto kern = v2_state_save<KP, BV>;
@@ -1036,6 +1063,24 @@ void tc_state_launch(const Call& c, int KP) {
   if (bv == 32) return launch_state<128, 32>(c);
   if (three) return launch_state<128, 16, false, false, 3>(c);
   return launch_state<128, 16>(c);
+}
+
+void tc_state_pdl_launch(const Call& c, int KP) {
+  if (skip_kernel("state")) return;
+  const int bv = pick_bv(c.p);  // the default kernel's tile widths (no knobs: NS = 2, 3-d grid)
+  if (KP == 64) {
+    if (bv == 64) return launch_state_pdl<64, 64>(c);
+    if (bv == 32) return launch_state_pdl<64, 32>(c);
+    return launch_state_pdl<64, 16>(c);
+  }
+  if (bv == 64) return launch_state_pdl<128, 64>(c);
+  if (bv == 32) return launch_state_pdl<128, 32>(c);
+  launch_state_pdl<128, 16>(c);
+}
+
+std::size_t tc_state_smem_bytes(int KP, int BV) {
+  if (KP == 64) return BV == 64 ? StateSmem<64, 64>::bytes : BV == 32 ? StateSmem<64, 32>::bytes : StateSmem<64, 16>::bytes;
+  return BV == 64 ? StateSmem<128, 64>::bytes : BV == 32 ? StateSmem<128, 32>::bytes : StateSmem<128, 16>::bytes;
 }
 
 void tc_state_lean_launch(const Call& c, int KP) {

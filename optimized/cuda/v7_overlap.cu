@@ -1,6 +1,8 @@
-// optimized/cuda/v7_overlap.cu -- rung 7 of the CUDA forward ladder (written in session 10, `best` since
-// session 11): v4 for DeltaNet and GDN with the intra-chunk kernel's shared arrays overlapped by lifetime,
-// so that 3 blocks of 256 threads fit per SM instead of 2 (RESULTS.md "Forward rung 7").
+// optimized/cuda/v7_overlap.cu -- rung 7 of the CUDA forward ladder (written in session 10, `best` in
+// sessions 11-12): v4 for DeltaNet and GDN with the intra-chunk kernel's shared arrays overlapped by
+// lifetime, so that 3 blocks of 256 threads fit per SM instead of 2 (RESULTS.md "Forward rung 7").
+// Its intra kernel also serves rung 9 (kLean: rung 6's lean outputs) and rung 10 (kPdlWait: launched as a
+// programmatic dependent), two instantiations of the same kernel whose other values are rung 7's.
 //
 // Measured (H200, session 11 calls 1-2, bench/logs_session11/): bit for bit with v4 (177 assertions), the
 // properties pass, memcheck 0 errors, racecheck 0 hazards. Intra kernel alone 0.444 -> 0.405 ms (DeltaNet)
@@ -69,9 +71,15 @@ struct V7Smem {
   static_assert(3 * (bytes + 1024) <= 228 * 1024, "3 blocks per SM");
 };
 
-/// v4's intra_body for gate none / scalar (CH = false, tc_inverse, kLean = false, a_out null) with
-/// V7Smem's layout and the epochs of the file comment. Per value the arithmetic is v4's.
-template <int KP, int GATE, class Tg>
+/// v4's intra_body for gate none / scalar (CH = false, tc_inverse, a_out null) with V7Smem's layout and
+/// the epochs of the file comment. Per value the arithmetic is v4's. kLean (forward rung 9, v9_lean7.cu):
+/// rung 6's lean outputs -- no q~ and k~ tiles; G_i, the row's cumulative log2 decay, to lean_g instead
+/// (E3) -- so that rung 6's lean state kernel reads q and k from the inputs; every other value as kLean =
+/// false, which is rung 7 (v4 with kLean = false) unchanged. kPdlWait (forward rung 10, v10_pipeline.cu,
+/// which launches this kernel as a programmatic dependent of the previous segment's state kernel): block
+/// (0, 0) ends with griddepcontrol.wait, so that this grid completes only after that state kernel has
+/// completed and its writes (the segment's final state) are visible; every value as without it.
+template <int KP, int GATE, class Tg, bool kLean = false, bool kPdlWait = false>
 __global__ void __launch_bounds__(kThreads) intra_v7(KParams p) {
   using S = V7Smem<KP>;
   constexpr int LDK = S::LDK;
@@ -165,6 +173,9 @@ __global__ void __launch_bounds__(kThreads) intra_v7(KParams p) {
         }
     }
   }
+  if constexpr (kLean) {
+    if (tid < 64) lean_g(p, KP)[cw * 64 + tid] = Gs(tid);  // G_i in log2 units (0: DeltaNet), as rung 6
+  } else {
   for (int idx = tid; idx < 64 * (KP / 8); idx += kThreads) {
     const int i = idx / (KP / 8), d8 = (idx % (KP / 8)) * 8;
     float qv[8], G[8];
@@ -177,6 +188,7 @@ __global__ void __launch_bounds__(kThreads) intra_v7(KParams p) {
       qv[t] = scale * qv[t] * eg;
     }
     st_global16(ws.qg + (cw * 64 + i) * KP + d8, pack8(qv));
+  }
   }
   __syncthreads();  // E3 | E4: sQ's last read before sA, in its bytes, is written
 
@@ -256,7 +268,7 @@ __global__ void __launch_bounds__(kThreads) intra_v7(KParams p) {
       kv[t] = kv[t] * exp2f(GC[t] - G[t]);
     }
     *reinterpret_cast<uint4*>(sE + i * LDK + d8) = pack8(e);
-    st_global16(ws.kd + (cw * 64 + i) * KP + d8, pack8(kv));
+    if constexpr (!kLean) st_global16(ws.kd + (cw * 64 + i) * KP + d8, pack8(kv));
     if (i == 0) {
       float gcv[8];
 #pragma unroll
@@ -310,24 +322,46 @@ __global__ void __launch_bounds__(kThreads) intra_v7(KParams p) {
     }
     __syncthreads();
   }
+  if constexpr (kPdlWait) {
+#if __CUDA_ARCH__ >= 900
+    if (blockIdx.x == 0 && blockIdx.y == 0) asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+  }
 }
 
 bool in_v7_range(const Call& c) {
   return c.dtype == 1 && c.p.K >= 16 && c.p.K <= 128 && c.p.gate != kGateChannel;
 }
 
-template <int KP>
+/// kPdl: launched as a programmatic dependent of the previous kernel in the stream (rung 10), the kernel's
+/// kPdlWait instantiation.
+template <int KP, bool kLean = false, bool kPdl = false>
 void launch_intra_kp(const Call& c) {
   if (!skip_kernel("intra") && c.p.num_chunks > 0) {
     auto go = [&](auto tg) {
       using Tg = decltype(tg);
       constexpr int bytes = V7Smem<KP>::bytes;
-      auto kern = c.p.gate == kGateScalar ? intra_v7<KP, kGateScalar, Tg> : intra_v7<KP, kGateNone, Tg>;
+      auto kern = c.p.gate == kGateScalar ? intra_v7<KP, kGateScalar, Tg, kLean, kPdl>
+                                          : intra_v7<KP, kGateNone, Tg, kLean, kPdl>;
       LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
       // The largest shared-memory carveout, so that the driver gives the SM room for 3 blocks.
       LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
                                               int(cudaSharedmemCarveoutMaxShared)));
-      kern<<<dim3(c.p.num_chunks, c.p.H), kThreads, bytes, c.stream>>>(c.p);
+      if constexpr (kPdl) {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(c.p.num_chunks, c.p.H);
+        cfg.blockDim = dim3(kThreads);
+        cfg.dynamicSmemBytes = bytes;
+        cfg.stream = c.stream;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        LINATTN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kern, c.p));
+      } else {
+        kern<<<dim3(c.p.num_chunks, c.p.H), kThreads, bytes, c.stream>>>(c.p);
+      }
       LINATTN_CUDA_CHECK(cudaGetLastError());
     };
     if (c.gate_dtype == 0) go(float{});
@@ -360,6 +394,18 @@ void v7_intra_launch(const Call& c, int KP) {
   if (KP == 64) return launch_intra_kp<64>(c);
   launch_intra_kp<128>(c);
 }
+
+void v7_intra_lean_launch(const Call& c, int KP) {
+  if (KP == 64) return launch_intra_kp<64, true>(c);
+  launch_intra_kp<128, true>(c);
+}
+
+void v7_intra_pdl_launch(const Call& c, int KP) {
+  if (KP == 64) return launch_intra_kp<64, false, true>(c);
+  launch_intra_kp<128, false, true>(c);
+}
+
+std::size_t v7_intra_smem_bytes(int KP) { return KP == 64 ? V7Smem<64>::bytes : V7Smem<128>::bytes; }
 
 int v7_intra_blocks_per_sm(int KP) {
   auto kern = KP == 64 ? intra_v7<64, kGateScalar, float> : intra_v7<128, kGateScalar, float>;

@@ -55,7 +55,7 @@ bool v5_splits(const KParams& p);
 std::size_t v6_workspace_bytes(const KParams& p);
 void v6_launch(Call c);
 
-// v7_overlap.cu (session 10; `best` since session 11, 2-4% faster than v4 on the H200): v4 for DeltaNet and GDN (bf16 inputs, 16 <= K <= 128,
+// v7_overlap.cu (session 10; `best` in sessions 11-12, 2-4% faster than v4 on the H200): v4 for DeltaNet and GDN (bf16 inputs, 16 <= K <= 128,
 // gate none or scalar) with the intra kernel's shared arrays overlapped by lifetime (71,168 B at KP = 128,
 // 3 blocks per SM); bit for bit with v4 by design. Every other call runs what `best` runs (v4, else v1).
 std::size_t v7_workspace_bytes(const KParams& p);
@@ -66,11 +66,32 @@ int v7_intra_blocks_per_sm(int KP);
 bool v7_in_range(const Call& c);
 /// Rung 7's intra kernel alone (KP = tc_pick_kp(K)), for rung 8.
 void v7_intra_launch(const Call& c, int KP);
+/// Rung 7's intra kernel with rung 6's lean outputs (no q~, k~; G_i to lean_g), for rung 9.
+void v7_intra_lean_launch(const Call& c, int KP);
+/// Rung 7's intra kernel launched as a programmatic dependent of the stream's previous kernel, block (0, 0)
+/// ending with griddepcontrol.wait (kPdlWait), for rung 10.
+void v7_intra_pdl_launch(const Call& c, int KP);
+/// Rung 7's intra kernel's dynamic shared memory at KP (64 or 128).
+std::size_t v7_intra_smem_bytes(int KP);
 
 // v8_wgmma.cu (session 12): rung 7 with a state kernel whose w_aux S and q~ S products run on wgmma
 // (sm_90a warpgroup MMA from shared memory) instead of mma.sync; rung 7's range, else what rung 7 runs.
 std::size_t v8_workspace_bytes(const KParams& p);
 void v8_launch(Call c);
+
+// v9_lean_overlap.cu (session 13): rung 7's intra kernel with rung 6's lean outputs, then rung 6's lean
+// state kernel; bit for bit with rung 6 by design; rung 7's range, else what rung 7 runs.
+std::size_t v9_workspace_bytes(const KParams& p);
+void v9_launch(Call c);
+
+// v10_pipeline.cu (session 13): one long sequence whose state kernel cannot fill the GPU (rung 7's range,
+// B = 1, no cu_seqlens, 16-column value tiles) runs rung 7's kernels over segments of the sequence, the next
+// segment's intra kernel beside this segment's state kernel (programmatic dependent launch); elsewhere
+// rung 9 where its state kernel takes 64-column tiles, else rung 7.
+std::size_t v10_workspace_bytes(const KParams& p);
+void v10_launch(Call c);
+/// Segments of the last v10_launch that pipelined (0: it did not pipeline); a test hook, not thread-safe.
+int v10_last_segments();
 
 /// One backward call: the forward's parameters (o and ht unused) plus dL/do, dL/dS_T and the
 /// gradient outputs (q, k, v, do and their gradients in `dtype`; gates and theirs in `gate_dtype`;

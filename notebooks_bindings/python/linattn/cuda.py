@@ -10,7 +10,7 @@ The arguments and results are those of the CPU ``linattn.chunk_<op>`` (fla's lay
 except: arrays are float32 (copy=True converts); ``dtype`` / ``gate_dtype`` = 'bfloat16' rounds the
 inputs / gates to bfloat16 on the device (the tensor-core path), 'float32' keeps them; ``version``
 picks a rung of the kernel ladder ('best', 'v1_simple', 'v2_tensorcore', 'v3_async', 'v4_levels',
-'v5_split', 'v6_lean', 'v7_overlap', 'v8_wgmma'); no chunk_size (always 64), no return_trace. Each call copies the arrays to the GPU and back: this is
+'v5_split', 'v6_lean', 'v7_overlap', 'v8_wgmma', 'v9_lean_overlap', 'v10_pipeline'); no chunk_size (always 64), no return_trace. Each call copies the arrays to the GPU and back: this is
 for correctness, not speed (optimized/cuda/bench times the kernels).
 """
 from . import _core

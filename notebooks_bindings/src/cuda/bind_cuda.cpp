@@ -29,11 +29,12 @@ cuda::Version parse_version(const std::string& fn, const std::string& name) {
   for (cuda::Version v : {cuda::Version::best, cuda::Version::v1_simple,
                           cuda::Version::v2_tensorcore, cuda::Version::v3_async, cuda::Version::v4_levels,
                           cuda::Version::v5_split, cuda::Version::v6_lean, cuda::Version::v7_overlap,
-                          cuda::Version::v8_wgmma})
+                          cuda::Version::v8_wgmma, cuda::Version::v9_lean_overlap,
+                          cuda::Version::v10_pipeline})
     if (name == cuda::version_name(v)) return v;
   fail(fn, "version",
        "one of 'best', 'v1_simple', 'v2_tensorcore', 'v3_async', 'v4_levels', 'v5_split', 'v6_lean', 'v7_overlap', "
-       "'v8_wgmma'",
+       "'v8_wgmma', 'v9_lean_overlap', 'v10_pipeline'",
        "'" + name + "'");
 }
 

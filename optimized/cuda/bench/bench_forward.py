@@ -144,7 +144,9 @@ def main():
     ap.add_argument("--versions", default="1,2", help="linattn rungs to time (comma separated): 1 v1_simple, "
                     "2 v2_tensorcore, 3 v3_async, 4 v4_levels, 5 v5_split, 6 v6_lean (DeltaNet / GDN without q~, k~), "
                     "7 v7_overlap (DeltaNet / GDN: v4 with the intra kernel's shared arrays overlapped, 3 blocks per SM), "
-                    "8 v8_wgmma (v7 with the state kernel's w_aux S and q~ S on wgmma)")
+                    "8 v8_wgmma (v7 with the state kernel's w_aux S and q~ S on wgmma), "
+                    "9 v9_lean_overlap (DeltaNet / GDN: v7's intra kernel with v6's lean outputs, v6's lean state kernel), "
+                    "10 v10_pipeline (one long sequence: v7's kernels over segments, intra beside state; else v9 / v7)")
     ap.add_argument("--shapes", default="8x4096x16x128x128,1x32768x16x128x128")
     ap.add_argument("--ops", default=",".join(OPS))
     ap.add_argument("--rep", type=int, default=200, help="do_bench rep in ms")

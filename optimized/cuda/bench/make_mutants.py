@@ -603,6 +603,36 @@ MUTANTS = [
      "    if (p.mutant != 253) wg_wait0();\n",
      "v8: the wait for the wgmma group removed (equivalent in results: ptxas injects the wait itself, C7517, "
      "right after the commit, so the accumulators are never read early; not caught by design)"),
+    # Rung 9 of the forward (v9_lean_overlap.cu: rung 7's intra kernel with rung 6's lean outputs); each must
+    # fail test_cuda_forward's "CUDA v9 lean overlap forward equals v6 bit for bit for DeltaNet and GDN".
+    (270, "optimized/cuda/v7_overlap.cu",
+     "    if (tid < 64) lean_g(p, KP)[cw * 64 + tid] = Gs(tid);",
+     "    if (tid < 64) lean_g(p, KP)[cw * 64 + tid] = p.mutant == 270 ? 0.f : Gs(tid);",
+     "v9: the lean intra kernel writes G_i = 0 (GDN's row factors lost; DeltaNet unchanged)"),
+    (271, "optimized/cuda/v9_lean_overlap.cu",
+     "  tc_state_lean_launch(c, KP);",
+     "  if (c.p.mutant == 271) tc_state_launch(c, KP); else tc_state_lean_launch(c, KP);",
+     "v9: rung 7's state kernel after the lean intra kernel (it reads q~ / k~ tiles nobody wrote)"),
+    # Rung 10 of the forward (v10_pipeline.cu: segments, intra(s + 1) beside state(s)); each must fail
+    # test_cuda_forward's "CUDA v10 pipeline forward equals v7 bit for bit where it pipelines, ..." unless
+    # marked otherwise.
+    (260, "optimized/cuda/v7_overlap.cu",
+     "    if (blockIdx.x == 0 && blockIdx.y == 0) asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");",
+     "    if (p.mutant != 260 && blockIdx.x == 0 && blockIdx.y == 0) asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");",
+     "v10: intra(s)'s griddepcontrol.wait removed: state(s) may start before state(s - 1) has written its final "
+     "state (caught only if the stream does not order them anyway; the result says which)"),
+    (261, "optimized/cuda/v10_pipeline.cu",
+     "    cs.p.ws = base + (s % 2) * half;",
+     "    cs.p.ws = base + (c.p.mutant == 261 ? 0 : (s % 2) * half);",
+     "v10: one workspace for every segment: intra(s + 1) overwrites the tiles state(s) is reading"),
+    (262, "optimized/cuda/v10_pipeline.cu",
+     "    cs.p.h0 = s == 0 ? p.h0 : buf[(s - 1) % 2];",
+     "    cs.p.h0 = s == 0 ? p.h0 : buf[(c.p.mutant == 262 ? s : s - 1) % 2];",
+     "v10: segment s starts from the buffer it writes itself instead of segment s - 1's final state"),
+    (263, "optimized/cuda/v10_pipeline.cu",
+     "  s.g = at(p.g, tok * gate_bytes);",
+     "  s.g = at(p.g, p.mutant == 263 ? 0 : tok * gate_bytes);",
+     "v10: every segment reads the first segment's gates (GDN only)"),
     # Rung 3 of the backward (bwd_v3_async.cu and the forward kernels it reuses).
     (41, "optimized/cuda/v2_tensorcore.cu",
      "      float* Sout = bwd.S + (std::int64_t(c_first + ci) * H + h) * K * V;",
@@ -704,9 +734,10 @@ MUTANTS = [
      "if (ii < Lc - (kSave && p.mutant == 221 ? 1 : 0)) st_pair(bwd.vn",
      "saving forward with states: v_new of each chunk's last row is not stored"),
     (222, "optimized/cuda/chunk_cuda.cu",
-     "if (saved_states) call.p.ws = saved->buf_;",
-     "if (saved_states && p.mutant != 222) call.p.ws = saved->buf_;",
-     "saved backward with states: skips A's copy and the states kernel but keeps the process-wide workspace (where no A, S or v_new was written)"),
+     "if (saved_states) call.p.keep = static_cast<float*>(saved->buf_);",
+     "if (saved_states) call.p.keep = static_cast<float*>(saved->buf_) + (p.mutant == 222 ? 64 : 0);",
+     "saved backward with states: the kept v_new, A and S read 64 floats off (since session 13's lean layout; "
+     "before it: the process-wide workspace kept instead of the saved one)"),
     (223, "optimized/cuda/chunk_cuda.cu",
      "at(lay.s_offset)",
      "at(lay.s_offset + (p.mutant == 223 ? sizeof(float) * std::size_t(p.K) * p.V : 0))",

@@ -1,0 +1,143 @@
+// optimized/cuda/v10_pipeline.cu -- rung 10 of the CUDA forward ladder (session 13, `best` since): for one
+// long sequence, rung 7's two kernels pipelined over segments of the sequence, so that the intra-chunk
+// kernel of segment s + 1 runs beside the state kernel of segment s instead of before it.
+//
+// Measured (H200, session 13 calls 3-4, bench/logs_session13/; B=1 T=32768 H=16 K=V=128 bf16, ms, three
+// processes with fla): DeltaNet 1.446-1.452 (rung 7) -> 1.377-1.378 (fla 1.57-1.62), GDN 1.465-1.481 ->
+// 1.369-1.377 (fla 1.454-1.461): GDN now faster than fla at this shape. Segment length (call 3, GDN /
+// DeltaNet): 1024 tokens 1.530 / 1.534, 2048 1.432 / 1.430, 4096 1.373 / 1.378, 8192 1.374 / 1.382; the
+// default is 4096. Less than the ideal (the state kernel alone, 1.03, plus the first segment's intra
+// kernel): the state kernel shares its SMs and L2 with the intra blocks beside it. Bit for bit with rung 7
+// (141 assertions over 7 pipelined cases), memcheck clean, mutants 261-263 caught; 260 (the
+// griddepcontrol.wait removed) passes, see "Dependences" below. At B=8 it runs rung 9 (0.853-0.891).
+//
+// Why. At B=1 T=32768 H=16 K=V=128 the state kernel (the chunk-to-chunk recurrence, SPEC section 4 step 3)
+// has 16 heads x 8 value tiles of 16 columns = 128 blocks, one per SM: it walks 512 chunks one after the
+// other and takes 1.03 ms, while the intra kernel (steps 1-2, every chunk independent) takes 0.44 ms before
+// it on the whole GPU (session 13 call 2). Each SM then holds one 149,504-byte state block and has room
+// beside it for one 71,168-byte intra block (3 x 71,168 + 1 KB each fit in 228 KB when the GPU is free), and
+// the state kernel, bound by the latency of its chain, leaves most issue slots idle (session 6's ncu: 26-28%
+// busy). So the intra work of later chunks can run during the recurrence over earlier ones.
+//
+// What. The sequence is cut into segments of LINATTN_V10_SEG tokens (a multiple of 64; default 4096), and
+// one stream runs
+//     intra(0), state(0), intra(1), state(1), ..., intra(S-1), state(S-1)
+// where state(s) is v2_state's default kernel that first signals griddepcontrol.launch_dependents
+// (v2_state_pdl) and intra(s + 1) is rung 7's intra kernel launched as a programmatic dependent of
+// state(s) (cudaLaunchAttributeProgrammaticStreamSerialization): it may start as soon as every state(s)
+// block has started, on the room beside them. Dependences, and what enforces each:
+//   * state(s) reads intra(s)'s workspace: plain stream order (state(s) is not a dependent launch);
+//   * state(s) starts from state(s - 1)'s final state: intra(s) is the kernel between them, and its block
+//     (0, 0) ends with griddepcontrol.wait (kPdlWait), which returns once state(s - 1) has completed and
+//     its writes are visible; so intra(s) completes after state(s - 1), and state(s) after intra(s).
+//     Mutant 260 (the wait removed) still passes the bit test, also in case 736, where intra(s) ends long
+//     before state(s - 1) does: the stream seems to order state(s) after state(s - 1) by itself. The CUDA
+//     documentation we found does not say so, so the wait stays (it holds one block's slot);
+//   * intra(s + 1) overwrites the workspace half that state(s - 1) read (two halves, alternating): it
+//     starts after state(s) has started, so after intra(s) and state(s - 1) have completed.
+// The state passes between segments through two float32 [H, K, V] buffers (alternating), written by
+// state(s) as its final state and read by state(s + 1) as its initial state: float32 both ways, the
+// values the unsegmented kernel keeps in registers between those chunks. Every chunk's arithmetic is
+// rung 7's, so o and the final state equal rung 7's bit for bit (test_cuda_forward.cu).
+//
+// Where. One sequence (B = 1, no cu_seqlens), rung 7's range (bf16 inputs, 16 <= K <= 128, gate none or
+// scalar), state tiles of 16 columns (pick_bv: the grid is under the SM count), the two blocks fit one SM
+// (checked from their byte counts) and T > one segment. Elsewhere rung 10 runs rung 9 where rung 9's state
+// kernel takes 64-column tiles (where rung 9 was measured faster, session 13 call 2) and rung 7 otherwise.
+#include <algorithm>
+#include <cstdlib>
+
+#include "optimized/cuda/tc_common.cuh"
+
+namespace linattn::cuda::detail {
+namespace {
+
+int g_last_segments = 0;
+
+/// Tokens per segment: LINATTN_V10_SEG (a positive multiple of 64) or 4096.
+int segment_tokens() {
+  if (const char* s = std::getenv("LINATTN_V10_SEG")) {
+    const int v = std::atoi(s);
+    if (v >= 64 && v % 64 == 0) return v;
+  }
+  return 4096;
+}
+
+/// Whether the call pipelines (the file comment's conditions), and its segment length.
+bool pipelines(const Call& c, int& seg) {
+  const KParams& p = c.p;
+  seg = segment_tokens();
+  if (!v7_in_range(c) || p.cu != nullptr || p.N != 1 || p.B != 1 || p.T <= seg) return false;
+  if (tc_pick_bv(p) != 16) return false;
+  const int KP = tc_pick_kp(p.K);
+  // One state block and one intra block per SM: their shared memory plus 1 KB reserved each within the
+  // SM's 228 KB (233,472 bytes).
+  return tc_state_smem_bytes(KP, 16) + v7_intra_smem_bytes(KP) + 2048 <= 233472;
+}
+
+/// The KParams of segment [t0, t0 + len) of the one sequence: inputs and o offset by t0 tokens.
+KParams segment(const KParams& p, int t0, int len, int gate_bytes) {
+  KParams s = p;
+  const std::int64_t tok = std::int64_t(t0) * p.H;  // rows of [T, H, .]
+  auto at = [](const void* base, std::int64_t bytes) {
+    return base ? static_cast<const void*>(static_cast<const char*>(base) + bytes) : nullptr;
+  };
+  s.q = at(p.q, tok * p.K * 2);  // bf16 (rung 7's range)
+  s.k = at(p.k, tok * p.K * 2);
+  s.v = at(p.v, tok * p.V * 2);
+  s.o = static_cast<char*>(p.o) + tok * p.V * 2;
+  s.g = at(p.g, tok * gate_bytes);  // scalar gate [T, H] (null for DeltaNet)
+  s.beta = at(p.beta, tok * gate_bytes);
+  s.T = len;
+  s.chunks_per_seq = (len + 63) / 64;
+  s.num_chunks = s.chunks_per_seq;
+  return s;
+}
+
+std::size_t round256(std::size_t x) { return (x + 255) / 256 * 256; }
+std::size_t state_bytes(const KParams& p) { return round256(sizeof(float) * std::size_t(p.H) * p.K * p.V); }
+
+}  // namespace
+
+int v10_last_segments() { return g_last_segments; }
+
+std::size_t v10_workspace_bytes(const KParams& p) {
+  std::size_t pipe = 0;
+  const int seg = segment_tokens();
+  if (p.cu == nullptr && p.N == 1 && p.T > seg) {
+    KParams s = p;
+    s.T = seg, s.chunks_per_seq = seg / 64, s.num_chunks = s.chunks_per_seq;
+    pipe = 2 * round256(tc_workspace_bytes(s)) + 2 * state_bytes(p);
+  }
+  return std::max({pipe, v9_workspace_bytes(p), v7_workspace_bytes(p)});
+}
+
+void v10_launch(Call c) {
+  g_last_segments = 0;
+  int seg = 0;
+  if (!pipelines(c, seg)) {
+    if (v7_in_range(c) && tc_pick_bv(c.p) == 64) return v9_launch(c);
+    return v7_launch(c);
+  }
+  const KParams& p = c.p;
+  const int KP = tc_pick_kp(p.K), S = (p.T + seg - 1) / seg, gate_bytes = c.gate_dtype == 0 ? 4 : 2;
+  KParams s0 = p;
+  s0.T = seg, s0.chunks_per_seq = seg / 64, s0.num_chunks = s0.chunks_per_seq;
+  const std::size_t half = round256(tc_workspace_bytes(s0));
+  char* base = static_cast<char*>(p.ws);
+  float* buf[2] = {reinterpret_cast<float*>(base + 2 * half), reinterpret_cast<float*>(base + 2 * half + state_bytes(p))};
+  for (int s = 0; s < S; ++s) {
+    const int t0 = s * seg;
+    Call cs = c;
+    cs.p = segment(p, t0, std::min(seg, p.T - t0), gate_bytes);
+    cs.p.ws = base + (s % 2) * half;
+    cs.p.h0 = s == 0 ? p.h0 : buf[(s - 1) % 2];
+    cs.p.ht = s == S - 1 ? p.ht : buf[s % 2];
+    if (s == 0) v7_intra_launch(cs, KP);
+    else v7_intra_pdl_launch(cs, KP);  // a programmatic dependent of state(s - 1)
+    tc_state_pdl_launch(cs, KP);
+  }
+  g_last_segments = S;
+}
+
+}  // namespace linattn::cuda::detail
