@@ -678,8 +678,10 @@ TEST_CASE("CUDA v9 lean overlap forward outside its range equals the rung best r
 // chunk's arithmetic is rung 7's, so o and the final state must equal rung 7's bit for bit; and the test
 // checks, through detail::v10_last_segments(), that rung 10 did cut the sequence into the expected number
 // of segments (its fallback runs rung 7 too, so equal bits alone would not show that it pipelined). The
-// workspace is NaN-filled before every call, so a segment that reads a state or a tile before it is written
-// (a missing dependence) reads NaN. Cases: a ragged last segment, segments of 1 to 8 chunks, K = 16 / 48 /
+// workspace is NaN-filled before every call (after one unchecked rung 10 call that grows it to rung 10's
+// size, so that the checked call finds it poisoned rather than freshly allocated), so a segment that reads
+// a state or a tile before it is written (a missing dependence) reads NaN. Each case also runs without a
+// final state (o compared), where the last segment writes none and the others still hand theirs on. Cases: a ragged last segment, segments of 1 to 8 chunks, K = 16 / 48 /
 // 64 / 100 / 128 (KP 64 and 128, element-wise loads at 100), V up to 200 (13 value tiles), random /
 // extreme / zero / mixed gates, with and without an initial state, float32 and bf16 gates.
 // LINATTN_V10_BIT_CASES=n runs the first n cases only (compute-sanitizer in the device scripts).
@@ -720,6 +722,7 @@ TEST_CASE("CUDA v10 pipeline forward equals v7 bit for bit where it pipelines an
         SegEnv env(seg);
         cuda::poison_device_workspaces();
         const auto v7 = run(Version::v7_overlap);
+        run(Version::v10_pipeline);  // grows the workspace to rung 10's size
         cuda::poison_device_workspaces();
         const auto v10 = run(Version::v10_pipeline);
         const int segs = cuda::detail::v10_last_segments();
@@ -729,35 +732,57 @@ TEST_CASE("CUDA v10 pipeline forward equals v7 bit for bit where it pipelines an
                               << compare(v10.o, v7.o).str() << " state " << compare(v10.final_state, v7.final_state).str());
         CHECK(segs == int((c.T + seg - 1) / seg));
         check_bitwise_equal(v10, v7);
+        // Without a final state (ht null): the segments still pass theirs on through rung 10's own buffers.
+        Problem<float> nf = p;
+        nf.opt.output_final_state = false;
+        auto run_nf = [&](Version v) {
+          return cuda::chunk_forward(op, nf.q, nf.k, nf.v, nf.gates, nf.opt, DType::bf16, gdt, v);
+        };
+        cuda::poison_device_workspaces();
+        const auto v7n = run_nf(Version::v7_overlap);
+        cuda::poison_device_workspaces();
+        const auto v10n = run_nf(Version::v10_pipeline);
+        CHECK(cuda::detail::v10_last_segments() == segs);
+        REQUIRE(v10n.o.numel() == v7n.o.numel());
+        CHECK(std::memcmp(v10n.o.data(), v7n.o.data(), sizeof(float) * v7n.o.numel()) == 0);
+        CHECK(std::memcmp(v10n.o.data(), v10.o.data(), sizeof(float) * v10.o.numel()) == 0);
       }
 }
 
-// Where it does not pipeline rung 10 runs rung 9 (state tiles of 64 columns) or rung 7 (otherwise), and
-// says so (0 segments): two sequences, a cu_seqlens batch of one sequence, T within one segment, and a grid
-// that takes 64-column tiles.
-TEST_CASE("CUDA v10 pipeline forward elsewhere equals rung 9 or rung 7 bit for bit") {
+// Where it does not pipeline rung 10 runs rung 7, and says so (0 segments): two sequences, a cu_seqlens
+// batch of one sequence, T within one segment, one sequence whose state kernel takes 32-column tiles (33
+// heads) or 64-column tiles (66 heads), and one whose 16-column state grid (17 heads x 8 tiles = 136
+// blocks) exceeds the H200's 132 SMs (on a GPU with 136 SMs or more that one pipelines, in 5 segments).
+TEST_CASE("CUDA v10 pipeline forward elsewhere equals rung 7 bit for bit") {
   SKIP_WITHOUT_GPU();
+  int dev = 0, sms = 0;
+  REQUIRE(cudaGetDevice(&dev) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess);
   struct Fallback {
     Case c;
-    Version want;
+    int segments;
   };
   const std::vector<Fallback> cases = {
-      {fixed_case(2, 300, 2, 128, 128, GateMode::random, true, 740), Version::v7_overlap},
-      {fixed_case(1, 300, 2, 128, 128, GateMode::random, true, 741, {0, 300}), Version::v7_overlap},
-      {fixed_case(1, 60, 2, 64, 64, GateMode::random, true, 742), Version::v7_overlap},
-      {fixed_case(17, 70, 8, 128, 128, GateMode::random, true, 743), Version::v9_lean_overlap}};
+      {fixed_case(2, 300, 2, 128, 128, GateMode::random, true, 740), 0},
+      {fixed_case(1, 300, 2, 128, 128, GateMode::random, true, 741, {0, 300}), 0},
+      {fixed_case(1, 60, 2, 64, 64, GateMode::random, true, 742), 0},
+      {fixed_case(17, 70, 8, 128, 128, GateMode::random, true, 743), 0},
+      {fixed_case(1, 300, 33, 128, 128, GateMode::random, true, 744), 0},
+      {fixed_case(1, 300, 66, 128, 128, GateMode::random, true, 745), 0},
+      {fixed_case(1, 300, 17, 128, 128, GateMode::random, true, 746), 17 * 8 <= sms ? 5 : 0}};
   SegEnv env(64);
   for (const Fallback& f : cases)
     for (Op op : {Op::delta_rule, Op::gated_delta_rule}) {
       const Problem<float> p = as_device_sees(cast_problem<float>(make_problem<double>(op, f.c)), DType::bf16, DType::f32);
       auto run = [&](Version v) { return cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, DType::f32, v); };
       cuda::poison_device_workspaces();
-      const auto want = run(f.want);
+      const auto want = run(Version::v7_overlap);
+      run(Version::v10_pipeline);  // grows the workspace to rung 10's size
       cuda::poison_device_workspaces();
       const auto v10 = run(Version::v10_pipeline);
       INFO(ref::op_name(op) << " B " << f.c.B << " T " << f.c.T << " H " << f.c.H << " cu_seqlens "
-                            << f.c.cu_seqlens.size() << ": v10 against " << cuda::version_name(f.want));
-      CHECK(cuda::detail::v10_last_segments() == 0);
+                            << f.c.cu_seqlens.size() << " (" << sms << " SMs): v10 against v7");
+      CHECK(cuda::detail::v10_last_segments() == f.segments);
       check_bitwise_equal(v10, want);
     }
 }

@@ -165,6 +165,20 @@ def test_cuda_v9_lean_overlap_forward_equals_v6_bit_for_bit_and_runs_rung_1_on_f
 
 
 @gpu
+@pytest.mark.parametrize("op", ["delta_rule", "gated_delta_rule"])
+def test_cuda_v10_pipeline_forward_equals_v7_bit_for_bit_in_64_token_segments(op, monkeypatch):
+    # version='v10_pipeline' (forward rung 10: rung 7's kernels over segments of one sequence, the next
+    # segment's intra kernel beside this one's state kernel; rung 7 bit for bit by design). 64-token segments
+    # (LINATTN_V10_SEG, read at each call) make this 130-token sequence pipeline in 3 segments.
+    monkeypatch.setenv("LINATTN_V10_SEG", "64")
+    _check_rung_on_bf16_and_rung_1_on_float32(op, "v10_pipeline", seed=23)
+    inp = lt.random_inputs(op, B=1, T=130, H=2, K=64, V=48, initial_state=True, dtype=np.float32, seed=23)
+    o7, S7 = lc.chunk(op, **inp, dtype="bfloat16", version="v7_overlap")
+    o10, S10 = lc.chunk(op, **inp, dtype="bfloat16", version="v10_pipeline")
+    assert np.array_equal(o10, o7) and np.array_equal(S10, S7)
+
+
+@gpu
 @pytest.mark.parametrize("op", OPS)
 def test_cuda_float32_backward_equals_the_reference_backward(op):
     inp = lt.random_inputs(op, B=1, T=150, H=2, K=40, V=24, cu_seqlens=3, initial_state=True,

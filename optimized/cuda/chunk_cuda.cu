@@ -224,9 +224,9 @@ void forward_device(const DeviceArgs& a, Version version) {
 
   std::string why;
   // best = rung 10 where rung 4 takes the call, else rung 1 (since session 13; rung 7 in sessions 11-12).
-  // Rung 10 runs, for DeltaNet and GDN, rung 7's kernels pipelined over segments for one long sequence whose
-  // state kernel takes 16-column tiles, rung 9 where that kernel takes 64-column tiles, rung 7 elsewhere;
-  // for KDA and GDN2 rung 4's kernels (RESULTS.md "Forward rung 10").
+  // Rung 10 runs, for DeltaNet and GDN, rung 7's kernels, pipelined over segments for one long sequence
+  // whose state kernel cannot fill the GPU; for KDA and GDN2 rung 4's kernels. Bit for bit with rung 4
+  // everywhere, as the saving forward (RESULTS.md "Forward rung 10").
   if (version == Version::best) version = detail::v4_supports({p, call.dtype, call.gate_dtype, call.stream}, &why)
                                               ? Version::v10_pipeline
                                               : Version::v1_simple;

@@ -43,11 +43,10 @@ using ref::Op;
 enum class DType : int { f32 = 0, bf16 = 1 };
 
 /// The rungs of the ladder. `best` picks the fastest version that supports the call: v10_pipeline for
-/// bf16 inputs and 16 <= K <= 128 since session 13 (for DeltaNet and GDN rung 7's kernels pipelined over
-/// segments of one long sequence, rung 9's where the state kernel takes 64-column tiles, rung 7's
-/// elsewhere; v4_levels' kernels for KDA and GDN2; faster than fla for all but GDN at B=8 T=4096;
-/// RESULTS.md "Rung 4", "Forward rung 7", "Forward rung 9", "Forward rung 10"), otherwise v1_simple.
-/// Its bits are rung 4's where it runs rung 7 or 10's pipeline, rung 6's where it runs rung 9.
+/// bf16 inputs and 16 <= K <= 128 since session 13 (for DeltaNet and GDN rung 7's kernels, pipelined over
+/// segments for one long sequence whose state kernel cannot fill the GPU; v4_levels' kernels for KDA and
+/// GDN2; bit for bit with v4_levels; faster than fla for all but GDN at B=8 T=4096; RESULTS.md "Rung 4",
+/// "Forward rung 7", "Forward rung 10"), otherwise v1_simple.
 enum class Version : int {
   best = 0,
   v1_simple = 1,      ///< two plain kernels (per-chunk UT transform; sequential state pass), FFMA
@@ -82,8 +81,8 @@ enum class Version : int {
                       ///< calls run what v7 runs (RESULTS.md, "Forward rung 9")
   v10_pipeline = 10   ///< one long sequence whose state kernel cannot fill the GPU: rung 7's kernels over
                       ///< segments, the next segment's intra kernel beside this segment's state kernel
-                      ///< (programmatic dependent launch), bit for bit with v7 by design; elsewhere v9
-                      ///< where its state kernel takes 64-column tiles, else v7 (RESULTS.md, "Forward rung 10")
+                      ///< (programmatic dependent launch), bit for bit with v7 by design; elsewhere v7
+                      ///< (RESULTS.md, "Forward rung 10")
 };
 
 const char* version_name(Version v);

@@ -305,6 +305,8 @@ void tc_state_lean_launch(const Call& c, int KP);
 void tc_state_pdl_launch(const Call& c, int KP);
 /// Dynamic shared memory of v2_state's default kernel (two stages) at KP and BV (16, 32 or 64).
 std::size_t tc_state_smem_bytes(int KP, int BV);
+/// Registers per thread of v2_state_pdl at KP and 16 columns (cudaFuncGetAttributes), for rung 10.
+int tc_state_pdl_regs(int KP);
 
 
 // ---------------------------------------------------------------------------------------------

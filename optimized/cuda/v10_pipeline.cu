@@ -6,10 +6,16 @@
 // processes with fla): DeltaNet 1.446-1.452 (rung 7) -> 1.377-1.378 (fla 1.57-1.62), GDN 1.465-1.481 ->
 // 1.369-1.377 (fla 1.454-1.461): GDN now faster than fla at this shape. Segment length (call 3, GDN /
 // DeltaNet): 1024 tokens 1.530 / 1.534, 2048 1.432 / 1.430, 4096 1.373 / 1.378, 8192 1.374 / 1.382; the
-// default is 4096. Less than the ideal (the state kernel alone, 1.03, plus the first segment's intra
-// kernel): the state kernel shares its SMs and L2 with the intra blocks beside it. Bit for bit with rung 7
-// (141 assertions over 7 pipelined cases), memcheck clean, mutants 261-263 caught; 260 (the
-// griddepcontrol.wait removed) passes, see "Dependences" below. At B=8 it runs rung 9 (0.853-0.891).
+// default is 4096. The ideal would be about 1.09 ms (the state kernel alone, 1.03, plus the first
+// segment's intra kernel, 0.44 / 8): of the 0.44 ms of intra work, about 0.1 is hidden. The state kernel
+// shares its SMs and L2 with the intra blocks beside it; how much each loses is not yet measured. Bit for
+// bit with rung 7 (141 assertions over 7 pipelined cases), memcheck clean over 2 of them (call 4),
+// mutants 261-263 caught; 260 (the griddepcontrol.wait removed) passes, see "Dependences" below.
+// Not pipelined (B=8, and anything else outside "Where"), rung 10 runs rung 7. Rung 9 would be faster at
+// B=8 (GDN 0.885-0.890 against rung 7's 0.917-0.923) but gives rung 6's bits, and the saving forward
+// (chunk_cuda.hpp, SavedForward) reproduces rung 4's: with rung 9 inside `best`, a training forward's o
+// would differ from the plain forward's in the last bits (session 13 call 5: test_cuda_saved's
+// 64-column case failed so), so it stays out until the saving forward can run it.
 //
 // Why. At B=1 T=32768 H=16 K=V=128 the state kernel (the chunk-to-chunk recurrence, SPEC section 4 step 3)
 // has 16 heads x 8 value tiles of 16 columns = 128 blocks, one per SM: it walks 512 chunks one after the
@@ -41,9 +47,9 @@
 // rung 7's, so o and the final state equal rung 7's bit for bit (test_cuda_forward.cu).
 //
 // Where. One sequence (B = 1, no cu_seqlens), rung 7's range (bf16 inputs, 16 <= K <= 128, gate none or
-// scalar), state tiles of 16 columns (pick_bv: the grid is under the SM count), the two blocks fit one SM
-// (checked from their byte counts) and T > one segment. Elsewhere rung 10 runs rung 9 where rung 9's state
-// kernel takes 64-column tiles (where rung 9 was measured faster, session 13 call 2) and rung 7 otherwise.
+// scalar), state tiles of 16 columns (pick_bv) in one wave (no more state blocks than SMs: one per SM,
+// as the scheduler spreads them), one block of each kernel fits one SM together (shared memory and
+// registers, from the kernels' attributes: fit_one_sm) and T > one segment. Elsewhere rung 10 runs rung 7.
 #include <algorithm>
 #include <cstdlib>
 
@@ -63,16 +69,37 @@ int segment_tokens() {
   return 4096;
 }
 
+int device_attr(cudaDeviceAttr a) {
+  int dev = 0, v = 0;
+  LINATTN_CUDA_CHECK(cudaGetDevice(&dev));
+  LINATTN_CUDA_CHECK(cudaDeviceGetAttribute(&v, a, dev));
+  return v;
+}
+
+/// Whether one block of the state kernel (v2_state_pdl at KP, 16 columns) and one of rung 7's intra kernel
+/// fit one SM together: shared memory (each block's bytes plus the runtime's reserve) and registers (per
+/// warp, in units of 8 per thread, as sm_90 allocates them), from the kernels' own attributes.
+bool fit_one_sm(int KP) {
+  const int sm_smem = device_attr(cudaDevAttrMaxSharedMemoryPerMultiprocessor);
+  const int reserve = device_attr(cudaDevAttrReservedSharedMemoryPerBlock);
+  const int sm_regs = device_attr(cudaDevAttrMaxRegistersPerMultiprocessor);
+  auto block_regs = [](int per_thread) { return (per_thread + 7) / 8 * 8 * kThreads; };
+  const std::size_t smem = tc_state_smem_bytes(KP, 16) + v7_intra_smem_bytes(KP) + 2 * std::size_t(reserve);
+  const int regs = block_regs(tc_state_pdl_regs(KP)) + block_regs(v7_intra_pdl_regs(KP));
+  return smem <= std::size_t(sm_smem) && regs <= sm_regs;
+}
+
 /// Whether the call pipelines (the file comment's conditions), and its segment length.
 bool pipelines(const Call& c, int& seg) {
   const KParams& p = c.p;
   seg = segment_tokens();
   if (!v7_in_range(c) || p.cu != nullptr || p.N != 1 || p.B != 1 || p.T <= seg) return false;
   if (tc_pick_bv(p) != 16) return false;
-  const int KP = tc_pick_kp(p.K);
-  // One state block and one intra block per SM: their shared memory plus 1 KB reserved each within the
-  // SM's 228 KB (233,472 bytes).
-  return tc_state_smem_bytes(KP, 16) + v7_intra_smem_bytes(KP) + 2048 <= 233472;
+  // One wave of state blocks, one per SM: then every SM keeps room for an intra block beside its state
+  // block, and intra(s + 1) can start as soon as state(s) has (its blocks all signal at their start).
+  const long state_blocks = long(p.N) * p.H * ((p.V + 15) / 16);
+  if (state_blocks > device_attr(cudaDevAttrMultiProcessorCount)) return false;
+  return fit_one_sm(tc_pick_kp(p.K));
 }
 
 /// The KParams of segment [t0, t0 + len) of the one sequence: inputs and o offset by t0 tokens.
@@ -109,16 +136,13 @@ std::size_t v10_workspace_bytes(const KParams& p) {
     s.T = seg, s.chunks_per_seq = seg / 64, s.num_chunks = s.chunks_per_seq;
     pipe = 2 * round256(tc_workspace_bytes(s)) + 2 * state_bytes(p);
   }
-  return std::max({pipe, v9_workspace_bytes(p), v7_workspace_bytes(p)});
+  return std::max(pipe, v7_workspace_bytes(p));
 }
 
 void v10_launch(Call c) {
   g_last_segments = 0;
   int seg = 0;
-  if (!pipelines(c, seg)) {
-    if (v7_in_range(c) && tc_pick_bv(c.p) == 64) return v9_launch(c);
-    return v7_launch(c);
-  }
+  if (!pipelines(c, seg)) return v7_launch(c);
   const KParams& p = c.p;
   const int KP = tc_pick_kp(p.K), S = (p.T + seg - 1) / seg, gate_bytes = c.gate_dtype == 0 ? 4 : 2;
   KParams s0 = p;

@@ -1078,6 +1078,13 @@ void tc_state_pdl_launch(const Call& c, int KP) {
   launch_state_pdl<128, 16>(c);
 }
 
+int tc_state_pdl_regs(int KP) {
+  cudaFuncAttributes a{};
+  if (KP == 64) LINATTN_CUDA_CHECK(cudaFuncGetAttributes(&a, v2_state_pdl<64, 16>));
+  else LINATTN_CUDA_CHECK(cudaFuncGetAttributes(&a, v2_state_pdl<128, 16>));
+  return a.numRegs;
+}
+
 std::size_t tc_state_smem_bytes(int KP, int BV) {
   if (KP == 64) return BV == 64 ? StateSmem<64, 64>::bytes : BV == 32 ? StateSmem<64, 32>::bytes : StateSmem<64, 16>::bytes;
   return BV == 64 ? StateSmem<128, 64>::bytes : BV == 32 ? StateSmem<128, 32>::bytes : StateSmem<128, 16>::bytes;

@@ -72,7 +72,7 @@ struct V7Smem {
 };
 
 /// v4's intra_body for gate none / scalar (CH = false, tc_inverse, a_out null) with V7Smem's layout and
-/// the epochs of the file comment. Per value the arithmetic is v4's. kLean (forward rung 9, v9_lean7.cu):
+/// the epochs of the file comment. Per value the arithmetic is v4's. kLean (forward rung 9, v9_lean_overlap.cu):
 /// rung 6's lean outputs -- no q~ and k~ tiles; G_i, the row's cumulative log2 decay, to lean_g instead
 /// (E3) -- so that rung 6's lean state kernel reads q and k from the inputs; every other value as kLean =
 /// false, which is rung 7 (v4 with kLean = false) unchanged. kPdlWait (forward rung 10, v10_pipeline.cu,
@@ -406,6 +406,23 @@ void v7_intra_pdl_launch(const Call& c, int KP) {
 }
 
 std::size_t v7_intra_smem_bytes(int KP) { return KP == 64 ? V7Smem<64>::bytes : V7Smem<128>::bytes; }
+
+int v7_intra_pdl_regs(int KP) {  // the most of its instantiations at KP (gate none / scalar, float32 / bf16 gates)
+  int most = 0;
+  auto take = [&](auto kern) {
+    cudaFuncAttributes a{};
+    LINATTN_CUDA_CHECK(cudaFuncGetAttributes(&a, kern));
+    most = std::max(most, a.numRegs);
+  };
+  if (KP == 64) {
+    take(intra_v7<64, kGateNone, float, false, true>), take(intra_v7<64, kGateScalar, float, false, true>);
+    take(intra_v7<64, kGateNone, bf16, false, true>), take(intra_v7<64, kGateScalar, bf16, false, true>);
+  } else {
+    take(intra_v7<128, kGateNone, float, false, true>), take(intra_v7<128, kGateScalar, float, false, true>);
+    take(intra_v7<128, kGateNone, bf16, false, true>), take(intra_v7<128, kGateScalar, bf16, false, true>);
+  }
+  return most;
+}
 
 int v7_intra_blocks_per_sm(int KP) {
   auto kern = KP == 64 ? intra_v7<64, kGateScalar, float> : intra_v7<128, kGateScalar, float>;

@@ -5,9 +5,11 @@
 // bit with rung 6 (193 assertions), properties and outside range pass, mutants 270-271 caught. Intra kernel
 // alone, rung 7 -> 9: DeltaNet 0.406 -> 0.392, GDN 0.449 -> 0.416 (call 2); state kernel 0.501 -> 0.487 and
 // 0.509 -> 0.508. Whole forward, three processes with fla: DeltaNet 0.884-0.892 -> 0.853-0.864, GDN
-// 0.917-0.923 -> 0.885-0.890 (fla 0.851 at its fastest). At B=1 T=32768 the lean state kernel is slower at
-// 16-column tiles (1.032 -> 1.077 for GDN), so the whole is not faster there (1.465-1.481 -> 1.477-1.493):
-// rung 10 runs rung 9 only where the state kernel takes 64-column tiles.
+// 0.917-0.923 -> 0.885-0.890 (fla 0.851 at its fastest); in call 2 alone DeltaNet's whole forward was
+// 0.884 -> 0.894 although both its kernels were faster. At B=1 T=32768 the lean state kernel is slower at
+// 16-column tiles (1.032 -> 1.077 for GDN): GDN 1.465-1.481 -> 1.477-1.493, DeltaNet 1.445-1.452 ->
+// 1.430-1.443. Not `best`: it gives rung 6's bits, and the saving forward reproduces rung 4's
+// (v10_pipeline.cu says more).
 //
 // Why. Rung 6 dropped the q~ = scale q exp(G) and k~ = k exp(G_C - G) tiles (2 x 16 KB of the intra
 // kernel's 88 KB of writes per (chunk, head) at K = V = 128; the state kernel reads q and k from the

@@ -73,6 +73,8 @@ void v7_intra_lean_launch(const Call& c, int KP);
 void v7_intra_pdl_launch(const Call& c, int KP);
 /// Rung 7's intra kernel's dynamic shared memory at KP (64 or 128).
 std::size_t v7_intra_smem_bytes(int KP);
+/// Registers per thread of rung 7's kPdlWait intra kernel at KP (the most over its gate instantiations).
+int v7_intra_pdl_regs(int KP);
 
 // v8_wgmma.cu (session 12): rung 7 with a state kernel whose w_aux S and q~ S products run on wgmma
 // (sm_90a warpgroup MMA from shared memory) instead of mma.sync; rung 7's range, else what rung 7 runs.
@@ -84,10 +86,10 @@ void v8_launch(Call c);
 std::size_t v9_workspace_bytes(const KParams& p);
 void v9_launch(Call c);
 
-// v10_pipeline.cu (session 13): one long sequence whose state kernel cannot fill the GPU (rung 7's range,
-// B = 1, no cu_seqlens, 16-column value tiles) runs rung 7's kernels over segments of the sequence, the next
-// segment's intra kernel beside this segment's state kernel (programmatic dependent launch); elsewhere
-// rung 9 where its state kernel takes 64-column tiles, else rung 7.
+// v10_pipeline.cu (session 13; `best` since): one long sequence whose state kernel cannot fill the GPU (rung
+// 7's range, B = 1, no cu_seqlens, one wave of 16-column value tiles) runs rung 7's kernels over segments of
+// the sequence, the next segment's intra kernel beside this segment's state kernel (programmatic dependent
+// launch); bit for bit with rung 7 by design; every other call runs rung 7.
 std::size_t v10_workspace_bytes(const KParams& p);
 void v10_launch(Call c);
 /// Segments of the last v10_launch that pipelined (0: it did not pipeline); a test hook, not thread-safe.
