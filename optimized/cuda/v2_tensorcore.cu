@@ -41,6 +41,7 @@
 // LINATTN_STATE_OCC2=1 (v2_state with NS = 1: 32 value columns, one stage, two blocks per SM).
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #include "optimized/cuda/tc_common.cuh"
 
@@ -987,39 +988,53 @@ void launch_state(const Call& c, StateBwdOut bwd = {}) {
   LINATTN_CUDA_CHECK(cudaGetLastError());
 }
 
+/// One launch of a state kernel over the 3-d grid (sequences, heads, value tiles of BV columns) with `bytes`
+/// of dynamic shared memory; `args` follow p (the kernels without a StateBwdOut take none).
+template <int BV, class Kern, class... Args>
+void launch_value_tiles(Kern kern, int bytes, const Call& c, Args... args) {
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  const int nvt = (c.p.V + BV - 1) / BV;
+  kern<<<dim3(c.p.N, c.p.H, nvt), kThreads, bytes, c.stream>>>(c.p, args...);
+  LINATTN_CUDA_CHECK(cudaGetLastError());
+}
+
+/// f(std::integral_constant<int, KP>{}, std::integral_constant<int, BV>{}) for KP = 64 or 128 and BV = 64,
+/// 32 or anything else 16 (pick_bv's tile widths): the one dispatch of the state kernels' instantiations.
+template <class F>
+decltype(auto) with_kp_bv(int KP, int bv, F&& f) {
+  using K64 = std::integral_constant<int, 64>;
+  using K128 = std::integral_constant<int, 128>;
+  using B16 = std::integral_constant<int, 16>;
+  using B32 = std::integral_constant<int, 32>;
+  if (KP == 64) {
+    if (bv == 64) return f(K64{}, K64{});
+    if (bv == 32) return f(K64{}, B32{});
+    return f(K64{}, B16{});
+  }
+  if (bv == 64) return f(K128{}, K64{});
+  if (bv == 32) return f(K128{}, B32{});
+  return f(K128{}, B16{});
+}
+
 template <int KP, int BV>
 void launch_state_lean(const Call& c) {
   constexpr int bytes = StateSmem<KP, BV, 2, false, true>::bytes;
   static_assert(bytes <= 227 * 1024, "lean state kernel shared memory over the sm_90 limit");
-  auto kern = v2_state_lean<KP, BV>;
-  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  const int nvt = (c.p.V + BV - 1) / BV;
-  kern<<<dim3(c.p.N, c.p.H, nvt), kThreads, bytes, c.stream>>>(c.p);
-  LINATTN_CUDA_CHECK(cudaGetLastError());
+  launch_value_tiles<BV>(v2_state_lean<KP, BV>, bytes, c);
 }
 
 template <int KP, int BV>
 void launch_state_pdl(const Call& c) {
-  constexpr int bytes = StateSmem<KP, BV>::bytes;  // the default kernel's layout
-  auto kern = v2_state_pdl<KP, BV>;
-  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   // All 228 KB as shared memory, so that an SM running one block of this kernel has room for one block of
   // rung 7's intra kernel beside it (the carveout is a hint; rung 10 checks the byte count).
-  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(v2_state_pdl<KP, BV>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                           int(cudaSharedmemCarveoutMaxShared)));
-  const int nvt = (c.p.V + BV - 1) / BV;
-  kern<<<dim3(c.p.N, c.p.H, nvt), kThreads, bytes, c.stream>>>(c.p);
-  LINATTN_CUDA_CHECK(cudaGetLastError());
+  launch_value_tiles<BV>(v2_state_pdl<KP, BV>, StateSmem<KP, BV>::bytes, c);  // the default kernel's layout
 }
 
 template <int KP, int BV>
 void launch_state_save(const Call& c, StateBwdOut bwd) {
-  constexpr int bytes = StateSmem<KP, BV>::bytes;  // the default kernel's layout
-  auto kern = v2_state_save<KP, BV>;
-  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  const int nvt = (c.p.V + BV - 1) / BV;
-  kern<<<dim3(c.p.N, c.p.H, nvt), kThreads, bytes, c.stream>>>(c.p, bwd);
-  LINATTN_CUDA_CHECK(cudaGetLastError());
+  launch_value_tiles<BV>(v2_state_save<KP, BV>, StateSmem<KP, BV>::bytes, c, bwd);  // the default kernel's layout
 }
 
 template <int KP>
@@ -1067,15 +1082,9 @@ void tc_state_launch(const Call& c, int KP) {
 
 void tc_state_pdl_launch(const Call& c, int KP) {
   if (skip_kernel("state")) return;
-  const int bv = pick_bv(c.p);  // the default kernel's tile widths (no knobs: NS = 2, 3-d grid)
-  if (KP == 64) {
-    if (bv == 64) return launch_state_pdl<64, 64>(c);
-    if (bv == 32) return launch_state_pdl<64, 32>(c);
-    return launch_state_pdl<64, 16>(c);
-  }
-  if (bv == 64) return launch_state_pdl<128, 64>(c);
-  if (bv == 32) return launch_state_pdl<128, 32>(c);
-  launch_state_pdl<128, 16>(c);
+  // the default kernel's tile widths (no knobs: NS = 2, 3-d grid)
+  with_kp_bv(KP, pick_bv(c.p),
+             [&](auto kp, auto bv) { launch_state_pdl<decltype(kp)::value, decltype(bv)::value>(c); });
 }
 
 int tc_state_pdl_regs(int KP) {
@@ -1086,49 +1095,29 @@ int tc_state_pdl_regs(int KP) {
 }
 
 std::size_t tc_state_smem_bytes(int KP, int BV) {
-  if (KP == 64) return BV == 64 ? StateSmem<64, 64>::bytes : BV == 32 ? StateSmem<64, 32>::bytes : StateSmem<64, 16>::bytes;
-  return BV == 64 ? StateSmem<128, 64>::bytes : BV == 32 ? StateSmem<128, 32>::bytes : StateSmem<128, 16>::bytes;
+  return with_kp_bv(KP, BV,
+                    [](auto kp, auto bv) { return std::size_t(StateSmem<decltype(kp)::value, decltype(bv)::value>::bytes); });
 }
 
 void tc_state_lean_launch(const Call& c, int KP) {
   if (skip_kernel("state")) return;
-  const int bv = pick_bv(c.p);  // the default kernel's tile widths (no knobs: NS = 2, 3-d grid)
-  if (KP == 64) {
-    if (bv == 64) return launch_state_lean<64, 64>(c);
-    if (bv == 32) return launch_state_lean<64, 32>(c);
-    return launch_state_lean<64, 16>(c);
-  }
-  if (bv == 64) return launch_state_lean<128, 64>(c);
-  if (bv == 32) return launch_state_lean<128, 32>(c);
-  return launch_state_lean<128, 16>(c);
+  // the default kernel's tile widths (no knobs: NS = 2, 3-d grid)
+  with_kp_bv(KP, pick_bv(c.p),
+             [&](auto kp, auto bv) { launch_state_lean<decltype(kp)::value, decltype(bv)::value>(c); });
 }
 
 void tc_state_bwd_launch(const Call& c, int KP, float* s_out, float* vn_out) {
   const StateBwdOut bwd{s_out, vn_out};
-  const int bv = pick_bv(c.p);
-  if (KP == 64) {
-    if (bv == 64) return launch_state<64, 64, true>(c, bwd);
-    if (bv == 32) return launch_state<64, 32, true>(c, bwd);
-    return launch_state<64, 16, true>(c, bwd);
-  }
-  if (bv == 64) return launch_state<128, 64, true>(c, bwd);
-  if (bv == 32) return launch_state<128, 32, true>(c, bwd);
-  return launch_state<128, 16, true>(c, bwd);
+  with_kp_bv(KP, pick_bv(c.p),
+             [&](auto kp, auto bv) { launch_state<decltype(kp)::value, decltype(bv)::value, true>(c, bwd); });
 }
 
 void tc_state_save_launch(const Call& c, int KP, float* s_out, float* vn_out) {
   // pick_bv's tile width, as the forward's and the backward's state kernels (BV changes no value:
   // v2_state above); none of the forward's knobs (OCC2, STAGES, BULK, PREFETCH, GRID).
   const StateBwdOut bwd{s_out, vn_out};
-  const int bv = pick_bv(c.p);
-  if (KP == 64) {
-    if (bv == 64) return launch_state_save<64, 64>(c, bwd);
-    if (bv == 32) return launch_state_save<64, 32>(c, bwd);
-    return launch_state_save<64, 16>(c, bwd);
-  }
-  if (bv == 64) return launch_state_save<128, 64>(c, bwd);
-  if (bv == 32) return launch_state_save<128, 32>(c, bwd);
-  return launch_state_save<128, 16>(c, bwd);
+  with_kp_bv(KP, pick_bv(c.p),
+             [&](auto kp, auto bv) { launch_state_save<decltype(kp)::value, decltype(bv)::value>(c, bwd); });
 }
 
 void tc_state_split_launch(const Call& c, int KP, float* s_out, float* vn_out) {
