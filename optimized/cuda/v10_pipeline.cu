@@ -102,9 +102,18 @@ bool pipelines(const Call& c, int& seg) {
   return fit_one_sm(tc_pick_kp(p.K));
 }
 
+/// p cut to its first `len` tokens (one sequence): T and the chunk counts, which size a segment's workspace.
+KParams with_length(const KParams& p, int len) {
+  KParams s = p;
+  s.T = len;
+  s.chunks_per_seq = (len + 63) / 64;
+  s.num_chunks = s.chunks_per_seq;
+  return s;
+}
+
 /// The KParams of segment [t0, t0 + len) of the one sequence: inputs and o offset by t0 tokens.
 KParams segment(const KParams& p, int t0, int len, int gate_bytes) {
-  KParams s = p;
+  KParams s = with_length(p, len);
   const std::int64_t tok = std::int64_t(t0) * p.H;  // rows of [T, H, .]
   auto at = [](const void* base, std::int64_t bytes) {
     return base ? static_cast<const void*>(static_cast<const char*>(base) + bytes) : nullptr;
@@ -115,14 +124,13 @@ KParams segment(const KParams& p, int t0, int len, int gate_bytes) {
   s.o = static_cast<char*>(p.o) + tok * p.V * 2;
   s.g = at(p.g, tok * gate_bytes);  // scalar gate [T, H] (null for DeltaNet)
   s.beta = at(p.beta, tok * gate_bytes);
-  s.T = len;
-  s.chunks_per_seq = (len + 63) / 64;
-  s.num_chunks = s.chunks_per_seq;
   return s;
 }
 
 std::size_t round256(std::size_t x) { return (x + 255) / 256 * 256; }
 std::size_t state_bytes(const KParams& p) { return round256(sizeof(float) * std::size_t(p.H) * p.K * p.V); }
+/// One of the two workspace halves: a whole segment's tc workspace.
+std::size_t half_bytes(const KParams& p, int seg) { return round256(tc_workspace_bytes(with_length(p, seg))); }
 
 }  // namespace
 
@@ -131,11 +139,7 @@ int v10_last_segments() { return g_last_segments; }
 std::size_t v10_workspace_bytes(const KParams& p) {
   std::size_t pipe = 0;
   const int seg = segment_tokens();
-  if (p.cu == nullptr && p.N == 1 && p.T > seg) {
-    KParams s = p;
-    s.T = seg, s.chunks_per_seq = seg / 64, s.num_chunks = s.chunks_per_seq;
-    pipe = 2 * round256(tc_workspace_bytes(s)) + 2 * state_bytes(p);
-  }
+  if (p.cu == nullptr && p.N == 1 && p.T > seg) pipe = 2 * half_bytes(p, seg) + 2 * state_bytes(p);
   return std::max(pipe, v7_workspace_bytes(p));
 }
 
@@ -145,9 +149,7 @@ void v10_launch(Call c) {
   if (!pipelines(c, seg)) return v7_launch(c);
   const KParams& p = c.p;
   const int KP = tc_pick_kp(p.K), S = (p.T + seg - 1) / seg, gate_bytes = c.gate_dtype == 0 ? 4 : 2;
-  KParams s0 = p;
-  s0.T = seg, s0.chunks_per_seq = seg / 64, s0.num_chunks = s0.chunks_per_seq;
-  const std::size_t half = round256(tc_workspace_bytes(s0));
+  const std::size_t half = half_bytes(p, seg);
   char* base = static_cast<char*>(p.ws);
   float* buf[2] = {reinterpret_cast<float*>(base + 2 * half), reinterpret_cast<float*>(base + 2 * half + state_bytes(p))};
   for (int s = 0; s < S; ++s) {
