@@ -508,10 +508,13 @@ static std::vector<Case> overlap_bit_cases() {
                         fixed_case(17, 70, 8, 128, 128, GateMode::random, true, 712)};
 }
 
-TEST_CASE("CUDA v7 overlap forward equals v4 bit for bit for DeltaNet and GDN") {
-  SKIP_WITHOUT_GPU();
+/// Rung `got` equals rung `want` bit for bit over overlap_bit_cases() for DeltaNet and GDN in both gate
+/// dtypes, the process-wide workspace NaN-filled before each call (so that a rung reading what the other left
+/// there, rather than what its own kernels wrote, cannot pass). The environment variable `lim_env` = n runs
+/// the first n cases only (compute-sanitizer in the device scripts).
+static void check_rung_bitwise_on_overlap_cases(Version got, Version want, const char* lim_env) {
   const std::vector<Case> cases = overlap_bit_cases();
-  const char* lim = std::getenv("LINATTN_V7_BIT_CASES");
+  const char* lim = std::getenv(lim_env);
   const int n_cases = lim ? std::atoi(lim) : int(std::size(cases));
   REQUIRE(n_cases > 0);
   for (int ci = 0; ci < n_cases && ci < int(cases.size()); ++ci)
@@ -520,18 +523,21 @@ TEST_CASE("CUDA v7 overlap forward equals v4 bit for bit for DeltaNet and GDN") 
         const Case& c = cases[ci];
         const Problem<float> p = as_device_sees(cast_problem<float>(make_problem<double>(op, c)), DType::bf16, gdt);
         auto run = [&](Version v) { return cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, gdt, v); };
-        // The process-wide workspace NaN-filled before each call, so that a rung reading what the other
-        // left there (rather than what its own kernels wrote) cannot pass.
         cuda::poison_device_workspaces();
-        const auto v4 = run(Version::v4_levels);
+        const auto w = run(want);
         cuda::poison_device_workspaces();
-        const auto v7 = run(Version::v7_overlap);
+        const auto g = run(got);
         INFO(ref::op_name(op) << " B " << c.B << " T " << c.T << " H " << c.H << " K " << c.K << " V " << c.V << " gates "
-                              << to_string(c.gates) << " init " << c.initial_state << " gate dtype " << dname(gdt)
-                              << ": v7 against v4 o " << compare(v7.o, v4.o).str() << " state "
-                              << compare(v7.final_state, v4.final_state).str());
-        check_bitwise_equal(v7, v4);
+                              << to_string(c.gates) << " init " << c.initial_state << " gate dtype " << dname(gdt) << ": "
+                              << cuda::version_name(got) << " against " << cuda::version_name(want) << " o "
+                              << compare(g.o, w.o).str() << " state " << compare(g.final_state, w.final_state).str());
+        check_bitwise_equal(g, w);
       }
+}
+
+TEST_CASE("CUDA v7 overlap forward equals v4 bit for bit for DeltaNet and GDN") {
+  SKIP_WITHOUT_GPU();
+  check_rung_bitwise_on_overlap_cases(Version::v7_overlap, Version::v4_levels, "LINATTN_V7_BIT_CASES");
 }
 
 // The point of rung 7: its intra kernel's 71,168 B (KP = 128) and 61,440 B (KP = 64) of dynamic shared
@@ -632,26 +638,7 @@ TEST_CASE("CUDA v8 wgmma forward outside its range equals the rung best runs the
 // LINATTN_V9_BIT_CASES=n runs the first n cases only (compute-sanitizer in the device scripts).
 TEST_CASE("CUDA v9 lean overlap forward equals v6 bit for bit for DeltaNet and GDN") {
   SKIP_WITHOUT_GPU();
-  const std::vector<Case> cases = overlap_bit_cases();
-  const char* lim = std::getenv("LINATTN_V9_BIT_CASES");
-  const int n_cases = lim ? std::atoi(lim) : int(cases.size());
-  REQUIRE(n_cases > 0);
-  for (int ci = 0; ci < n_cases && ci < int(cases.size()); ++ci)
-    for (DType gdt : {DType::f32, DType::bf16})
-      for (Op op : {Op::delta_rule, Op::gated_delta_rule}) {
-        const Case& c = cases[ci];
-        const Problem<float> p = as_device_sees(cast_problem<float>(make_problem<double>(op, c)), DType::bf16, gdt);
-        auto run = [&](Version v) { return cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, gdt, v); };
-        cuda::poison_device_workspaces();
-        const auto v6 = run(Version::v6_lean);
-        cuda::poison_device_workspaces();
-        const auto v9 = run(Version::v9_lean_overlap);
-        INFO(ref::op_name(op) << " B " << c.B << " T " << c.T << " H " << c.H << " K " << c.K << " V " << c.V << " gates "
-                              << to_string(c.gates) << " init " << c.initial_state << " gate dtype " << dname(gdt)
-                              << ": v9 against v6 o " << compare(v9.o, v6.o).str() << " state "
-                              << compare(v9.final_state, v6.final_state).str());
-        check_bitwise_equal(v9, v6);
-      }
+  check_rung_bitwise_on_overlap_cases(Version::v9_lean_overlap, Version::v6_lean, "LINATTN_V9_BIT_CASES");
 }
 
 // Against the float64 reference with rung 6's bounds (rung 9 takes DeltaNet and GDN in its range and runs

@@ -105,12 +105,16 @@ def test_cuda_bfloat16_forward_equals_the_reference_of_the_rounded_inputs(op):
     lt.assert_close(S, S_ref, rtol_rms=1e-2, name="final_state (bfloat16)")
 
 
-def _check_rung_on_bf16_and_rung_1_on_float32(op, version, seed):
+def _check_rung_on_bf16_and_rung_1_on_float32(op, version, seed, equals=None):
     # A forward rung with its own kernels for DeltaNet and GDN with bfloat16 inputs must reach the C++ call:
     # bfloat16 inputs equal the reference of the rounded inputs to 1e-2, and float32 inputs (outside its
-    # range) give rung 1's outputs exactly, as 'best' does.
+    # range) give rung 1's outputs exactly, as 'best' does. equals: a rung whose bfloat16 outputs this rung's
+    # must equal bit for bit (the rung it reproduces by design).
     inp = lt.random_inputs(op, B=1, T=130, H=2, K=64, V=48, initial_state=True, dtype=np.float32, seed=seed)
     o, S = lc.chunk(op, **inp, dtype="bfloat16", version=version)
+    if equals is not None:
+        o_e, S_e = lc.chunk(op, **inp, dtype="bfloat16", version=equals)
+        assert np.array_equal(o, o_e) and np.array_equal(S, S_e)
     rounded = {k: (x.astype(np.float64) if isinstance(x, np.ndarray) else x) for k, x in inp.items()}
     for name in ["q", "k", "v"]:
         rounded[name] = round_to_bf16(inp[name]).astype(np.float64)
@@ -157,11 +161,7 @@ def test_cuda_v8_wgmma_forward_matches_the_reference_and_runs_rung_1_on_float32_
 def test_cuda_v9_lean_overlap_forward_equals_v6_bit_for_bit_and_runs_rung_1_on_float32_inputs(op):
     # version='v9_lean_overlap' (forward rung 9: rung 7's intra kernel with rung 6's lean outputs and rung
     # 6's lean state kernel, rung 6 bit for bit by design) must reach the C++ call.
-    _check_rung_on_bf16_and_rung_1_on_float32(op, "v9_lean_overlap", seed=21)
-    inp = lt.random_inputs(op, B=1, T=130, H=2, K=64, V=48, initial_state=True, dtype=np.float32, seed=21)
-    o6, S6 = lc.chunk(op, **inp, dtype="bfloat16", version="v6_lean")
-    o9, S9 = lc.chunk(op, **inp, dtype="bfloat16", version="v9_lean_overlap")
-    assert np.array_equal(o9, o6) and np.array_equal(S9, S6)
+    _check_rung_on_bf16_and_rung_1_on_float32(op, "v9_lean_overlap", seed=21, equals="v6_lean")
 
 
 @gpu
@@ -171,11 +171,7 @@ def test_cuda_v10_pipeline_forward_equals_v7_bit_for_bit_in_64_token_segments(op
     # segment's intra kernel beside this one's state kernel; rung 7 bit for bit by design). 64-token segments
     # (LINATTN_V10_SEG, read at each call) make this 130-token sequence pipeline in 3 segments.
     monkeypatch.setenv("LINATTN_V10_SEG", "64")
-    _check_rung_on_bf16_and_rung_1_on_float32(op, "v10_pipeline", seed=23)
-    inp = lt.random_inputs(op, B=1, T=130, H=2, K=64, V=48, initial_state=True, dtype=np.float32, seed=23)
-    o7, S7 = lc.chunk(op, **inp, dtype="bfloat16", version="v7_overlap")
-    o10, S10 = lc.chunk(op, **inp, dtype="bfloat16", version="v10_pipeline")
-    assert np.array_equal(o10, o7) and np.array_equal(S10, S7)
+    _check_rung_on_bf16_and_rung_1_on_float32(op, "v10_pipeline", seed=23, equals="v7_overlap")
 
 
 @gpu
