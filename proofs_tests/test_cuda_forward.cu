@@ -774,6 +774,28 @@ TEST_CASE("CUDA v10 pipeline forward elsewhere equals rung 7 bit for bit") {
     }
 }
 
+// An invalid LINATTN_V10_SEG (not a whole positive multiple of 64) is reported on stderr once and rung 10
+// goes on with its default, 4096-token segments: a sequence of 5000 tokens is cut in two, bit for bit with
+// rung 7 as everywhere.
+TEST_CASE("CUDA v10 pipeline forward with an invalid LINATTN_V10_SEG uses 4096-token segments") {
+  SKIP_WITHOUT_GPU();
+  const Problem<float> p = as_device_sees(
+      cast_problem<float>(make_problem<double>(Op::gated_delta_rule, fixed_case(1, 5000, 1, 64, 64, GateMode::random, true, 747))),
+      DType::bf16, DType::f32);
+  auto run = [&](Version v) {
+    return cuda::chunk_forward(Op::gated_delta_rule, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, DType::f32, v);
+  };
+  const auto want = run(Version::v7_overlap);
+  for (const char* bad : {"100", "0", "-64", "abc", "128x", ""}) {
+    setenv("LINATTN_V10_SEG", bad, 1);
+    const auto v10 = run(Version::v10_pipeline);
+    unsetenv("LINATTN_V10_SEG");
+    INFO("LINATTN_V10_SEG='" << bad << "'");
+    CHECK(cuda::detail::v10_last_segments() == 2);
+    check_bitwise_equal(v10, want);
+  }
+}
+
 // Against the float64 reference with rung 7's bounds, with 64-token segments, so that every drawn case of
 // one sequence (B = 1, no cu_seqlens, T > 64) pipelines; the others check the dispatch.
 TEST_CASE("CUDA v10 pipeline chunked forward equals the float64 reference for every operator in bfloat16") {

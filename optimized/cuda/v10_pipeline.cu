@@ -51,7 +51,10 @@
 // as the scheduler spreads them), one block of each kernel fits one SM together (shared memory and
 // registers, from the kernels' attributes: fit_one_sm) and T > one segment. Elsewhere rung 10 runs rung 7.
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 
 #include "optimized/cuda/tc_common.cuh"
 
@@ -60,11 +63,17 @@ namespace {
 
 int g_last_segments = 0;
 
-/// Tokens per segment: LINATTN_V10_SEG (a positive multiple of 64) or 4096.
+/// Tokens per segment: LINATTN_V10_SEG (a positive multiple of 64) or 4096. Any other value of the knob
+/// is reported once on stderr (the process goes on with 4096).
 int segment_tokens() {
   if (const char* s = std::getenv("LINATTN_V10_SEG")) {
-    const int v = std::atoi(s);
-    if (v >= 64 && v % 64 == 0) return v;
+    char* end = nullptr;
+    const long v = std::strtol(s, &end, 10);
+    if (end != s && *end == '\0' && v >= 64 && v % 64 == 0 && v <= (1L << 30)) return int(v);
+    static std::once_flag warned;
+    std::call_once(warned, [s] {
+      std::fprintf(stderr, "linattn: LINATTN_V10_SEG='%s' is not a positive multiple of 64; rung 10 uses 4096-token segments\n", s);
+    });
   }
   return 4096;
 }
@@ -89,6 +98,30 @@ bool fit_one_sm(int KP) {
   return smem <= std::size_t(sm_smem) && regs <= sm_regs;
 }
 
+/// What pipelines() needs of the current device, queried once per device and process (attributes of the
+/// device and of the compiled kernels do not change while the process lives): its SM count and, for KP
+/// 64 and 128, fit_one_sm.
+struct DeviceFacts {
+  int sms = 0;
+  bool fits[2] = {false, false};  // KP = 64, 128
+};
+DeviceFacts device_facts() {
+  static std::mutex m;
+  static std::map<int, DeviceFacts> known;
+  int dev = 0;
+  LINATTN_CUDA_CHECK(cudaGetDevice(&dev));
+  const std::lock_guard<std::mutex> lock(m);
+  auto it = known.find(dev);
+  if (it == known.end()) {
+    DeviceFacts f;
+    f.sms = device_attr(cudaDevAttrMultiProcessorCount);
+    f.fits[0] = fit_one_sm(64);
+    f.fits[1] = fit_one_sm(128);
+    it = known.emplace(dev, f).first;
+  }
+  return it->second;
+}
+
 /// Whether the call pipelines (the file comment's conditions), and its segment length.
 bool pipelines(const Call& c, int& seg) {
   const KParams& p = c.p;
@@ -97,9 +130,10 @@ bool pipelines(const Call& c, int& seg) {
   if (tc_pick_bv(p) != 16) return false;
   // One wave of state blocks, one per SM: then every SM keeps room for an intra block beside its state
   // block, and intra(s + 1) can start as soon as state(s) has (its blocks all signal at their start).
+  const DeviceFacts dev = device_facts();
   const long state_blocks = long(p.N) * p.H * ((p.V + 15) / 16);
-  if (state_blocks > device_attr(cudaDevAttrMultiProcessorCount)) return false;
-  return fit_one_sm(tc_pick_kp(p.K));
+  if (state_blocks > dev.sms) return false;
+  return dev.fits[tc_pick_kp(p.K) == 128];
 }
 
 /// p cut to its first `len` tokens (one sequence): T and the chunk counts, which size a segment's workspace.

@@ -155,6 +155,9 @@ def main():
     ap.add_argument("--split", action="store_true", help="also time --sweep-versions with only the intra (or only the state, or for v5 only the output) kernel")
     ap.add_argument("--sweep-versions", default="3", help="rungs that --bv-sweep and --split apply to")
     ap.add_argument("--bv-sweep", default="", help="also time v2+ with LINATTN_V2_BV set to each of these (e.g. 16,32,64)")
+    ap.add_argument("--rounds", type=int, default=1, help="time fla and each plain rung this many times in all, "
+                    "interleaved (fla, v_a, v_b, fla, v_a, ...), and print each one's min / median / max: "
+                    "a difference smaller than the spread of one process's rounds is not a difference")
     args = ap.parse_args()
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -211,6 +214,7 @@ def main():
             io += B * T * H * V * 2 + B * H * K * V * 4  # o (bf16) and the final state (f32)
             ref_o = ref_h = None
             outs = {}  # impl -> (o, final state), for the accuracy table against v1 (float32 arithmetic)
+            timed = []  # (impl, callable, first time) of fla and the plain rungs, for --rounds
             if op in fns:
                 try:
                     ref_o, ref_h = fla_call(fns, op, x, scale)
@@ -218,6 +222,7 @@ def main():
                     outs["fla"] = (ref_o, ref_h)
                     ms = bench(lambda: fla_call(fns, op, x, scale), args.rep)
                     record(shape, op, "fla", ms, lin_flops, io)
+                    timed.append(("fla", lambda: fla_call(fns, op, x, scale), ms))
                 except Exception:
                     print(f"[fla] {op} failed:\n{traceback.format_exc()}", flush=True)
                     ref_o = ref_h = None
@@ -276,11 +281,26 @@ def main():
                     rep = args.rep if time.time() - t0 < 0.02 else args.slow_rep
                     ms = bench(run, rep)
                     record(shape, op, "linattn " + name, ms, lin_flops, io, check)
+                    if not bv and not only and not forced:
+                        timed.append(("linattn " + name, run, ms))
                 except Exception:
                     print(f"[linattn {name}] {op} failed:\n{traceback.format_exc()}", flush=True)
             os.environ.pop("LINATTN_V2_BV", None)
             os.environ.pop("LINATTN_TC_ONLY", None)
             os.environ.pop("LINATTN_V5_SPLIT", None)
+            if args.rounds > 1 and len(timed) > 1:
+                # Interleaved rounds: a drift of the clock or of the memory system over the process's life
+                # touches every implementation alike, instead of whichever ran last.
+                times = {impl: [ms] for impl, _, ms in timed}
+                for _ in range(args.rounds - 1):
+                    for impl, fn, _ in timed:
+                        times[impl].append(bench(fn, args.rep))
+                for impl, ts in times.items():
+                    ts = sorted(ts)
+                    med = ts[len(ts) // 2] if len(ts) % 2 else 0.5 * (ts[len(ts) // 2 - 1] + ts[len(ts) // 2])
+                    print(f"  rounds {s:>20} {op:>17} {impl:>24}: min {ts[0]:.3f} median {med:.3f} max {ts[-1]:.3f} ms "
+                          f"over {len(ts)}", flush=True)
+                    results.setdefault("rounds", []).append({"shape": s, "op": op, "impl": impl, "ms": ts})
             if "v1_simple" in outs:  # v1 computes in float32 from the same bf16 inputs
                 r_o, r_h = outs["v1_simple"]
                 acc = "  ".join(f"{k}: o {rel_rms(a, r_o):.1e} state {rel_rms(b, r_h):.1e}" for k, (a, b) in outs.items() if k != "v1_simple")
