@@ -117,6 +117,45 @@ __device__ __forceinline__ void stage_e(bf16* hi, bf16* lo, const bf16* kb, int 
   }
 }
 
+/// Rung 18 (kLean), one K slab of B6 / B8's operands: the dw_aux slab (stage_quads' loads and values) and
+/// the E slab (stage_e's), with every global load of both issued before the first shared store. Staged one
+/// after the other (stage_f32, then stage_e), the k loads issue only after the dw_aux slab's shared
+/// stores, which the compiler cannot separate from them (generic pointers): one more dependent global round
+/// trip per slab (session 11's candidate for rung 18's G2' being 0.02-0.06 ms slower than rung 17's).
+/// Same values, same tiles: bit for bit with the two calls. Requires quads (dw_aux 16-byte aligned, K % 4
+/// == 0) and quadsK (k 8-byte aligned); the caller falls back to the two calls otherwise.
+template <bool kHi>
+__device__ __forceinline__ void stage_dwa_e(bf16* xh, bf16* xl, bf16* yh, bf16* yl, const float* dwab, const bf16* kb,
+                                            int HK, int col0, int K, int Lc, const float* sbeta, const double* sG,
+                                            bool gated, int tid) {
+  float a[4][4];
+  uint2 kw[4];
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {  // every global load first
+    const int qd = tid + t * kThreads, i = qd >> 4, d = col0 + 4 * (qd & 15);
+    const bool in = i < Lc && d < K;
+    if (in) bwdc::ld4(dwab + i * HK + d, a[t]);
+    else a[t][0] = a[t][1] = a[t][2] = a[t][3] = 0.f;
+    kw[t] = in ? *reinterpret_cast<const uint2*>(kb + i * HK + d) : make_uint2(0u, 0u);
+  }
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    const int qd = tid + t * kThreads;
+    bwdc::put_op4<kHi>(xh, xl, qd >> 4, 4 * (qd & 15), a[t]);
+  }
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {  // stage_e's expression on the loaded k
+    const int qd = tid + t * kThreads, i = qd >> 4;
+    float kf[4];
+    bwdc::unpack4(kw[t], kf);
+    const float eg = gated && i < Lc ? expf(float(sG[i])) : 1.f, b = i < Lc ? sbeta[i] : 0.f;
+    float x[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) x[e] = b * kf[e] * eg;
+    bwdc::put_op4<kHi>(yh, yl, qd >> 4, 4 * (qd & 15), x);
+  }
+}
+
 /// The 8 bf16 of a 16-byte word (element 0 at the lowest address).
 __device__ __forceinline__ void unpack8(uint4 w, bf16 (&x)[8]) {
   const unsigned u[4] = {w.x, w.y, w.z, w.w};
@@ -214,13 +253,39 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
     const bool octV = V % 8 == 0 && bwdc::aligned(vb, 16);
     for (int vv = 0; vv < V; vv += 64) {
       __syncthreads();  // the previous slab's tiles read
-      stage_f32<kHi && !(kLo & kLoDu0)>(sXh, sXl, dvnb, HV, vv, V, Lc, quadsV, tid);
-      if (octV) {  // u0 = beta v (F2, not fused) from two 16-byte loads per thread
-        uint4 w[2];
+      // kLean (rung 18, since session 14): where both take their vector paths, the v loads are issued with
+      // the dv_new loads, before the dv_new slab's shared stores (as stage_dwa_e in the K slabs); the same
+      // tiles, so the same bits. Elsewhere dv_new's slab is staged first, then v's loads issue.
+      const bool fused = kLean && quadsV && octV;
+      uint4 w[2];
+      if (fused) {
+        float x[4][4];
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+          const int qd = tid + t * kThreads, i = qd >> 4, d = vv + 4 * (qd & 15);
+          if (i < Lc && d < V) bwdc::ld4(dvnb + i * HV + d, x[t]);
+          else x[t][0] = x[t][1] = x[t][2] = x[t][3] = 0.f;
+        }
 #pragma unroll
         for (int t = 0; t < 2; ++t) {
           const int o = tid + t * kThreads;
           w[t] = ld8(vb, HV, o >> 3, vv + 8 * (o & 7), V, Lc);
+        }
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+          const int qd = tid + t * kThreads;
+          bwdc::put_op4<kHi && !(kLo & kLoDu0)>(sXh, sXl, qd >> 4, 4 * (qd & 15), x[t]);
+        }
+      } else {
+        stage_f32<kHi && !(kLo & kLoDu0)>(sXh, sXl, dvnb, HV, vv, V, Lc, quadsV, tid);
+      }
+      if (octV) {  // u0 = beta v (F2, not fused) from two 16-byte loads per thread
+        if (!fused) {
+#pragma unroll
+          for (int t = 0; t < 2; ++t) {
+            const int o = tid + t * kThreads;
+            w[t] = ld8(vb, HV, o >> 3, vv + 8 * (o & 7), V, Lc);
+          }
         }
 #pragma unroll
         for (int t = 0; t < 2; ++t) {
@@ -265,9 +330,17 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
     const bool quadsK = K % 4 == 0 && bwdc::aligned(ws.dwa, 16) && bwdc::aligned(ws.E, 16);
     for (int kk = 0; kk < K; kk += 64) {
       __syncthreads();
-      stage_f32<kHi>(sXh, sXl, dwab, HK, kk, K, Lc, quadsK, tid);
-      if constexpr (kLean) stage_e<kHi>(sYh, sYl, kb, HK, kk, K, Lc, sbeta, sG, gated, K % 4 == 0 && bwdc::aligned(kb, 8), tid);
-      else stage_f32<kHi>(sYh, sYl, Eb, HK, kk, K, Lc, quadsK, tid);
+      if constexpr (kLean) {
+        if (quadsK && bwdc::aligned(kb, 8)) {
+          stage_dwa_e<kHi>(sXh, sXl, sYh, sYl, dwab, kb, HK, kk, K, Lc, sbeta, sG, gated, tid);
+        } else {
+          stage_f32<kHi>(sXh, sXl, dwab, HK, kk, K, Lc, quadsK, tid);
+          stage_e<kHi>(sYh, sYl, kb, HK, kk, K, Lc, sbeta, sG, gated, K % 4 == 0 && bwdc::aligned(kb, 8), tid);
+        }
+      } else {
+        stage_f32<kHi>(sXh, sXl, dwab, HK, kk, K, Lc, quadsK, tid);
+        stage_f32<kHi>(sYh, sYl, Eb, HK, kk, K, Lc, quadsK, tid);
+      }
       __syncthreads();
       gemm64<false, false>(accA, sXh, lo_op<kHi>(sXl), sYh, lo_op<kHi>(sYl), m0, n0);
       float accE[4][4];

@@ -751,11 +751,13 @@ MUTANTS = [
     (240, "optimized/cuda/bwd_v11_wyfast.cu",
      "sbeta, sG, gated, K % 4 == 0 && bwdc::aligned(kb, 8), tid);",
      "sbeta, sG, gated && p.mutant != 240, K % 4 == 0 && bwdc::aligned(kb, 8), tid);",
-     "bwd v18, G2': B6's E slab without exp(G_i) (GDN's dA, hence dk, dbeta, dg wrong; DeltaNet unchanged)"),
+     "bwd v18, G2': B6's E slab without exp(G_i) (GDN's dA, hence dk, dbeta, dg wrong; DeltaNet unchanged; since session 14 "
+     "stage_e's own call only: K not a multiple of 4)"),
     (241, "optimized/cuda/bwd_v11_wyfast.cu",
      "stage_e<kHi>(sYh, sYl, kb, HK, kk, K, Lc, sbeta, sG, ",
      "stage_e<kHi>(sYh, sYl, kb, HK, kk, K, Lc, sbeta + (p.mutant == 241 ? 1 : 0), sG, ",
-     "bwd v18, G2': B6's E slab with row i + 1's beta (DeltaNet's and GDN's dA wrong)"),
+     "bwd v18, G2': B6's E slab with row i + 1's beta (DeltaNet's and GDN's dA wrong; since session 14 stage_e's own "
+     "call only: K not a multiple of 4)"),
     (242, "optimized/cuda/bwd_v12_g1slab.cu",
      "Kd = kLean ? kv * expf(float(Gl - Gi)) : Kdb[x];",
      "Kd = kLean ? kv * expf(float(p.mutant == 242 ? Gi : Gl - Gi)) : Kdb[x];",
@@ -768,6 +770,21 @@ MUTANTS = [
      "const float Ev = kLean ? sbeta[r] * kv * expf(float(sG[r])) : (e ? ev[a][hh].y : ev[a][hh].x);",
      "const float Ev = kLean ? sbeta[r] * kv * (p.mutant == 244 ? 1.f : expf(float(sG[r]))) : (e ? ev[a][hh].y : ev[a][hh].x);",
      "bwd v18, G2': B10's GDN E without exp(G_r) (dg wrong)"),
+    # Session 14: rung 18's G2' issues each slab's global loads before its shared stores (stage_dwa_e in the K
+    # slabs, the fused dv_new / v staging in the V slabs); 240 and 241 now reach stage_e's own call only (K
+    # not a multiple of 4, or k not 8-byte aligned). Each must fail the same bit test.
+    (245, "optimized/cuda/bwd_v11_wyfast.cu",
+     "sbeta, sG, gated, tid);",
+     "sbeta, sG, gated && p.mutant != 245, tid);",
+     "bwd v18, G2' (stage_dwa_e): B6's E slab without exp(G_i) (GDN's dA, hence dk, dbeta, dg wrong)"),
+    (246, "optimized/cuda/bwd_v11_wyfast.cu",
+     "dwab, kb, HK, kk, K, Lc, sbeta, sG, gated",
+     "dwab + (p.mutant == 246 ? 4 : 0), kb, HK, kk, K, Lc, sbeta, sG, gated",
+     "bwd v18, G2' (stage_dwa_e): the dw_aux slab read 4 columns off (dA, dE wrong for DeltaNet and GDN)"),
+    (247, "optimized/cuda/bwd_v11_wyfast.cu",
+     "if (i < Lc && d < V) bwdc::ld4(dvnb + i * HV + d, x[t]);",
+     "if (i < Lc && d < V) bwdc::ld4(dvnb + i * HV + d + (p.mutant == 247 ? 4 : 0), x[t]);",
+     "bwd v18, G2' (fused V-slab staging): the dv_new slab read 4 columns off (dA, du0, dv wrong)"),
 ]
 
 HOOKS = [
