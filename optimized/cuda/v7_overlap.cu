@@ -9,6 +9,10 @@
 // and 0.483 -> 0.439 (GDN) at B=8 T=4096 H=16 K=V=128: the hypothesis (0.40-0.45) held. Whole forward, one
 // process with fla: DeltaNet 0.937 -> 0.916 (fla 1.009), GDN 0.976 -> 0.953 (fla 0.849); B=1 T=32768:
 // 1.478 -> 1.437 (fla 1.561), 1.510 -> 1.465 (fla 1.453). GDN is still slower than fla.
+// Session 14 (calls 3-4, bench/logs_session14/): the row stride of the float32 sL / sA, 65 -> 72 (V7Smem::LDF:
+// the mma fragment accesses were 4-way bank conflicts). Same values, so still v4's bits (193 assertions);
+// intra kernel alone, B=8: DeltaNet 0.405 -> 0.385, GDN 0.438 -> 0.416 (rung 9's: 0.379 -> 0.361, 0.408 ->
+// 0.382).
 //
 // Why (session 7 ncu, RESULTS.md "Forward rung 6"): v4's tci::intra<128, GDN> takes 113,664 B of dynamic
 // shared memory, 2 blocks per SM, and stalls mostly at its barriers (phases done by few warps: the
@@ -24,14 +28,14 @@
 //   E4 A's diagonal blocks (warps 0-1); A's other blocks zeroed (v4: in E1); P to the workspace (v4: E8)
 //   E5-E7 A's off-diagonal levels (scratch sT)   E8 A split hi / lo; e = beta k exp(G), k~, exp(G_C)
 //   E9 w_aux = A e staged   E10, E11 (per 64 value columns) w_aux out, u0 hi / lo, u = A u0
-// Layout (bytes; R = max(64 x LDK bf16, 64 x 65 float32)):
+// Layout (bytes; R = max(64 x LDK bf16, 64 x LDF float32), LDF = 72 since session 14, 65 before):
 //   [0, tile)        sK (E1-E8), then u0 lo (E10-E11)
 //   R1               sQ (E1-E3), then sA (E4-E8), then w_aux staging (E9-E10)
 //   R2               sL (E1-E7), then sE: e (E8-E9), then u0 hi (E10-E11)
 //   R3 (18,432)      sP (E1-E4) and sT (E5-E7), then sAh, sAl (E8-)
 //   512              sBeta, sG
-// KP = 128: 71,168 B (v4 113,664); KP = 64: 61,440 B (v4 89,088): 3 blocks per SM (228 KB, 1 KB
-// reserved per block). Range: bf16 inputs, 16 <= K <= 128, gate none or scalar; every other call runs
+// KP = 128: 73,216 B (71,168 with LDF 65; v4 113,664); KP = 64: 65,024 B (61,440; v4 89,088): 3 blocks per
+// SM (228 KB, 1 KB reserved per block). Range: bf16 inputs, 16 <= K <= 128, gate none or scalar; every other call runs
 // what `best` runs (v4 where v4 takes the call, else v1), so v7 takes every call. The state kernel is
 // v4's (tc_state_launch), reading the same workspace.
 #include <algorithm>
@@ -52,7 +56,13 @@ template <int KP>
 struct V7Smem {
   static constexpr int LDK = ldk(KP);
   static constexpr int tile = 64 * LDK * 2;
-  static constexpr int fmat = 64 * 65 * 4;  // sL, sA: float32 [64][65]
+  // Row stride (floats) of sL and sA. v4's 65 suits column walks, but this kernel reaches them only as mma
+  // fragments (row g8 / column 2 t4, and transposed for B), by rows and as broadcasts: there 65 meant 4-way
+  // bank conflicts (session 14, call 3's ncu: 12.9 M of 55.7 M shared wavefronts excessive). At 72 a fragment's pair of
+  // columns is one conflict-free 8-byte access (ptxas merges them) and a transposed fragment 2-way: 2.2 M
+  // excessive, intra kernel 5% faster (call 4: GDN 0.408 -> 0.382 ms in rung 9; 68 gave 4.1 M, 0.386).
+  static constexpr int LDF = 72;
+  static constexpr int fmat = 64 * LDF * 4;  // sL, sA: float32 [64][LDF]
   static constexpr int R = tile > fmat ? tile : fmat;
   static constexpr int sK = 0;          // also u0 lo
   static constexpr int sQ = sK + tile;  // R1
@@ -69,6 +79,7 @@ struct V7Smem {
   static constexpr int bytes = sG + 64 * 4;
   static_assert(sT + 8 * 16 * 9 * 4 <= sBeta, "sT must fit in R3 beside sP");
   static_assert(3 * (bytes + 1024) <= 228 * 1024, "3 blocks per SM");
+  static_assert(bytes == (KP == 128 ? 73216 : KP == 64 ? 65024 : bytes), "the file comment's sizes");
 };
 
 /// v4's intra_body for gate none / scalar (CH = false, tc_inverse, a_out null) with V7Smem's layout and
@@ -82,6 +93,7 @@ struct V7Smem {
 template <int KP, int GATE, class Tg, bool kLean = false, bool kPdlWait = false>
 __global__ void __launch_bounds__(kThreads) intra_v7(KParams p) {
   using S = V7Smem<KP>;
+  constexpr int LDF = S::LDF;
   constexpr int LDK = S::LDK;
   extern __shared__ __align__(16) char smem[];
   bf16* sK = reinterpret_cast<bf16*>(smem + S::sK);
@@ -133,7 +145,7 @@ __global__ void __launch_bounds__(kThreads) intra_v7(KParams p) {
   cp_async_commit();
   tci::VTile vt;
   tci::load_vtile<false, Tg>(vt, p, tok0, Lc, h, 0);
-  for (int idx = tid; idx < 64 * 65; idx += kThreads) sL[idx] = 0.f;
+  for (int idx = tid; idx < 64 * LDF; idx += kThreads) sL[idx] = 0.f;
   for (int idx = tid; idx < 64 * 72 / 8; idx += kThreads)
     reinterpret_cast<uint4*>(sP)[idx] = make_uint4(0, 0, 0, 0);
   cp_async_wait<0>();
@@ -168,7 +180,7 @@ __global__ void __launch_bounds__(kThreads) intra_v7(KParams p) {
         for (int e = 0; e < 4; ++e) {
           const int i = 16 * mi + g8 + (e >> 1) * 8, j = 32 * nh + 8 * nt + 2 * t4 + (e & 1);
           const float ex = j <= i ? exp2f(Gs(i) - Gs(j)) : 0.f;
-          sL[i * 65 + j] = j < i ? sBeta[i] * kk[nt][e] * ex : 0.f;
+          sL[i * LDF + j] = j < i ? sBeta[i] * kk[nt][e] * ex : 0.f;
           sP[i * 72 + j] = __float2bfloat16(j <= i ? scale * qk[nt][e] * ex : 0.f);
         }
     }
@@ -197,7 +209,7 @@ __global__ void __launch_bounds__(kThreads) intra_v7(KParams p) {
   // P to the workspace (v4 copies it in phase 5).
   if (warp < 2) {
     const int I = 2 * warp + (lane >> 4), j = lane & 15;
-    const float* Lb = sL + (16 * I) * 65 + 16 * I;
+    const float* Lb = sL + (16 * I) * LDF + 16 * I;
     float a[16];
 #pragma unroll
     for (int i = 0; i < 16; ++i) a[i] = i == j ? 1.f : 0.f;
@@ -205,14 +217,14 @@ __global__ void __launch_bounds__(kThreads) intra_v7(KParams p) {
     for (int i = 1; i < 16; ++i) {
       float s = 0.f;
 #pragma unroll
-      for (int m = 0; m < i; ++m) s += Lb[i * 65 + m] * a[m];
+      for (int m = 0; m < i; ++m) s += Lb[i * LDF + m] * a[m];
       if (i > j) a[i] = -s;
     }
 #pragma unroll
-    for (int i = 0; i < 16; ++i) sA[(16 * I + i) * 65 + 16 * I + j] = a[i];
+    for (int i = 0; i < 16; ++i) sA[(16 * I + i) * LDF + 16 * I + j] = a[i];
   }
-  for (int idx = tid; idx < 64 * 65; idx += kThreads) {
-    const int i = idx / 65, j = idx % 65;
+  for (int idx = tid; idx < 64 * LDF; idx += kThreads) {
+    const int i = idx / LDF, j = idx % LDF;
     if (j == 64 || (i >> 4) != (j >> 4)) sA[idx] = 0.f;
   }
   for (int idx = tid; idx < 64 * 8; idx += kThreads) {
@@ -232,8 +244,8 @@ __global__ void __launch_bounds__(kThreads) intra_v7(KParams p) {
         float t[4] = {};
         for (int M = J; M < I; ++M) {
           unsigned ah[4], al[4], bh[2], bl[2];
-          tci::frag_a_f32(ah, al, sL, 65, 16 * I, 16 * M, g8, t4);
-          tci::frag_b_f32(bh, bl, sA, 65, 16 * M, n0, g8, t4);
+          tci::frag_a_f32(ah, al, sL, LDF, 16 * I, 16 * M, g8, t4);
+          tci::frag_b_f32(bh, bl, sA, LDF, 16 * M, n0, g8, t4);
           tci::mma_hilo3(t, ah, al, bh, bl);
         }
         sTw[g8 * 9 + 2 * t4] = t[0], sTw[g8 * 9 + 2 * t4 + 1] = t[1];
@@ -241,11 +253,11 @@ __global__ void __launch_bounds__(kThreads) intra_v7(KParams p) {
         __syncwarp();
         float a2[4] = {};
         unsigned ah[4], al[4], bh[2], bl[2];
-        tci::frag_a_f32(ah, al, sA, 65, 16 * I, 16 * I, g8, t4);
+        tci::frag_a_f32(ah, al, sA, LDF, 16 * I, 16 * I, g8, t4);
         tci::frag_b_f32(bh, bl, sTw, 9, 0, 0, g8, t4);
         tci::mma_hilo3(a2, ah, al, bh, bl);
-        sA[(16 * I + g8) * 65 + n0 + 2 * t4] = -a2[0], sA[(16 * I + g8) * 65 + n0 + 2 * t4 + 1] = -a2[1];
-        sA[(16 * I + g8 + 8) * 65 + n0 + 2 * t4] = -a2[2], sA[(16 * I + g8 + 8) * 65 + n0 + 2 * t4 + 1] = -a2[3];
+        sA[(16 * I + g8) * LDF + n0 + 2 * t4] = -a2[0], sA[(16 * I + g8) * LDF + n0 + 2 * t4 + 1] = -a2[1];
+        sA[(16 * I + g8 + 8) * LDF + n0 + 2 * t4] = -a2[2], sA[(16 * I + g8 + 8) * LDF + n0 + 2 * t4 + 1] = -a2[3];
         __syncwarp();  // sTw is rewritten at the next level
       }
       __syncthreads();  // level lev's blocks of A before the next level; after level 3: sL's, sT's last reads
@@ -254,7 +266,7 @@ __global__ void __launch_bounds__(kThreads) intra_v7(KParams p) {
 
   // ---- E8: A split hi / lo into sAh, sAl (R3: sP and sT are dead); e = beta k exp(G) into sE (R2: sL
   // is dead), k~ = k exp(G_C - G) and exp(G_C) to the workspace (v4's phase 5 without its q part).
-  split_a_hilo(sA, sAh, sAl, tid);
+  split_a_hilo(sA, sAh, sAl, tid, LDF);
   for (int idx = tid; idx < 64 * (KP / 8); idx += kThreads) {
     const int i = idx / (KP / 8), d8 = (idx % (KP / 8)) * 8;
     float kv[8], G[8], GC[8], e[8];
