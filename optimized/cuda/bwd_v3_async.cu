@@ -515,6 +515,7 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
     } else if (c.saved_ws)  // A as the saved intra kernel wrote it, where the later kernels read it (bw.A)
       LINATTN_CUDA_CHECK(cudaMemcpyAsync(bw.A, c.saved_A, sizeof(float) * std::size_t(p.B) * p.T * p.H * C,
                                          cudaMemcpyDeviceToDevice, c.stream));
+    else if (levels_intra && g_only && v7_in_range(fc)) v7_intra_launch_with_A(fc, bw.A);  // rung 18 (session 14)
     else if (levels_intra) v4_intra_launch_with_A(fc, bw.A);
     else v3_intra_launch_with_A(fc, bw.A);
     if (!extras) {

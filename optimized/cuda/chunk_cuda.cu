@@ -413,10 +413,18 @@ void forward_device(const DeviceArgs& a, Version version, SavedForward* save, bo
   char* sb = static_cast<char*>(save->buf_);
   call.p.ws = sb + lay.tc_offset;
   auto at = [&](std::size_t off) { return reinterpret_cast<float*>(sb + off); };
-  if (p.N > 0 && !with_states) {
-    detail::v4_launch_saving(call, at(lay.a_offset));
-  } else if (p.N > 0) {  // rung 4's two kernels, the state kernel also storing S and v_new where the backward reads them
-    if (p.num_chunks > 0) detail::v4_intra_launch_with_A(call, at(lay.a_offset));
+  // Rung 4's intra outputs and A: in rung 7's range (DeltaNet, GDN) from rung 7's intra kernel, which writes
+  // the same values with 3 blocks per SM (session 14; test_cuda_saved's bit tests compare these saved
+  // objects with the backward rungs that recompute them by rung 4's kernel), else from rung 4's.
+  auto intra_with_A = [&](float* a) {
+    if (detail::v7_in_range(call)) detail::v7_intra_launch_with_A(call, a);
+    else detail::v4_intra_launch_with_A(call, a);
+  };
+  if (p.N > 0 && !with_states) {  // the intra kernel with A, then rung 4's state kernel (o, ht)
+    if (p.num_chunks > 0) intra_with_A(at(lay.a_offset));
+    detail::tc_state_launch(call, p.K <= 64 ? 64 : 128);  // KP: tc_pick_kp
+  } else if (p.N > 0) {  // the state kernel also storing S and v_new where the backward reads them
+    if (p.num_chunks > 0) intra_with_A(at(lay.a_offset));
     detail::tc_state_save_launch(call, p.K <= 64 ? 64 : 128, at(lay.s_offset), at(lay.vn_offset));  // KP: tc_pick_kp
   }
   LINATTN_CUDA_CHECK(cudaEventRecord(as_event(save->fwd_done_), call.stream));  // the backward waits for it

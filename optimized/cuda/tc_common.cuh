@@ -478,7 +478,8 @@ __device__ __forceinline__ void load_vtile(VTile& t, const KParams& p, int tok0,
 /// instead of the q~ = scale q exp(G) and k~ = k exp(G_C - G) tiles; the lean state kernel reads q
 /// and k from the inputs and applies those row factors itself. Everything else (w_aux, P, u,
 /// exp(G_C)) is the same computation. intra (kLean = false) is the kernel of forward rungs 3-5 (and
-/// of rung 6's calls that run v4), of the saving forward (v4_launch_saving) and of the prepare of
+/// of rung 6's calls that run v4), of the saving forward outside rung 7's range (v4_intra_launch_with_A; inside
+/// it, since session 14, rung 7's intra kernel with A) and of the prepare of
 /// backward rungs 3-10, unchanged.
 template <int KP, int GATE, bool GDN2, class Tg, class Diag, bool kLean>
 __device__ __forceinline__ void intra_body(const KParams& p, float* a_out) {

@@ -193,10 +193,6 @@ void v4_intra_launch_with_A(const Call& c, float* a_out) {
   if (tc_pick_kp(c.p.K) == 64) return tci::launch<V4Levels, 64>(c, a_out);
   return tci::launch<V4Levels, 128>(c, a_out);
 }
-void v4_launch_saving(const Call& c, float* a_out) {
-  v4_intra_launch_with_A(c, a_out);  // the saved A (chunk_cuda.hpp, SavedForward)
-  tc_state_launch(c, tc_pick_kp(c.p.K));
-}
 void v4_intra_launch(const Call& c, int KP) {
   if (skip_kernel("intra")) return;
   if (KP == 64) return tci::launch<V4Levels, 64>(c);

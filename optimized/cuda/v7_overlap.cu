@@ -89,9 +89,12 @@ struct V7Smem {
 /// false, which is rung 7 (v4 with kLean = false) unchanged. kPdlWait (forward rung 10, v10_pipeline.cu,
 /// which launches this kernel as a programmatic dependent of the previous segment's state kernel): block
 /// (0, 0) ends with griddepcontrol.wait, so that this grid completes only after that state kernel has
-/// completed and its writes (the segment's final state) are visible; every value as without it.
-template <int KP, int GATE, class Tg, bool kLean = false, bool kPdlWait = false>
-__global__ void __launch_bounds__(kThreads) intra_v7(KParams p) {
+/// completed and its writes (the segment's final state) are visible; every value as without it. kA (since
+/// session 14: the saving forward, and backward rung 18's prepare in this range): A = (I + L)^-1 also to
+/// a_out ([B * T * H, 64] float32, row (token * H + head), rows past a ragged chunk's end not written), as
+/// v4's intra kernel writes it (tc_common.cuh intra_body's a_out); a_out is unused otherwise.
+template <int KP, int GATE, class Tg, bool kLean = false, bool kPdlWait = false, bool kA = false>
+__global__ void __launch_bounds__(kThreads) intra_v7(KParams p, float* a_out) {
   using S = V7Smem<KP>;
   constexpr int LDF = S::LDF;
   constexpr int LDK = S::LDK;
@@ -266,6 +269,8 @@ __global__ void __launch_bounds__(kThreads) intra_v7(KParams p) {
 
   // ---- E8: A split hi / lo into sAh, sAl (R3: sP and sT are dead); e = beta k exp(G) into sE (R2: sL
   // is dead), k~ = k exp(G_C - G) and exp(G_C) to the workspace (v4's phase 5 without its q part).
+  if constexpr (kA)  // v4's a_out loop (tc_common.cuh intra_body), rows LDF apart here
+    for (int idx = tid; idx < Lc * 64; idx += kThreads) a_out[row(idx >> 6) * 64 + (idx & 63)] = sA[(idx >> 6) * LDF + (idx & 63)];
   split_a_hilo(sA, sAh, sAl, tid, LDF);
   for (int idx = tid; idx < 64 * (KP / 8); idx += kThreads) {
     const int i = idx / (KP / 8), d8 = (idx % (KP / 8)) * 8;
@@ -347,14 +352,15 @@ bool in_v7_range(const Call& c) {
 
 /// kPdl: launched as a programmatic dependent of the previous kernel in the stream (rung 10), the kernel's
 /// kPdlWait instantiation.
-template <int KP, bool kLean = false, bool kPdl = false>
-void launch_intra_kp(const Call& c) {
-  if (!skip_kernel("intra") && c.p.num_chunks > 0) {
+template <int KP, bool kLean = false, bool kPdl = false, bool kA = false>
+void launch_intra_kp(const Call& c, float* a_out = nullptr) {
+  // kA launches (the saving forward, rung 18's prepare) never consult LINATTN_TC_ONLY: what they write is kept.
+  if ((kA || !skip_kernel("intra")) && c.p.num_chunks > 0) {
     auto go = [&](auto tg) {
       using Tg = decltype(tg);
       constexpr int bytes = V7Smem<KP>::bytes;
-      auto kern = c.p.gate == kGateScalar ? intra_v7<KP, kGateScalar, Tg, kLean, kPdl>
-                                          : intra_v7<KP, kGateNone, Tg, kLean, kPdl>;
+      auto kern = c.p.gate == kGateScalar ? intra_v7<KP, kGateScalar, Tg, kLean, kPdl, kA>
+                                          : intra_v7<KP, kGateNone, Tg, kLean, kPdl, kA>;
       LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
       // The largest shared-memory carveout, so that the driver gives the SM room for 3 blocks.
       LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
@@ -370,9 +376,9 @@ void launch_intra_kp(const Call& c) {
         attr[0].val.programmaticStreamSerializationAllowed = 1;
         cfg.attrs = attr;
         cfg.numAttrs = 1;
-        LINATTN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kern, c.p));
+        LINATTN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kern, c.p, a_out));
       } else {
-        kern<<<dim3(c.p.num_chunks, c.p.H), kThreads, bytes, c.stream>>>(c.p);
+        kern<<<dim3(c.p.num_chunks, c.p.H), kThreads, bytes, c.stream>>>(c.p, a_out);
       }
       LINATTN_CUDA_CHECK(cudaGetLastError());
     };
@@ -410,6 +416,11 @@ void v7_intra_launch(const Call& c, int KP) {
 void v7_intra_lean_launch(const Call& c, int KP) {
   if (KP == 64) return launch_intra_kp<64, true>(c);
   launch_intra_kp<128, true>(c);
+}
+
+void v7_intra_launch_with_A(const Call& c, float* a_out) {
+  if (tc_pick_kp(c.p.K) == 64) return launch_intra_kp<64, false, false, true>(c, a_out);
+  launch_intra_kp<128, false, false, true>(c, a_out);
 }
 
 void v7_intra_pdl_launch(const Call& c, int KP) {

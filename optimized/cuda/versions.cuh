@@ -37,10 +37,6 @@ std::size_t v4_workspace_bytes(const KParams& p);
 void v4_launch(Call c);
 /// v4's intra-chunk kernel alone (tc_common.cuh's workspace; KP = tc_pick_kp(K)), for v5.
 void v4_intra_launch(const Call& c, int KP);
-/// The training forward (chunk_cuda.hpp, SavedForward): v4_launch with the intra kernel also writing
-/// A to a_out; c.p.ws is the saved buffer's tc workspace, which stays as the intra kernel left it.
-/// Unlike v4_launch it does not consult LINATTN_TC_ONLY for the intra kernel.
-void v4_launch_saving(const Call& c, float* a_out);
 
 // v5_split.cu (correct on the H200; 12-20% slower than v4 where it splits, so not `best`)
 bool v5_supports(const Call& c, std::string* why);
@@ -236,6 +232,13 @@ void v3_intra_launch_with_A(const Call& c, float* a_out);
 /// v4_levels.cu: the same with rung 4's intra kernel (per-channel L and P by levels, A's
 /// off-diagonal blocks on tensor cores); used by the backward's rung 5.
 void v4_intra_launch_with_A(const Call& c, float* a_out);
+/// v7_overlap.cu: the same with rung 7's intra kernel (v4's values bit for bit, workspace and A alike; 3
+/// blocks per SM), for calls in rung 7's range (v7_in_range); used by the saving forward and by backward
+/// rung 18's prepare there (session 14).
+void v7_intra_launch_with_A(const Call& c, float* a_out);
+/// v2_tensorcore.cu (declared in tc_common.cuh too): rungs 2-7's state kernel (o, and ht where set) over the
+/// tensor-core workspace; the saving forward without states runs it after its intra kernel.
+void tc_state_launch(const Call& c, int KP);
 /// v2_tensorcore.cu: v2's state kernel in its backward mode: instead of o, it writes the state
 /// entering every chunk to s_out ([num_chunks, H, K, V] float32) and v_new to vn_out ([B * T * H, V]
 /// float32); ht is not written.

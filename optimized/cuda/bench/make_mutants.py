@@ -696,10 +696,12 @@ MUTANTS = [
     # The saved forward (chunk_cuda.hpp, SavedForward; test_cuda_saved). Tests poison the workspaces
     # before every backward and a new SavedForward starts as NaN bits, so each shows as NaN or a
     # bit difference in the saved path alone.
-    (95, "optimized/cuda/v4_levels.cu",
-     "  v4_intra_launch_with_A(c, a_out);  // the saved A (chunk_cuda.hpp, SavedForward)",
-     "  v4_intra_launch_with_A(c, c.p.mutant == 95 ? nullptr : a_out);  // the saved A (chunk_cuda.hpp, SavedForward)",
-     "saved forward: the saving forward's intra kernel does not write A (the saved A keeps its NaN poison)"),
+    (95, "optimized/cuda/chunk_cuda.cu",
+     "    if (detail::v7_in_range(call)) detail::v7_intra_launch_with_A(call, a);",
+     "    if (detail::v7_in_range(call) && p.mutant == 95) detail::v7_intra_launch(call, p.K <= 64 ? 64 : 128);\n"
+     "    else if (detail::v7_in_range(call)) detail::v7_intra_launch_with_A(call, a);",
+     "saved forward: the saving forward's intra kernel does not write A (the saved A keeps its NaN poison; since "
+     "session 14 rung 7's intra kernel, in its range, with or without states; before it rung 4's, without states)"),
     (96, "optimized/cuda/bwd_v3_async.cu",
      "  void* tcws = c.saved_ws ? c.saved_ws : static_cast<char*>(p.ws) + tc_offset(p);",
      "  void* tcws = c.saved_ws && p.mutant != 96 ? c.saved_ws : static_cast<char*>(p.ws) + tc_offset(p);",
