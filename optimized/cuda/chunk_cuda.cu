@@ -248,8 +248,8 @@ void forward_device(const DeviceArgs& a, Version version) {
 
 // ------------------------------------------------------------------------------------------------
 // Saved forward (issue 6; chunk_cuda.hpp, SavedForward): the training forward keeps rung 4's intra
-// outputs and A; the backward rungs of saved_bwd_versions() read them instead of launching that
-// kernel again. Two events order the streams (chunk_cuda.hpp, SavedForward, Streams).
+// outputs and A (written by rung 7's intra kernel in its range: the same values); the backward rungs of
+// saved_bwd_versions() read them instead of launching that kernel again. Two events order the streams (chunk_cuda.hpp, SavedForward, Streams).
 // ------------------------------------------------------------------------------------------------
 
 namespace {

@@ -337,7 +337,8 @@ void backward_device(const DeviceBwdArgs& args, BwdVersion version = BwdVersion:
 /// What a training forward keeps for its backward (issue 6; optimized/cuda/README.md, "Saved
 /// forward"). Move-only; owns device memory (freed by the destructor or release()):
 ///   * the forward's tensor-core workspace (tc_common.cuh's chunk-major V2Ws: w_aux, q~ = scale q
-///     exp(G), k~ = k exp(G_C - G), P, u, exp(G_C)) exactly as rung 4's intra kernel wrote it;
+///     exp(G), k~ = k exp(G_C - G), P, u, exp(G_C)) exactly as rung 4's intra kernel writes it (written
+///     by rung 7's intra kernel where that one runs, DeltaNet and GDN: the same values bit for bit);
 ///   * A = (I + L)^-1 of every chunk, float32 [B * T * H, 64] (the intra kernel's a_out).
 /// Bytes, with NC chunks (sum over sequences of ceil(T_n / 64)), KP = 64 for K <= 64 else 128 and
 /// VP = V rounded up to a multiple of 64:
