@@ -855,7 +855,9 @@ TEST_CASE("CUDA v18 gradients equal v17 gradients bit for bit") {
   // by the extras kernel's expressions instead of read from the workspace, and GDN's G from a kernel of
   // its own summing in the same order: every gradient must equal rung 17's bit for bit, and be finite.
   // Cases: rung 13's bit test's (rung 9's: K = V = 128 two slabs, K = 100 V = 200 ragged, T = 1 at K = 17,
-  // packed batches, K = 36 / 18 / 22 for the quad and item paths of stage_e, log-decays at -30 / -1000 and
+  // packed batches, K = 36 / 18 / 22 for the quad and item paths of the E slab (since session 14 K = 36 runs
+  // stage_dwa_e, K = 18, 22 stage_e's item path; its quad path needs k not 8-byte aligned, which the API
+  // refuses), log-decays at -30 / -1000 and
   // 0; rungs 11 and 12's wide cases), and rung 15's failing tiny cases (T = 2 K = 16 V = 2; T = 1 K = 41
   // V = 10) with extreme gates. KDA and GDN2 run rung 17 itself in rung 18: one set of cases for them.
   // The workspaces are NaN-filled before each rung 18 call (review12): rung 17 leaves E, Qg, Kd in the same

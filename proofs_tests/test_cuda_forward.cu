@@ -543,6 +543,8 @@ TEST_CASE("CUDA v7 overlap forward equals v4 bit for bit for DeltaNet and GDN") 
 // The point of rung 7: its intra kernel's 71,168 B (KP = 128) and 61,440 B (KP = 64) of dynamic shared
 // memory (plus 1 KB reserved per block) let 3 blocks of 256 threads reside per SM of an H200 (228 KB),
 // where v4's 113,664 B let 2. The runtime's occupancy calculator also counts registers.
+// Since session 14 (review15) every instantiation that runs is counted: rungs 7, 9 (kLean), 10 (kPdlWait) and
+// the saving forward's kA, for both gate kinds and gate dtypes.
 TEST_CASE("CUDA v7 overlap intra kernel fits 3 blocks per SM at KP 64 and 128") {
   SKIP_WITHOUT_GPU();
   for (int KP : {64, 128}) {

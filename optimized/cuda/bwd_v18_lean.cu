@@ -31,8 +31,17 @@
 // for bit (proofs_tests/test_cuda_backward.cu, "CUDA v18 gradients equal v17 gradients bit for bit").
 // Estimate written before the run: DeltaNet's prepare -0.33 ms (saved states) and G2' reading 2 x 16 KB of
 // bf16 k per block instead of 2 x 32 KB of float32 E; GDN's extras kernel replaced by a 4 MB one. The
-// prepare gain came as estimated; G2' got 0.02-0.06 ms slower, not faster
-// (not explained yet); G1' 0.09-0.19 ms faster.
+// prepare gain came as estimated; G2' got 0.02-0.06 ms slower, not faster; G1' 0.09-0.19 ms faster.
+//
+// Session 14 (bench/logs_session14/, RESULTS.md "Session 14: G2' staging" and "... the saving forward on rung
+// 7's intra kernel"), both bit for bit with rung 17 still:
+//   G2'      the reason it was slower: stage_e's k loads issued after the dw_aux slab's shared stores (and v's
+//            after dv_new's in the V slabs), one more dependent global round trip per slab. stage_dwa_e and
+//            the fused V-slab staging issue every load of a slab first: G2' DeltaNet 1.26 (rung 17) -> 1.18
+//            (K slabs only, call 3) and 1.13-1.14 (both, call 6); GDN 1.55 -> 1.44 (call 3).
+//   prepare  in rung 7's range the intra kernel is rung 7's kA instantiation (v7_overlap.cu), which writes
+//            rung 4's workspace and A with 3 blocks per SM instead of 2 (0.509 ms in call 3, 0.470 in call
+//            6: within the spread of one kernel across processes, so not yet a measured gain).
 //
 // Range: rung 17's. Workspace: rung 3's (E, Qg, Kd keep their place, unwritten).
 #include "optimized/cuda/bwd_common.cuh"

@@ -487,8 +487,8 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
                         bool g_only) {
   const KParams& p = c.p;
   const BWs bw = bwd_ws(p);
-  // A training forward's saved workspace (c.saved_ws: rung 4's intra outputs, chunk_cuda.hpp
-  // SavedForward) replaces the backward's own tc region, whose intra launch is then skipped. With
+  // A training forward's saved workspace (c.saved_ws: rung 4's intra outputs, written by rung 7's intra
+  // kernel in its range, chunk_cuda.hpp SavedForward) replaces the backward's own tc region, whose intra launch is then skipped. With
   // c.saved_states the forward saved its states too (SavedForward with states): p.keep then points at
   // the saved object's v_new, A and S, which bwd_ws places there (bw.vn, bw.A, bw.S: the forward's
   // kernels wrote them), so neither A's copy nor the states kernel runs.

@@ -416,9 +416,9 @@ void forward_device(const DeviceArgs& a, Version version, SavedForward* save, bo
   // Rung 4's intra outputs and A: in rung 7's range (DeltaNet, GDN) from rung 7's intra kernel, which writes
   // the same values with 3 blocks per SM (session 14; test_cuda_saved's bit tests compare these saved
   // objects with the backward rungs that recompute them by rung 4's kernel), else from rung 4's.
-  auto intra_with_A = [&](float* a) {
-    if (detail::v7_in_range(call)) detail::v7_intra_launch_with_A(call, a);
-    else detail::v4_intra_launch_with_A(call, a);
+  auto intra_with_A = [&](float* a_out) {
+    if (detail::v7_in_range(call)) detail::v7_intra_launch_with_A(call, a_out);
+    else detail::v4_intra_launch_with_A(call, a_out);
   };
   if (p.N > 0 && !with_states) {  // the intra kernel with A, then rung 4's state kernel (o, ht)
     if (p.num_chunks > 0) intra_with_A(at(lay.a_offset));
@@ -653,8 +653,9 @@ const BwdRung kBwdLadder[] = {
 void backward_device(const DeviceBwdArgs& a, BwdVersion version) { backward_device(a, version, nullptr); }
 
 const std::vector<BwdVersion>& saved_bwd_versions() {
-  // The rungs whose prepare is bwd_v3_front with levels_intra (forward rung 4's intra kernel). A new
-  // rung belongs here only if its prepare is that kernel too.
+  // The rungs whose prepare is bwd_v3_front with levels_intra: forward rung 4's intra kernel, or (rung 18,
+  // DeltaNet and GDN, since session 14) rung 7's kA instantiation, which writes the same outputs. A new rung
+  // belongs here only if its prepare writes those outputs too.
   static const std::vector<BwdVersion> v = {BwdVersion::best,       BwdVersion::v5_levels_front, BwdVersion::v6_tc_b9,
                                             BwdVersion::v7_rowbase, BwdVersion::v8_wide,         BwdVersion::v9_noextras,
                                             BwdVersion::v10_split, BwdVersion::v11_wyfast,  BwdVersion::v12_g1slab,
@@ -677,7 +678,7 @@ void check_saved(const std::string& fn, const DeviceArgs& f, std::int64_t N, Bwd
   }
   const bool v3_front_hook = version == BwdVersion::v5_levels_front && std::getenv("LINATTN_BWD5_V3_FRONT");
   if (!listed || v3_front_hook)
-    fail(fn, "saved", "a backward rung whose prepare is forward rung 4's intra kernel (" + rungs + ")",
+    fail(fn, "saved", "a backward rung whose prepare writes forward rung 4's intra outputs (" + rungs + ")",
          std::string("a saved forward given to ") + bwd_version_name(version) +
              (v3_front_hook ? " with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel)" : ""));
   const std::string want = "a SavedForward filled by forward_device for this call (" +

@@ -65,7 +65,7 @@ enum class Version : int {
                       ///< against 0.923 ms, GDN 0.953 against 0.968; session 8 call 1), so not `best`
                       ///< (RESULTS.md, "Forward rung 6")
   v7_overlap = 7,     ///< v4 for DeltaNet and GDN (bf16, 16 <= K <= 128) with the intra kernel's shared
-                      ///< arrays overlapped by lifetime (71,168 B instead of 113,664 at K = 128: 3 blocks
+                      ///< arrays overlapped by lifetime (73,216 B, 71,168 before session 14, instead of 113,664 at K = 128: 3 blocks
                       ///< per SM instead of 2); bit for bit with v4 by design; other calls run v4 or v1.
                       ///< `best` in sessions 11-12: B=8 T=4096 H=16 K=V=128, session 11 call 2,
                       ///< DeltaNet 0.916 against v4's 0.937 ms, GDN 0.953 against 0.976 (fla 1.009 /
@@ -428,8 +428,8 @@ class SavedForward {
   void *fwd_done_ = nullptr, *bwd_done_ = nullptr;
 };
 
-/// The backward rungs that accept a SavedForward: those whose prepare is forward rung 4's intra
-/// kernel (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid, v18_lean). Any other
+/// The backward rungs that accept a SavedForward: those whose prepare writes forward rung 4's intra
+/// outputs (rung 4's intra kernel, or rung 7's for rung 18 in its range) (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid, v18_lean). Any other
 /// rung, and rung 5 with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel), is refused.
 const std::vector<BwdVersion>& saved_bwd_versions();
 

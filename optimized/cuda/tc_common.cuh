@@ -690,7 +690,8 @@ __device__ __forceinline__ void intra_body(const KParams& p, float* a_out) {
     __syncthreads();
   }
   }
-  if (a_out)  // A kept by backward rungs 3-10's prepare (bwd_v3_front) and the saving forward; null otherwise
+  if (a_out)  // A kept by the backward rungs' prepare (bwd_v3_front) and the saving forward (outside rung 7's
+              // range since session 14: inside it rung 7's intra kernel writes A, v7_overlap.cu kA); null otherwise
     for (int idx = tid; idx < Lc * 64; idx += kThreads) a_out[row(idx >> 6) * 64 + (idx & 63)] = sA[(idx >> 6) * 65 + (idx & 63)];
   split_a_hilo(sA, sAh, sAl, tid);
 

@@ -21,7 +21,7 @@
 // has 16 heads x 8 value tiles of 16 columns = 128 blocks, one per SM: it walks 512 chunks one after the
 // other and takes 1.03 ms, while the intra kernel (steps 1-2, every chunk independent) takes 0.44 ms before
 // it on the whole GPU (session 13 call 2). Each SM then holds one 149,504-byte state block and has room
-// beside it for one 71,168-byte intra block (3 x 71,168 + 1 KB each fit in 228 KB when the GPU is free), and
+// beside it for one 73,216-byte intra block (71,168 before session 14; 3 of them + 1 KB each fit in 228 KB), and
 // the state kernel, bound by the latency of its chain, leaves most issue slots idle (session 6's ncu: 26-28%
 // busy). So the intra work of later chunks can run during the recurrence over earlier ones.
 //
@@ -72,7 +72,7 @@ int segment_tokens() {
     if (end != s && *end == '\0' && v >= 64 && v % 64 == 0 && v <= (1L << 30)) return int(v);
     static std::once_flag warned;
     std::call_once(warned, [s] {
-      std::fprintf(stderr, "linattn: LINATTN_V10_SEG='%s' is not a positive multiple of 64; rung 10 uses 4096-token segments\n", s);
+      std::fprintf(stderr, "linattn: LINATTN_V10_SEG='%s' is not a multiple of 64 from 64 to 2^30; rung 10 uses 4096-token segments\n", s);
     });
   }
   return 4096;

@@ -1,8 +1,10 @@
 // optimized/cuda/v7_overlap.cu -- rung 7 of the CUDA forward ladder (written in session 10, `best` in
 // sessions 11-12): v4 for DeltaNet and GDN with the intra-chunk kernel's shared arrays overlapped by
 // lifetime, so that 3 blocks of 256 threads fit per SM instead of 2 (RESULTS.md "Forward rung 7").
-// Its intra kernel also serves rung 9 (kLean: rung 6's lean outputs) and rung 10 (kPdlWait: launched as a
-// programmatic dependent), two instantiations of the same kernel whose other values are rung 7's.
+// Its intra kernel also serves rung 9 (kLean: rung 6's lean outputs), rung 10 (kPdlWait: launched as a
+// programmatic dependent) and, since session 14, the saving forward and backward rung 18's prepare (kA: A
+// written too, as rung 4's intra kernel writes it): instantiations of the same kernel whose other values are
+// rung 7's.
 //
 // Measured (H200, session 11 calls 1-2, bench/logs_session11/): bit for bit with v4 (177 assertions), the
 // properties pass, memcheck 0 errors, racecheck 0 hazards. Intra kernel alone 0.444 -> 0.405 ms (DeltaNet)
@@ -39,6 +41,7 @@
 // what `best` runs (v4 where v4 takes the call, else v1), so v7 takes every call. The state kernel is
 // v4's (tc_state_launch), reading the same workspace.
 #include <algorithm>
+#include <type_traits>
 #include <string>
 
 #include "optimized/cuda/tc_common.cuh"
@@ -82,7 +85,7 @@ struct V7Smem {
   static_assert(bytes == (KP == 128 ? 73216 : KP == 64 ? 65024 : bytes), "the file comment's sizes");
 };
 
-/// v4's intra_body for gate none / scalar (CH = false, tc_inverse, a_out null) with V7Smem's layout and
+/// v4's intra_body for gate none / scalar (CH = false, tc_inverse; a_out with kA, else unused) with V7Smem's layout and
 /// the epochs of the file comment. Per value the arithmetic is v4's. kLean (forward rung 9, v9_lean_overlap.cu):
 /// rung 6's lean outputs -- no q~ and k~ tiles; G_i, the row's cumulative log2 decay, to lean_g instead
 /// (E3) -- so that rung 6's lean state kernel reads q and k from the inputs; every other value as kLean =
@@ -447,15 +450,33 @@ int v7_intra_pdl_regs(int KP) {  // the most of its instantiations at KP (gate n
   return most;
 }
 
-int v7_intra_blocks_per_sm(int KP) {
-  auto kern = KP == 64 ? intra_v7<64, kGateScalar, float> : intra_v7<128, kGateScalar, float>;
-  const int bytes = KP == 64 ? V7Smem<64>::bytes : V7Smem<128>::bytes;
-  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                          int(cudaSharedmemCarveoutMaxShared)));
-  int n = 0;
-  LINATTN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kern, kThreads, bytes));
-  return n;
+int v7_intra_blocks_per_sm(int KP) {  // the fewest over every instantiation that runs (review15)
+  int fewest = 1 << 30;
+  auto count = [&](auto kern, int bytes) {
+    LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                            int(cudaSharedmemCarveoutMaxShared)));
+    int n = 0;
+    LINATTN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kern, kThreads, bytes));
+    fewest = std::min(fewest, n);
+  };
+  auto each = [&](auto kp) {  // gate none / scalar x float32 / bf16 gates x rung 7, 9 (kLean), 10 (kPdlWait), kA
+    constexpr int P = decltype(kp)::value;
+    constexpr int bytes = V7Smem<P>::bytes;
+    auto by_gate = [&](auto tg) {
+      using Tg = decltype(tg);
+      count(intra_v7<P, kGateNone, Tg>, bytes), count(intra_v7<P, kGateScalar, Tg>, bytes);
+      count(intra_v7<P, kGateNone, Tg, true>, bytes), count(intra_v7<P, kGateScalar, Tg, true>, bytes);
+      count(intra_v7<P, kGateNone, Tg, false, true>, bytes), count(intra_v7<P, kGateScalar, Tg, false, true>, bytes);
+      count(intra_v7<P, kGateNone, Tg, false, false, true>, bytes);
+      count(intra_v7<P, kGateScalar, Tg, false, false, true>, bytes);
+    };
+    by_gate(float{});
+    by_gate(bf16{});
+  };
+  if (KP == 64) each(std::integral_constant<int, 64>{});
+  else each(std::integral_constant<int, 128>{});
+  return fewest;
 }
 
 }  // namespace linattn::cuda::detail

@@ -52,11 +52,12 @@ std::size_t v6_workspace_bytes(const KParams& p);
 void v6_launch(Call c);
 
 // v7_overlap.cu (session 10; `best` in sessions 11-12, 2-4% faster than v4 on the H200): v4 for DeltaNet and GDN (bf16 inputs, 16 <= K <= 128,
-// gate none or scalar) with the intra kernel's shared arrays overlapped by lifetime (71,168 B at KP = 128,
-// 3 blocks per SM); bit for bit with v4 by design. Every other call runs what `best` runs (v4, else v1).
+// gate none or scalar) with the intra kernel's shared arrays overlapped by lifetime (73,216 B at KP = 128 since
+// session 14, 71,168 before; 3 blocks per SM); bit for bit with v4 by design. Every other call runs what `best` runs (v4, else v1).
 std::size_t v7_workspace_bytes(const KParams& p);
 void v7_launch(Call c);
-/// cudaOccupancyMaxActiveBlocksPerMultiprocessor of rung 7's intra kernel (KP = 64 or 128), for the tests.
+/// cudaOccupancyMaxActiveBlocksPerMultiprocessor of rung 7's intra kernel (KP = 64 or 128), the fewest over
+/// every instantiation that runs (rungs 7, 9, 10 and the kA one of the saving forward), for the tests.
 int v7_intra_blocks_per_sm(int KP);
 /// Whether rung 7 runs its own kernels for the call (else it runs rung 4 or rung 1).
 bool v7_in_range(const Call& c);
@@ -104,7 +105,8 @@ struct BwdCall {
   int dtype = 0;
   int gate_dtype = 0;
   cudaStream_t stream = nullptr;
-  /// A training forward's saved outputs of rung 4's intra kernel (chunk_cuda.hpp, SavedForward).
+  /// A training forward's saved outputs of rung 4's intra kernel (chunk_cuda.hpp, SavedForward; written by
+  /// rung 7's intra kernel, the same values, for DeltaNet and GDN since session 14).
   /// When set, bwd_v3_front (levels_intra) reads this tc workspace and copies saved_A to its A
   /// instead of launching the intra kernel (backward_device checked that they belong to this call);
   /// null: the usual intra launch.

@@ -697,9 +697,9 @@ MUTANTS = [
     # before every backward and a new SavedForward starts as NaN bits, so each shows as NaN or a
     # bit difference in the saved path alone.
     (95, "optimized/cuda/chunk_cuda.cu",
-     "    if (detail::v7_in_range(call)) detail::v7_intra_launch_with_A(call, a);",
+     "    if (detail::v7_in_range(call)) detail::v7_intra_launch_with_A(call, a_out);",
      "    if (detail::v7_in_range(call) && p.mutant == 95) detail::v7_intra_launch(call, p.K <= 64 ? 64 : 128);\n"
-     "    else if (detail::v7_in_range(call)) detail::v7_intra_launch_with_A(call, a);",
+     "    else if (detail::v7_in_range(call)) detail::v7_intra_launch_with_A(call, a_out);",
      "saved forward: the saving forward's intra kernel does not write A (the saved A keeps its NaN poison; since "
      "session 14 rung 7's intra kernel, in its range, with or without states; before it rung 4's, without states)"),
     (96, "optimized/cuda/bwd_v3_async.cu",
@@ -787,6 +787,12 @@ MUTANTS = [
      "if (i < Lc && d < V) bwdc::ld4(dvnb + i * HV + d, x[t]);",
      "if (i < Lc && d < V) bwdc::ld4(dvnb + i * HV + d + (p.mutant == 247 ? 4 : 0), x[t]);",
      "bwd v18, G2' (fused V-slab staging): the dv_new slab read 4 columns off (dA, du0, dv wrong)"),
+    # review15: mutant 95 reaches rung 7's branch of the saving forward's intra kernel only; 248 is the same bug
+    # in rung 4's branch (KDA and GDN2, and DeltaNet / GDN outside rung 7's range).
+    (248, "optimized/cuda/chunk_cuda.cu",
+     "    else detail::v4_intra_launch_with_A(call, a_out);",
+     "    else detail::v4_intra_launch_with_A(call, p.mutant == 248 ? nullptr : a_out);",
+     "saved forward: rung 4's intra kernel (KDA, GDN2) does not write A (the saved A keeps its NaN poison)"),
 ]
 
 HOOKS = [

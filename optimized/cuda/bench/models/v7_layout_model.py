@@ -13,9 +13,12 @@ import sys
 SM_BYTES, RESERVED = 228 * 1024, 1024
 
 
+LDF = 72  # V7Smem::LDF, the float32 sL / sA row stride (65 before session 14)
+
+
 def layout(KP, e_region=None):
     LDK = KP + 8
-    tile, fmat, p72 = 64 * LDK * 2, 64 * 65 * 4, 64 * 72 * 2
+    tile, fmat, p72 = 64 * LDK * 2, 64 * LDF * 4, 64 * 72 * 2
     R = max(tile, fmat)
     sK, R1 = 0, tile
     R2 = R1 + R
