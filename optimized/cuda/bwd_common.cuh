@@ -480,21 +480,31 @@ __device__ __forceinline__ const bf16* lo_op(const bf16* lo) {
 /// (t < 4) holds row qd >> 4, columns 4 (qd & 15) .. + 3, one 16-byte load each. Requires base 16-byte
 /// aligned and HW, col0, W multiples of 4 (a quad is wholly in range or wholly out). A (col0 = 0, W = C)
 /// and each K slab of E use it. kHi (rung 15): the hi tile only (put_op4).
-template <bool kHi = false>
-__device__ __forceinline__ void stage_quads(bf16* hi, bf16* lo, const float* base, int HW, int col0, int W, int Lc,
-                                            int tid) {
-  float x[4][4];
+/// Its two halves: load_quads, and put_quads for callers that issue other global loads before the stores
+/// (bwd_v11_wyfast.cu: rung 18's G2' loads a slab's every operand before its first shared store).
+__device__ __forceinline__ void load_quads(float (&x)[4][4], const float* base, int HW, int col0, int W, int Lc,
+                                           int tid) {
 #pragma unroll
   for (int t = 0; t < 4; ++t) {
     const int qd = tid + t * kThreads, i = qd >> 4, d = 4 * (qd & 15);
     if (i < Lc && col0 + d < W) ld4(base + i * HW + col0 + d, x[t]);
     else x[t][0] = x[t][1] = x[t][2] = x[t][3] = 0.f;
   }
+}
+template <bool kHi = false>
+__device__ __forceinline__ void put_quads(bf16* hi, bf16* lo, const float (&x)[4][4], int tid) {
 #pragma unroll
   for (int t = 0; t < 4; ++t) {
     const int qd = tid + t * kThreads;
     put_op4<kHi>(hi, lo, qd >> 4, 4 * (qd & 15), x[t]);
   }
+}
+template <bool kHi = false>
+__device__ __forceinline__ void stage_quads(bf16* hi, bf16* lo, const float* base, int HW, int col0, int W, int Lc,
+                                            int tid) {
+  float x[4][4];
+  load_quads(x, base, HW, col0, W, Lc, tid);
+  put_quads<kHi>(hi, lo, x, tid);
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -131,18 +131,14 @@ __device__ __forceinline__ void stage_dwa_e(bf16* xh, bf16* xl, bf16* yh, bf16* 
   float a[4][4];
   uint2 kw[4];
 #pragma unroll
-  for (int t = 0; t < 4; ++t) {  // every global load first
+  for (int t = 0; t < 4; ++t) {  // every global load first (load_quads' and stage_e's, under one range test)
     const int qd = tid + t * kThreads, i = qd >> 4, d = col0 + 4 * (qd & 15);
     const bool in = i < Lc && d < K;
     if (in) bwdc::ld4(dwab + i * HK + d, a[t]);
     else a[t][0] = a[t][1] = a[t][2] = a[t][3] = 0.f;
     kw[t] = in ? *reinterpret_cast<const uint2*>(kb + i * HK + d) : make_uint2(0u, 0u);
   }
-#pragma unroll
-  for (int t = 0; t < 4; ++t) {
-    const int qd = tid + t * kThreads;
-    bwdc::put_op4<kHi>(xh, xl, qd >> 4, 4 * (qd & 15), a[t]);
-  }
+  bwdc::put_quads<kHi>(xh, xl, a, tid);
 #pragma unroll
   for (int t = 0; t < 4; ++t) {  // stage_e's expression on the loaded k
     const int qd = tid + t * kThreads, i = qd >> 4;
@@ -258,35 +254,28 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
       // tiles, so the same bits. Elsewhere dv_new's slab is staged first, then v's loads issue.
       const bool fused = kLean && quadsV && octV;
       uint4 w[2];
-      if (fused) {
-        float x[4][4];
-#pragma unroll
-        for (int t = 0; t < 4; ++t) {
-          const int qd = tid + t * kThreads, i = qd >> 4, d = vv + 4 * (qd & 15);
-          if (i < Lc && d < V) bwdc::ld4(dvnb + i * HV + d, x[t]);
-          else x[t][0] = x[t][1] = x[t][2] = x[t][3] = 0.f;
-        }
+      auto load_v = [&] {
 #pragma unroll
         for (int t = 0; t < 2; ++t) {
           const int o = tid + t * kThreads;
           w[t] = ld8(vb, HV, o >> 3, vv + 8 * (o & 7), V, Lc);
         }
+      };
+      if (fused) {
+        float x[4][4];
 #pragma unroll
-        for (int t = 0; t < 4; ++t) {
-          const int qd = tid + t * kThreads;
-          bwdc::put_op4<kHi && !(kLo & kLoDu0)>(sXh, sXl, qd >> 4, 4 * (qd & 15), x[t]);
+        for (int t = 0; t < 4; ++t) {  // load_quads' loads, the slab's column offset folded into d
+          const int qd = tid + t * kThreads, i = qd >> 4, d = vv + 4 * (qd & 15);
+          if (i < Lc && d < V) bwdc::ld4(dvnb + i * HV + d, x[t]);
+          else x[t][0] = x[t][1] = x[t][2] = x[t][3] = 0.f;
         }
+        load_v();
+        bwdc::put_quads<kHi && !(kLo & kLoDu0)>(sXh, sXl, x, tid);
       } else {
         stage_f32<kHi && !(kLo & kLoDu0)>(sXh, sXl, dvnb, HV, vv, V, Lc, quadsV, tid);
       }
       if (octV) {  // u0 = beta v (F2, not fused) from two 16-byte loads per thread
-        if (!fused) {
-#pragma unroll
-          for (int t = 0; t < 2; ++t) {
-            const int o = tid + t * kThreads;
-            w[t] = ld8(vb, HV, o >> 3, vv + 8 * (o & 7), V, Lc);
-          }
-        }
+        if (!fused) load_v();
 #pragma unroll
         for (int t = 0; t < 2; ++t) {
           const int o = tid + t * kThreads, i = o >> 3, c = 8 * (o & 7);

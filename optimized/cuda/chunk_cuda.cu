@@ -420,12 +420,12 @@ void forward_device(const DeviceArgs& a, Version version, SavedForward* save, bo
     if (detail::v7_in_range(call)) detail::v7_intra_launch_with_A(call, a_out);
     else detail::v4_intra_launch_with_A(call, a_out);
   };
-  if (p.N > 0 && !with_states) {  // the intra kernel with A, then rung 4's state kernel (o, ht)
+  if (p.N > 0) {  // the intra kernel with A, then rung 4's state kernel (o, ht), with states also storing S and
+                  // v_new where the backward reads them
     if (p.num_chunks > 0) intra_with_A(at(lay.a_offset));
-    detail::tc_state_launch(call, p.K <= 64 ? 64 : 128);  // KP: tc_pick_kp
-  } else if (p.N > 0) {  // the state kernel also storing S and v_new where the backward reads them
-    if (p.num_chunks > 0) intra_with_A(at(lay.a_offset));
-    detail::tc_state_save_launch(call, p.K <= 64 ? 64 : 128, at(lay.s_offset), at(lay.vn_offset));  // KP: tc_pick_kp
+    const int KP = p.K <= 64 ? 64 : 128;  // tc_pick_kp
+    if (with_states) detail::tc_state_save_launch(call, KP, at(lay.s_offset), at(lay.vn_offset));
+    else detail::tc_state_launch(call, KP);
   }
   LINATTN_CUDA_CHECK(cudaEventRecord(as_event(save->fwd_done_), call.stream));  // the backward waits for it
   save->filled_ = true;

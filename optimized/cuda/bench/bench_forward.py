@@ -16,6 +16,7 @@ import ctypes
 import json
 import math
 import os
+import statistics
 import sys
 import time
 import traceback
@@ -297,8 +298,7 @@ def main():
                         times[impl].append(bench(fn, args.rep))
                 for impl, ts in times.items():
                     ts = sorted(ts)
-                    med = ts[len(ts) // 2] if len(ts) % 2 else 0.5 * (ts[len(ts) // 2 - 1] + ts[len(ts) // 2])
-                    print(f"  rounds {s:>20} {op:>17} {impl:>24}: min {ts[0]:.3f} median {med:.3f} max {ts[-1]:.3f} ms "
+                    print(f"  rounds {s:>20} {op:>17} {impl:>24}: min {ts[0]:.3f} median {statistics.median(ts):.3f} max {ts[-1]:.3f} ms "
                           f"over {len(ts)}", flush=True)
                     results.setdefault("rounds", []).append({"shape": s, "op": op, "impl": impl, "ms": ts})
             if "v1_simple" in outs:  # v1 computes in float32 from the same bf16 inputs
