@@ -839,6 +839,34 @@ TEST_CASE("CUDA best version gives v4 output bit for bit for bfloat16 at K = V =
   }
 }
 
+TEST_CASE("CUDA best version runs rung 9 where its state kernel takes 64 column tiles and rung 10 elsewhere bit for bit") {
+  // Since session 15 best runs rung 9 for DeltaNet and GDN (bf16) where pick_bv gives 64-column value tiles
+  // (v9_in_best): here N H V / 64 = 9 x 16 x 2 = 288 >= 132 by itself, and a small case with LINATTN_V2_BV=64;
+  // elsewhere rung 10 (the small case unforced: 16 columns). KDA and GDN2: rung 4 in all three.
+  SKIP_WITHOUT_GPU();
+  struct Unset {
+    ~Unset() { ::unsetenv("LINATTN_V2_BV"); }
+  } unset;
+  ::unsetenv("LINATTN_V2_BV");
+  const Case big = fixed_case(9, 130, 16, 128, 128, GateMode::random, true, 42);
+  const Case small = fixed_case(1, 200, 3, 64, 128, GateMode::mixed, true, 43);
+  for (int c = 0; c < 3; ++c) {
+    if (c == 2) ::setenv("LINATTN_V2_BV", "64", 1);
+    const bool lean_expected = c != 1;  // big, small forced to 64 columns
+    for (Op op : kOps) {
+      const Problem<float> p = as_device_sees(cast_problem<float>(make_problem<double>(op, c == 0 ? big : small)),
+                                              DType::bf16, DType::f32);
+      auto run = [&](Version v) { return cuda::chunk_forward(op, p.q, p.k, p.v, p.gates, p.opt, DType::bf16, DType::f32, v); };
+      const bool dn_gdn = op == Op::delta_rule || op == Op::gated_delta_rule;
+      const Version want = !dn_gdn ? Version::v4_levels : lean_expected ? Version::v9_lean_overlap : Version::v10_pipeline;
+      const auto best = run(Version::best), other = run(want);
+      INFO(ref::op_name(op) << " case " << c << " expecting " << cuda::version_name(want));
+      CHECK(compare(best.o, other.o).within(0.0));
+      CHECK(compare(best.final_state, other.final_state).within(0.0));
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Argument checks (no GPU needed: they fail before any device work).
 // ---------------------------------------------------------------------------------------------

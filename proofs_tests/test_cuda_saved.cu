@@ -363,7 +363,8 @@ std::vector<BwdCase> fixed_cases() {
 /// equal forward_device's bit for bit and are finite, and for every saved rung the saved backward's
 /// gradients equal the recompute backward's bit for bit and are finite; a reused SavedForward
 /// (filled before by another call) gives them too; best's are within the bounds of the reference.
-void check_saved_case(const BwdCase& b, Op op, DType gdt, cuda::SavedForward& reused) {
+void check_saved_case(const BwdCase& b, Op op, DType gdt, cuda::SavedForward& reused,
+                      const std::vector<BwdVersion>& rungs = saved_rungs()) {
   const DevProblem d = make_dev_problem(op, b, gdt);
   OnDevice dev(d, gdt);
   INFO(ref::op_name(op) << " gates " << dname(gdt) << " " << b);
@@ -377,7 +378,7 @@ void check_saved_case(const BwdCase& b, Op op, DType gdt, cuda::SavedForward& re
   CHECK(non_finite_raw(with_save.first, true) == 0);
   CHECK(non_finite_raw(with_save.second, false) == 0);
   dev.forward(Version::v4_levels, &reused);
-  for (BwdVersion ver : saved_rungs()) {
+  for (BwdVersion ver : rungs) {
     INFO(cuda::bwd_version_name(ver));
     const auto from_saved = dev.backward(ver, &saved);
     const auto recomputed = dev.backward(ver);
@@ -787,6 +788,39 @@ TEST_CASE("CUDA saving forward with states stores every state and v_new at value
   }
 }
 
+TEST_CASE("CUDA saving forward and every saved backward rung follow forward rung 9 where best runs it bit for bit") {
+  // Where forward `best` runs rung 9 (v9_in_best: DeltaNet and GDN in bf16 with 64-column state tiles, session
+  // 15), the saving forward runs rung 9's lean state kernel (o, ht as the plain forward's; with states, the lean
+  // chain's S and v_new) and every levels backward rung recomputes the lean states: tests (a) and (d) for every
+  // saved rung, once where pick_bv gives 64 columns by itself (N H V / 64 = 160 >= 132) and once with
+  // LINATTN_V2_BV=64 forcing it on a fixed case (K = V = 128, ragged; the packed batch of short sequences).
+  // LINATTN_LEAN_SAVED_QUICK=1 (for compute-sanitizer): the first case, GDN, float32 gates, backward best only.
+  SKIP_WITHOUT_GPU();
+  const bool quick = std::getenv("LINATTN_LEAN_SAVED_QUICK") != nullptr;
+  const std::vector<BwdVersion> rungs = quick ? std::vector<BwdVersion>{BwdVersion::best} : saved_rungs();
+  struct Unset {
+    ~Unset() { ::unsetenv("LINATTN_V2_BV"); }
+  } unset;
+  ::unsetenv("LINATTN_V2_BV");
+  BwdCase natural;
+  natural.c = fixed_case(5, 70, 16, 64, 128, GateMode::random, true, 110);
+  natural.custom_scale = true, natural.with_dht = true;
+  const std::vector<BwdCase> all = fixed_cases();
+  cuda::SavedForward reused;
+  for (int forced = 0; forced < (quick ? 1 : 2); ++forced) {
+    if (forced) ::setenv("LINATTN_V2_BV", "64", 1);
+    INFO("LINATTN_V2_BV=" << (forced ? "64" : "unset"));
+    const std::vector<BwdCase> cases = forced ? std::vector<BwdCase>{all.at(2), all.at(5)} : std::vector<BwdCase>{natural};
+    for (const BwdCase& b : cases)
+      for (Op op : {Op::delta_rule, Op::gated_delta_rule})
+        for (DType gdt : {DType::f32, DType::bf16}) {
+          if (quick && (op != Op::gated_delta_rule || gdt != DType::f32)) continue;
+          check_saved_case(b, op, gdt, reused, rungs);
+          check_saved_states_case(b, op, gdt, reused, rungs);
+        }
+  }
+}
+
 TEST_CASE("CUDA saved backward with states refuses another initial state and without states accepts it") {
   // With states the saved S starts from the forward's initial state (the backward's own states
   // kernel, skipped, would start from the backward's): another pointer, or none, must be refused.
@@ -852,7 +886,8 @@ TEST_CASE("CUDA saving forward with states but no SavedForward is a linattn Erro
     CHECK(slack >= 0);
     CHECK(slack <= 255);
   }
-  // The benchmark shape's figure in chunk_cuda.hpp (session 12; 6,916,407,552 bytes before the lean layout).
+  // The benchmark shape's figure in chunk_cuda.hpp (session 15, with lean_g's 2 MiB; 1,681,916,160 in sessions
+  // 12-14, 6,916,407,552 bytes before the lean layout).
   f.B = 8, f.T = 4096, f.H = 16, f.K = 128, f.V = 128;
-  CHECK(cuda::SavedForward::bytes_needed(f, true) == std::size_t(1'681'916'160));
+  CHECK(cuda::SavedForward::bytes_needed(f, true) == std::size_t(1'684'013'312));
 }

@@ -470,7 +470,7 @@ void launch_extras(const BwdCall& c, bool wide) {
 }  // namespace
 
 std::size_t bwd_v3_workspace_bytes(const KParams& p) {
-  return std::max(tc_offset(p) + tc_workspace_bytes(p), bwd_v2_workspace_bytes(p));
+  return std::max(tc_offset(p) + tc_lean_workspace_bytes(p), bwd_v2_workspace_bytes(p));  // lean_g: rung 7's kA
 }
 
 std::size_t bwd_saved_workspace_bytes(const KParams& p) { return std::max(tc_offset(p), bwd_v2_workspace_bytes(p)); }
@@ -509,13 +509,16 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
   if (saved_states && (!c.saved_ws || c.saved_A))
     throw std::logic_error("linattn::cuda: bwd_v3_front: saved states need the saved tc region and no saved_A "
                            "(backward_device sets them together)");
+  // Where forward `best` runs rung 9 (v9_in_best), the levels rungs recompute rung 9's lean states (session
+  // 15), which its saving forward saves; rung 7's kA intra kernel writes the lean_g they read.
+  const bool lean = levels_intra && v9_in_best(fc);
   if (p.num_chunks > 0) {
     if (saved_states) {
       // A is at bw.A already (the saving forward's intra kernel wrote it there)
     } else if (c.saved_ws)  // A as the saved intra kernel wrote it, where the later kernels read it (bw.A)
       LINATTN_CUDA_CHECK(cudaMemcpyAsync(bw.A, c.saved_A, sizeof(float) * std::size_t(p.B) * p.T * p.H * C,
                                          cudaMemcpyDeviceToDevice, c.stream));
-    else if (levels_intra && g_only && v7_in_range(fc)) v7_intra_launch_with_A(fc, bw.A);  // rung 18 (session 14)
+    else if (levels_intra && (g_only || lean) && v7_in_range(fc)) v7_intra_launch_with_A(fc, bw.A);  // rung 18, lean
     else if (levels_intra) v4_intra_launch_with_A(fc, bw.A);
     else v3_intra_launch_with_A(fc, bw.A);
     if (!extras) {
@@ -531,7 +534,8 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
     } else if (c.gate_dtype == 0) launch_extras<float>(c, wide_extras);
     else launch_extras<bf16>(c, wide_extras);
     prof.mark();
-    if (!saved_states) tc_state_bwd_launch(fc, KP, bw.S, bw.vn);
+    if (!saved_states && lean) tc_state_bwd_lean_launch(fc, KP, bw.S, bw.vn);
+    else if (!saved_states) tc_state_bwd_launch(fc, KP, bw.S, bw.vn);
     prof.mark();
   }
   const int bv = dstates_bv(p);

@@ -227,9 +227,14 @@ void forward_device(const DeviceArgs& a, Version version) {
   // Rung 10 runs, for DeltaNet and GDN, rung 7's kernels, pipelined over segments for one long sequence
   // whose state kernel cannot fill the GPU; for KDA and GDN2 rung 4's kernels. Bit for bit with rung 4
   // everywhere, as the saving forward (RESULTS.md "Forward rung 10").
-  if (version == Version::best) version = detail::v4_supports({p, call.dtype, call.gate_dtype, call.stream}, &why)
-                                              ? Version::v10_pipeline
-                                              : Version::v1_simple;
+  // Since session 15, rung 9 where its lean state kernel takes 64-column tiles (v9_in_best: B=8 T=4096 H=16
+  // V=128), which the saving forward and the backward's recompute follow.
+  if (version == Version::best) {
+    const detail::Call bc{p, call.dtype, call.gate_dtype, call.stream};
+    version = !detail::v4_supports(bc, &why) ? Version::v1_simple
+              : detail::v9_in_best(bc)       ? Version::v9_lean_overlap
+                                             : Version::v10_pipeline;
+  }
   const Rung* rung = nullptr;
   for (const Rung& r : kLadder)
     if (r.version == version) rung = &r;
@@ -311,11 +316,11 @@ SavedLayout saved_layout(const KParams& p, bool states = false) {
   SavedLayout l;
   l.a_bytes = sizeof(float) * std::size_t(p.B) * p.T * p.H * kChunk;
   if (!states) {
-    l.a_offset = align256(detail::v4_workspace_bytes(p));
+    l.a_offset = align256(detail::tc_lean_workspace_bytes(p));  // with lean_g (rung 7's kA kernel writes it)
     l.bytes = l.a_offset + l.a_bytes;
   } else {
     detail::bwd_saved_states_layout(p, l.tc_offset, l.a_offset, l.s_offset, l.vn_offset);
-    l.bytes = l.tc_offset + detail::v4_workspace_bytes(p);
+    l.bytes = l.tc_offset + detail::tc_lean_workspace_bytes(p);
   }
   return l;
 }
@@ -424,7 +429,13 @@ void forward_device(const DeviceArgs& a, Version version, SavedForward* save, bo
                   // v_new where the backward reads them
     if (p.num_chunks > 0) intra_with_A(at(lay.a_offset));
     const int KP = p.K <= 64 ? 64 : 128;  // tc_pick_kp
-    if (with_states) detail::tc_state_save_launch(call, KP, at(lay.s_offset), at(lay.vn_offset));
+    // Where `best` runs rung 9 (v9_in_best: the call's, whatever `version`), its lean state kernel, so that o
+    // and ht are the plain forward's and S, v_new the backward's lean recompute's (bwd_v3_front).
+    const bool lean = detail::v9_in_best(call);
+    float* const s_out = at(lay.s_offset);  // with states only
+    if (with_states && lean) detail::tc_state_lean_save_launch(call, KP, s_out, at(lay.vn_offset));
+    else if (with_states) detail::tc_state_save_launch(call, KP, s_out, at(lay.vn_offset));
+    else if (lean) detail::tc_state_lean_launch(call, KP);
     else detail::tc_state_launch(call, KP);
   }
   LINATTN_CUDA_CHECK(cudaEventRecord(as_event(save->fwd_done_), call.stream));  // the backward waits for it

@@ -45,8 +45,10 @@ enum class DType : int { f32 = 0, bf16 = 1 };
 /// The rungs of the ladder. `best` picks the fastest version that supports the call: v10_pipeline for
 /// bf16 inputs and 16 <= K <= 128 since session 13 (for DeltaNet and GDN rung 7's kernels, pipelined over
 /// segments for one long sequence whose state kernel cannot fill the GPU; v4_levels' kernels for KDA and
-/// GDN2; bit for bit with v4_levels; faster than fla for all but GDN at B=8 T=4096; RESULTS.md "Rung 4",
-/// "Forward rung 7", "Forward rung 10"), otherwise v1_simple.
+/// GDN2; bit for bit with v4_levels; RESULTS.md "Rung 4", "Forward rung 7", "Forward rung 10"), except,
+/// since session 15, v9_lean_overlap for DeltaNet and GDN where the state kernel takes 64-column value
+/// tiles (many sequences and heads, e.g. B=8 T=4096 H=16 V=128; RESULTS.md "Session 15: rung 9 in best");
+/// otherwise v1_simple.
 enum class Version : int {
   best = 0,
   v1_simple = 1,      ///< two plain kernels (per-chunk UT transform; sequential state pass), FFMA
@@ -126,11 +128,13 @@ class SavedForward;
 /// workspace and A = (I + L)^-1 for backward_device (SavedForward). The forward runs rung 4
 /// (v4_levels): `version` must be best or v4_levels and the call one v4_levels takes (bf16 inputs,
 /// 16 <= K <= 128), else linattn::Error naming 'version' or 'save'. o and the final state are
-/// those of forward_device(args, v4_levels) bit for bit (the same kernels on the same values; only
-/// the workspace's address differs). `save`'s memory is reused when large enough, else reallocated.
+/// those of forward_device(args, best) bit for bit, whichever of the two `version` names: rung 4's
+/// values (rung 7's intra kernel gives them for DeltaNet and GDN), and since session 15, where best runs
+/// rung 9 (DeltaNet and GDN with 64-column state tiles), rung 9's lean state kernel's. `save`'s memory is reused when large enough, else reallocated.
 /// with_states (opt-in; SavedForward, "With states"): the forward's state kernel also stores the state
 /// entering every chunk and v_new (float32) where the saved backward reads them, so that backward
-/// skips its states kernel and A's copy; o and the final state are still those of rung 4 bit for bit.
+/// skips its states kernel and A's copy; o and the final state are still best's bit for bit (where best
+/// runs rung 9, S and v_new are its lean kernel's, which the backward's recompute computes there too).
 /// with_states with a null `save` is a linattn::Error naming 'save'.
 void forward_device(const DeviceArgs& args, Version version, SavedForward* save, bool with_states = false);
 
@@ -338,13 +342,14 @@ void backward_device(const DeviceBwdArgs& args, BwdVersion version = BwdVersion:
 /// forward"). Move-only; owns device memory (freed by the destructor or release()):
 ///   * the forward's tensor-core workspace (tc_common.cuh's chunk-major V2Ws: w_aux, q~ = scale q
 ///     exp(G), k~ = k exp(G_C - G), P, u, exp(G_C)) exactly as rung 4's intra kernel writes it (written
-///     by rung 7's intra kernel where that one runs, DeltaNet and GDN: the same values bit for bit);
+///     by rung 7's intra kernel where that one runs, DeltaNet and GDN: the same values bit for bit), and
+///     after it lean_g (G_i, NC H 64 float32; written by rung 7's kernel, read by rung 9's lean kernels);
 ///   * A = (I + L)^-1 of every chunk, float32 [B * T * H, 64] (the intra kernel's a_out).
 /// Bytes, with NC chunks (sum over sequences of ceil(T_n / 64)), KP = 64 for K <= 64 else 128 and
 /// VP = V rounded up to a multiple of 64:
-///   align256(NC H (384 KP + 8192 + 256 VP + 4 KP) + 256) + 256 B T H
-/// (the first term is tc_workspace_bytes); at B=8 T=4096 H=16 K=V=128: 742,392,064 + 134,217,728 =
-/// 876,609,792 bytes (836.0 MiB) per call.
+///   align256(NC H (384 KP + 8192 + 256 VP + 4 KP + 256) + 256) + 256 B T H
+/// (the first term is tc_lean_workspace_bytes); at B=8 T=4096 H=16 K=V=128: 744,489,216 + 134,217,728 =
+/// 878,706,944 bytes (838.0 MiB) per call (876,609,792 before session 15's lean_g).
 /// It also records the call it belongs to: op, dtype, gate dtype, B, T, H, K, V, scale, the
 /// sequences (N and a copy of cu_seqlens), the device pointers the operator reads (q, k, v; g
 /// unless DeltaNet; beta unless GDN2; b and w for GDN2; with states also initial_state, where the
@@ -372,9 +377,9 @@ void backward_device(const DeviceBwdArgs& args, BwdVersion version = BwdVersion:
 /// backward_device reads them there (bwd_ws places its A, S, vn at KParams::keep) and keeps its scratch
 /// in the process-wide workspace, as without states: no A copy, no states kernel, the same gradients
 /// bit for bit. Bytes:
-///   align256(4 (B T H (V + 64) + num_chunks H K V)) + tc_workspace_bytes
-/// (at B=8 T=4096 H=16 K=V=128: 939,524,096 + 742,392,064 = 1,681,916,160 bytes for every operator,
-/// 805 MB more than without states (876,609,792); until session 12 the object held a whole backward
+///   align256(4 (B T H (V + 64) + num_chunks H K V)) + tc_lean_workspace_bytes
+/// (at B=8 T=4096 H=16 K=V=128: 939,524,096 + 744,489,216 = 1,684,013,312 bytes for every operator,
+/// 805 MB more than without states (878,706,944); until session 12 the object held a whole backward
 /// workspace, 6.1-6.9 GB). Neither the forward nor the backward writes into the kept arrays after
 /// the saving forward, so several backward calls may read one object, one after another (the events
 /// order them).

@@ -509,12 +509,17 @@ struct StateBwdOut {
 /// each chunk to bwd.S and v_new (float32) to bwd.vn -- at the same points of the same computation:
 /// kBwd's products are the forward's minus the independent o accumulations (os_), so S and v_new are
 /// the same values bit for bit, and the backward's states kernel can be skipped.
+/// kLean with kSave or kBwd (session 15; v2_state_lean_save, v2_state_bwd_lean below): the same pairing for
+/// the lean kernel, where forward rung 9 is `best` (v9_in_best): the saving forward stores the lean chain's S
+/// and v_new (v_new before its exp(G_C - G_i) factor, as kBwd stores it), and the backward's recompute runs
+/// the lean chain without o (no q rows loaded), so both give the lean states bit for bit. For DeltaNet the
+/// lean and default chains give the same S and v_new (k~ = k, one bf16 v_new); only o differs.
 template <int KP, int BV, bool kBwd, bool kHt, int NS, bool kPF, bool kBulk, bool kLean, bool kSave = false>
 __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOut& bwd) {
-  static_assert(!kSave || (!kBwd && !kHt && NS == 2 && !kPF && !kBulk && !kLean), "kSave: the default forward kernel plus kBwd's stores");
+  static_assert(!kSave || (!kBwd && !kHt && NS == 2 && !kPF && !kBulk), "kSave: the default or lean forward kernel plus kBwd's stores");
   static_assert(!kBulk || NS == 2, "kBulk: two stages (parity of chunk ci's barrier phase = (ci >> 1) & 1)");
   static_assert(NS != 1 || (!kBwd && !kBulk), "NS = 1 (LINATTN_STATE_OCC2): the forward only, cp.async tiles");
-  static_assert(!kLean || (NS == 2 && !kBwd && !kHt && !kPF && !kBulk), "kLean: the default forward kernel only");
+  static_assert(!kLean || (NS == 2 && !kHt && !kPF && !kBulk), "kLean: two stages, cp.async tiles, no knobs");
   using S = StateSmem<KP, BV, NS, kBulk, kLean>;
   constexpr int LDK = S::LDK, LDV = S::LDV, LDU = S::LDU;
   extern __shared__ __align__(16) char smem[];
@@ -610,12 +615,12 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
         const bool in = i < Lc && d8 < K;
         const std::int64_t src = (std::int64_t(tok0 + i) * H + h) * K + d8;
         if (K % 8 == 0) {
-          cp_async16(dQ + i * LDK + d8, in ? q + src : q, in ? 16 : 0);
+          if (!kBwd) cp_async16(dQ + i * LDK + d8, in ? q + src : q, in ? 16 : 0);  // kBwd: no q S
           cp_async16(dK + i * LDK + d8, in ? k + src : k, in ? 16 : 0);
         } else {  // element-wise (rows not 16-byte aligned); visible after the loop-top barrier
           for (int e = 0; e < 8; ++e) {
             const bool ok = in && d8 + e < K;
-            dQ[i * LDK + d8 + e] = ok ? q[src + e] : __float2bfloat16(0.f);
+            if (!kBwd) dQ[i * LDK + d8 + e] = ok ? q[src + e] : __float2bfloat16(0.f);
             dK[i * LDK + d8 + e] = ok ? k[src + e] : __float2bfloat16(0.f);
           }
         }
@@ -904,6 +909,18 @@ __global__ void __launch_bounds__(kThreads) v2_state_save(KParams p, StateBwdOut
   v2_state_body<KP, BV, false, false, 2, false, false, false, true>(p, bwd);
 }
 
+/// The saving forward's lean state kernel with states (kLean + kSave; rung 9's o and ht, and its S, v_new).
+template <int KP, int BV>
+__global__ void __launch_bounds__(kThreads) v2_state_lean_save(KParams p, StateBwdOut bwd) {
+  v2_state_body<KP, BV, false, false, 2, false, false, true, true>(p, bwd);
+}
+
+/// The backward's lean states kernel (kLean + kBwd): rung 9's S and v_new, no o.
+template <int KP, int BV>
+__global__ void __launch_bounds__(kThreads) v2_state_bwd_lean(KParams p, StateBwdOut bwd) {
+  v2_state_body<KP, BV, true, false, 2, false, false, true>(p, bwd);
+}
+
 int pick_bv(const KParams& p) {
   if (const char* env = std::getenv("LINATTN_V2_BV")) return std::atoi(env);
   // Widest tile that still fills the 132 SMs once (measured: B=8 T=4096 H=16 V=128 -> 64,
@@ -1024,6 +1041,16 @@ void launch_state_lean(const Call& c) {
 }
 
 template <int KP, int BV>
+void launch_state_lean_save(const Call& c, StateBwdOut bwd) {
+  launch_value_tiles<BV>(v2_state_lean_save<KP, BV>, StateSmem<KP, BV, 2, false, true>::bytes, c, bwd);
+}
+
+template <int KP, int BV>
+void launch_state_bwd_lean(const Call& c, StateBwdOut bwd) {
+  launch_value_tiles<BV>(v2_state_bwd_lean<KP, BV>, StateSmem<KP, BV, 2, false, true>::bytes, c, bwd);
+}
+
+template <int KP, int BV>
 void launch_state_pdl(const Call& c) {
   // All 228 KB as shared memory, so that an SM running one block of this kernel has room for one block of
   // rung 7's intra kernel beside it (the carveout is a hint; rung 10 checks the byte count).
@@ -1110,6 +1137,18 @@ void tc_state_bwd_launch(const Call& c, int KP, float* s_out, float* vn_out) {
   const StateBwdOut bwd{s_out, vn_out};
   with_kp_bv(KP, pick_bv(c.p),
              [&](auto kp, auto bv) { launch_state<decltype(kp)::value, decltype(bv)::value, true>(c, bwd); });
+}
+
+void tc_state_lean_save_launch(const Call& c, int KP, float* s_out, float* vn_out) {
+  const StateBwdOut bwd{s_out, vn_out};
+  with_kp_bv(KP, pick_bv(c.p),
+             [&](auto kp, auto bv) { launch_state_lean_save<decltype(kp)::value, decltype(bv)::value>(c, bwd); });
+}
+
+void tc_state_bwd_lean_launch(const Call& c, int KP, float* s_out, float* vn_out) {
+  const StateBwdOut bwd{s_out, vn_out};
+  with_kp_bv(KP, pick_bv(c.p),
+             [&](auto kp, auto bv) { launch_state_bwd_lean<decltype(kp)::value, decltype(bv)::value>(c, bwd); });
 }
 
 void tc_state_save_launch(const Call& c, int KP, float* s_out, float* vn_out) {

@@ -95,7 +95,9 @@ struct V7Smem {
 /// completed and its writes (the segment's final state) are visible; every value as without it. kA (since
 /// session 14: the saving forward, and backward rung 18's prepare in this range): A = (I + L)^-1 also to
 /// a_out ([B * T * H, 64] float32, row (token * H + head), rows past a ragged chunk's end not written), as
-/// v4's intra kernel writes it (tc_common.cuh intra_body's a_out); a_out is unused otherwise.
+/// v4's intra kernel writes it (tc_common.cuh intra_body's a_out); a_out is unused otherwise. Since session 15
+/// kA also writes lean_g (as kLean does, beside q~ and k~), which the lean state kernels of the saving forward
+/// (v2_state_lean_save) and of the backward's recompute (v2_state_bwd_lean) read where forward rung 9 is `best`.
 template <int KP, int GATE, class Tg, bool kLean = false, bool kPdlWait = false, bool kA = false>
 __global__ void __launch_bounds__(kThreads) intra_v7(KParams p, float* a_out) {
   using S = V7Smem<KP>;
@@ -191,9 +193,10 @@ __global__ void __launch_bounds__(kThreads) intra_v7(KParams p, float* a_out) {
         }
     }
   }
-  if constexpr (kLean) {
+  if constexpr (kLean || kA) {  // kA: the saving forward's lean state kernel and the lean recompute read it
     if (tid < 64) lean_g(p, KP)[cw * 64 + tid] = Gs(tid);  // G_i in log2 units (0: DeltaNet), as rung 6
-  } else {
+  }
+  if constexpr (!kLean) {
   for (int idx = tid; idx < 64 * (KP / 8); idx += kThreads) {
     const int i = idx / (KP / 8), d8 = (idx % (KP / 8)) * 8;
     float qv[8], G[8];

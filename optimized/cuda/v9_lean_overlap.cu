@@ -37,6 +37,8 @@ std::size_t v9_workspace_bytes(const KParams& p) {
   return std::max({tc_lean_workspace_bytes(p), v7_workspace_bytes(p)});
 }
 
+bool v9_in_best(const Call& c) { return v7_in_range(c) && tc_pick_bv(c.p) == 64; }
+
 void v9_launch(Call c) {
   if (!v7_in_range(c)) return v7_launch(c);
   const int KP = tc_pick_kp(c.p.K);

@@ -82,6 +82,12 @@ void v8_launch(Call c);
 // state kernel; bit for bit with rung 6 by design; rung 7's range, else what rung 7 runs.
 std::size_t v9_workspace_bytes(const KParams& p);
 void v9_launch(Call c);
+/// Whether `best` runs rung 9 for the call (session 15): rung 7's range where the state kernel takes 64-column
+/// value tiles (tc_pick_bv; B=8 T=4096 H=16 V=128: rung 9 0.870 ms against rung 7's 0.903 for GDN, session 15
+/// call 1). The saving forward (lean state kernels) and the backward's recompute (lean states kernel) follow
+/// the same predicate, so that the training forward's o, S and v_new stay the plain forward's and the
+/// recompute's bit for bit.
+bool v9_in_best(const Call& c);
 
 // v10_pipeline.cu (session 13; `best` since): one long sequence whose state kernel cannot fill the GPU (rung
 // 7's range, B = 1, no cu_seqlens, one wave of 16-column value tiles) runs rung 7's kernels over segments of
@@ -248,6 +254,16 @@ void tc_state_bwd_launch(const Call& c, int KP, float* s_out, float* vn_out);
 /// v2_tensorcore.cu: the saving forward's state kernel with states (v2_state_body's kSave): the
 /// forward's (o, and ht where set) that also writes what tc_state_bwd_launch writes, the same values.
 void tc_state_save_launch(const Call& c, int KP, float* s_out, float* vn_out);
+/// v2_tensorcore.cu: rung 9's lean state kernel (tc_state_lean_launch: q, k from the inputs, G_i from the
+/// workspace's lean_g), as above: with kSave's stores (o, ht and s_out, vn_out; the saving forward where
+/// v9_in_best), and in kBwd's mode (s_out, vn_out only; the backward's recompute there). Both give the lean
+/// chain's S and v_new bit for bit; for DeltaNet these equal tc_state_bwd_launch's.
+void tc_state_lean_save_launch(const Call& c, int KP, float* s_out, float* vn_out);
+void tc_state_bwd_lean_launch(const Call& c, int KP, float* s_out, float* vn_out);
+/// v2_tensorcore.cu: rung 6's lean state kernel (o, ht), the saving forward's without states where v9_in_best.
+void tc_state_lean_launch(const Call& c, int KP);
+/// v2_tensorcore.cu: the tensor-core workspace's bytes with lean_g's region (what rung 7's kA intra kernel writes).
+std::size_t tc_lean_workspace_bytes(const KParams& p);
 /// The same kernel for the forward's rung 5 (v5_split.cu): s_out and vn_out as above, and the final
 /// state to c.p.ht (when not null).
 void tc_state_split_launch(const Call& c, int KP, float* s_out, float* vn_out);

@@ -793,6 +793,27 @@ MUTANTS = [
      "    else detail::v4_intra_launch_with_A(call, a_out);",
      "    else detail::v4_intra_launch_with_A(call, p.mutant == 248 ? nullptr : a_out);",
      "saved forward: rung 4's intra kernel (KDA, GDN2) does not write A (the saved A keeps its NaN poison)"),
+    # Session 15: rung 9 in best (v9_in_best), the saving forward's lean state kernels, the lean recompute.
+    (280, "optimized/cuda/chunk_cuda.cu",
+     "    const bool lean = detail::v9_in_best(call);",
+     "    const bool lean = p.mutant != 280 && detail::v9_in_best(call);",
+     "saving forward: rung 4's state kernel where best runs rung 9 (o differs from the plain forward's)"),
+    (281, "optimized/cuda/bwd_v3_async.cu",
+     "  const bool lean = levels_intra && v9_in_best(fc);",
+     "  const bool lean = levels_intra && p.mutant != 281 && v9_in_best(fc);",
+     "backward recompute: rung 4's states where the saving forward saved rung 9's (GDN gradients differ from the saved backward's)"),
+    (282, "optimized/cuda/v7_overlap.cu",
+     "  if constexpr (kLean || kA) {  // kA:",
+     "  if (kLean || (kA && p.mutant != 282)) {  // kA:",
+     "rung 7's kA intra kernel does not write lean_g (the saving forward's lean state kernel reads the NaN poison)"),
+    (283, "optimized/cuda/v2_tensorcore.cu",
+     "    const bool lean_gated = kLean && p.gate == kGateScalar;",
+     "    const bool lean_gated = kLean && p.gate == kGateScalar && !(kBwd && p.mutant == 283);",
+     "lean states kernel in kBwd: GDN's state update with the unscaled v_new (the recompute's S differs from the saved S)"),
+    (284, "optimized/cuda/chunk_cuda.cu",
+     "              : detail::v9_in_best(bc)       ? Version::v9_lean_overlap",
+     "              : (p.mutant != 284 && detail::v9_in_best(bc)) ? Version::v9_lean_overlap",
+     "forward best: rung 10 where rung 9 should run (best differs from rung 9 for GDN)"),
 ]
 
 HOOKS = [
