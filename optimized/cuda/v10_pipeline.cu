@@ -1,4 +1,4 @@
-// optimized/cuda/v10_pipeline.cu -- rung 10 of the CUDA forward ladder (session 13, `best` since): for one
+// optimized/cuda/v10_pipeline.cu -- rung 10 of the CUDA forward ladder (session 13; `best` where rung 9 is not): for one
 // long sequence, rung 7's two kernels pipelined over segments of the sequence, so that the intra-chunk
 // kernel of segment s + 1 runs beside the state kernel of segment s instead of before it.
 //
@@ -11,11 +11,11 @@
 // shares its SMs and L2 with the intra blocks beside it; how much each loses is not yet measured. Bit for
 // bit with rung 7 (141 assertions over 7 pipelined cases), memcheck clean over 2 of them (call 4),
 // mutants 261-263 caught; 260 (the griddepcontrol.wait removed) passes, see "Dependences" below.
-// Not pipelined (B=8, and anything else outside "Where"), rung 10 runs rung 7. Rung 9 would be faster at
-// B=8 (GDN 0.885-0.890 against rung 7's 0.917-0.923) but gives rung 6's bits, and the saving forward
-// (chunk_cuda.hpp, SavedForward) reproduces rung 4's: with rung 9 inside `best`, a training forward's o
-// would differ from the plain forward's in the last bits (session 13 call 5: test_cuda_saved's
-// 64-column case failed so), so it stays out until the saving forward can run it.
+// Not pipelined (B=8, and anything else outside "Where"), rung 10 runs rung 7. Rung 9 is faster at B=8
+// (GDN 0.885-0.890 against rung 7's 0.917-0.923) but gives rung 6's bits, so it stays out of rung 10;
+// since session 15 `best` runs rung 9 itself where v9_in_best holds, with the saving forward and the
+// backward's recompute on its lean state kernel (RESULTS.md "Session 15: rung 9 in best"). So `best` is
+// rung 10 only where 64-column tiles would not fill the GPU.
 //
 // Why. At B=1 T=32768 H=16 K=V=128 the state kernel (the chunk-to-chunk recurrence, SPEC section 4 step 3)
 // has 16 heads x 8 value tiles of 16 columns = 128 blocks, one per SM: it walks 512 chunks one after the

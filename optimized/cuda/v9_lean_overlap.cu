@@ -8,8 +8,10 @@
 // 0.917-0.923 -> 0.885-0.890 (fla 0.851 at its fastest); in call 2 alone DeltaNet's whole forward was
 // 0.884 -> 0.894 although both its kernels were faster. At B=1 T=32768 the lean state kernel is slower at
 // 16-column tiles (1.032 -> 1.077 for GDN): GDN 1.465-1.481 -> 1.477-1.493, DeltaNet 1.445-1.452 ->
-// 1.430-1.443. Not `best`: it gives rung 6's bits, and the saving forward reproduces rung 4's
-// (v10_pipeline.cu says more).
+// 1.430-1.443. `best` since session 15 where v9_in_best holds (64-column value tiles, e.g. B=8 T=4096
+// H=16 V=128; rung 10 elsewhere): the saving forward and the backward's recompute run its lean state kernel
+// there too, so a training step keeps the plain forward's bits. Session 15 call 3 (medians of 3 rounds, B=8):
+// DeltaNet 0.845, GDN 0.870 (fla 1.016, and 0.852 at its fastest for GDN). RESULTS.md "Session 15: rung 9 in best".
 //
 // Why. Rung 6 dropped the q~ = scale q exp(G) and k~ = k exp(G_C - G) tiles (2 x 16 KB of the intra
 // kernel's 88 KB of writes per (chunk, head) at K = V = 128; the state kernel reads q and k from the

@@ -89,7 +89,7 @@ void v9_launch(Call c);
 /// recompute's bit for bit.
 bool v9_in_best(const Call& c);
 
-// v10_pipeline.cu (session 13; `best` since): one long sequence whose state kernel cannot fill the GPU (rung
+// v10_pipeline.cu (session 13; `best` since, except where v9_in_best since session 15): one long sequence whose state kernel cannot fill the GPU (rung
 // 7's range, B = 1, no cu_seqlens, one wave of 16-column value tiles) runs rung 7's kernels over segments of
 // the sequence, the next segment's intra kernel beside this segment's state kernel (programmatic dependent
 // launch); bit for bit with rung 7 by design; every other call runs rung 7.

@@ -843,9 +843,9 @@ def main():
         open(path, "w").write(s.replace(a, b))
     for n, f, _, _, what in MUTANTS:
         print(f"mutant {n}: {what} ({f})")
+    launcher = ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache", "-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache"] if shutil.which("ccache") else []
     subprocess.check_call(["cmake", "-S", DEST, "-B", os.path.join(DEST, "build"), "-DCMAKE_BUILD_TYPE=Release",
-                           "-DLINATTN_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=90a",
-                           "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache", "-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache"], stdout=subprocess.DEVNULL)
+                           "-DLINATTN_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=90a"] + launcher, stdout=subprocess.DEVNULL)
 
 
 if __name__ == "__main__":
