@@ -773,7 +773,9 @@ TEST_CASE("CUDA saving forward with states gives the forward output bit for bit 
 TEST_CASE("CUDA saving forward with states stores every state and v_new at value tiles of 16 and 32 and 64 columns") {
   // pick_bv gives 16 columns in every fixed case (small N H); LINATTN_V2_BV forces the forward's and
   // the backward's state kernels alike (v2_tensorcore.cu pick_bv), so the saving kernel's stores are
-  // checked against kBwd's at every tile width, incl. a partial last tile (V = 200, 20) and V < BV.
+  // checked against kBwd's at every tile width, incl. a partial last tile (V = 200, 20) and V < BV. At 64
+  // columns DeltaNet and GDN run rung 9's lean pair (v2_state_lean_save against v2_state_bwd_lean, since
+  // session 15; v9_in_best), KDA and GDN2 the kSave / kBwd pair.
   SKIP_WITHOUT_GPU();
   struct Unset {
     ~Unset() { ::unsetenv("LINATTN_V2_BV"); }

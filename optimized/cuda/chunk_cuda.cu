@@ -304,8 +304,8 @@ void SavedForward::release() {
 
 namespace {
 const char* dtype_str(DType d) { return d == DType::f32 ? "float32" : "bfloat16"; }
-/// The layout of a SavedForward's buffer. Without states: the tc workspace (v4_workspace_bytes =
-/// tc_workspace_bytes) at 0, then A (a_offset, a_bytes). With states: v_new, A and S in KParams::keep's
+/// The layout of a SavedForward's buffer. Without states: the tc workspace with lean_g
+/// (tc_lean_workspace_bytes) at 0, then A (a_offset, a_bytes). With states: v_new, A and S in KParams::keep's
 /// layout (bwd_saved_states_layout: vn at 0, A at a_offset, S at s_offset), then the tc workspace at
 /// tc_offset.
 struct SavedLayout {
@@ -425,8 +425,8 @@ void forward_device(const DeviceArgs& a, Version version, SavedForward* save, bo
     if (detail::v7_in_range(call)) detail::v7_intra_launch_with_A(call, a_out);
     else detail::v4_intra_launch_with_A(call, a_out);
   };
-  if (p.N > 0) {  // the intra kernel with A, then rung 4's state kernel (o, ht), with states also storing S and
-                  // v_new where the backward reads them
+  if (p.N > 0) {  // the intra kernel with A, then best's state kernel (o, ht: rung 4's, or rung 9's lean one),
+                  // with states also storing S and v_new where the backward reads them
     if (p.num_chunks > 0) intra_with_A(at(lay.a_offset));
     const int KP = p.K <= 64 ? 64 : 128;  // tc_pick_kp
     // Where `best` runs rung 9 (v9_in_best: the call's, whatever `version`), its lean state kernel, so that o
@@ -666,7 +666,8 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version) { backward_devi
 const std::vector<BwdVersion>& saved_bwd_versions() {
   // The rungs whose prepare is bwd_v3_front with levels_intra: forward rung 4's intra kernel, or (rung 18,
   // DeltaNet and GDN, since session 14) rung 7's kA instantiation, which writes the same outputs. A new rung
-  // belongs here only if its prepare writes those outputs too.
+  // belongs here only if its prepare writes those outputs too, lean_g included, and, where v9_in_best, recomputes
+  // rung 9's lean states (tc_state_bwd_lean_launch), as bwd_v3_front does since session 15.
   static const std::vector<BwdVersion> v = {BwdVersion::best,       BwdVersion::v5_levels_front, BwdVersion::v6_tc_b9,
                                             BwdVersion::v7_rowbase, BwdVersion::v8_wide,         BwdVersion::v9_noextras,
                                             BwdVersion::v10_split, BwdVersion::v11_wyfast,  BwdVersion::v12_g1slab,

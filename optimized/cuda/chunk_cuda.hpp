@@ -21,7 +21,7 @@
 //
 // Training (issue 6): forward_device(args, version, &saved) is a forward that also keeps, in a
 // SavedForward, what the backward's first kernel ("prepare": the forward's rung 4 intra-chunk
-// kernel launched again with A) would recompute; backward_device(args, version, &saved) then skips
+// kernel launched again with A, and the lean_g rung 9's state kernel reads) would recompute; backward_device(args, version, &saved) then skips
 // that kernel (the rungs of saved_bwd_versions(): best and 5-18) and gives the same gradients bit for
 // bit. See SavedForward below for what it holds, its memory (0.82 GiB at B=8 T=4096 H=16 K=V=128),
 // its checks and its stream ordering.
@@ -125,8 +125,10 @@ void forward_device(const DeviceArgs& args, Version version = Version::best);
 
 class SavedForward;
 /// The training forward: forward_device, and `save` (not null) keeps the intra-chunk kernel's
-/// workspace and A = (I + L)^-1 for backward_device (SavedForward). The forward runs rung 4
-/// (v4_levels): `version` must be best or v4_levels and the call one v4_levels takes (bf16 inputs,
+/// workspace and A = (I + L)^-1 for backward_device (SavedForward). The forward runs rung 4's intra
+/// outputs (v4_levels; rung 7's kernel writes them for DeltaNet and GDN) and the state kernel `best` runs
+/// for the call (rung 9's lean one where v9_in_best, so `version` names the intra layout, not the state
+/// kernel): `version` must be best or v4_levels and the call one v4_levels takes (bf16 inputs,
 /// 16 <= K <= 128), else linattn::Error naming 'version' or 'save'. o and the final state are
 /// those of forward_device(args, best) bit for bit, whichever of the two `version` names: rung 4's
 /// values (rung 7's intra kernel gives them for DeltaNet and GDN), and since session 15, where best runs
@@ -373,7 +375,8 @@ void backward_device(const DeviceBwdArgs& args, BwdVersion version = BwdVersion:
 /// states"): the buffer holds v_new ([B * T * H, V] float32), A ([B * T * H, 64]) and the state
 /// entering every chunk ([num_chunks, H, K, V] float32), in that order (KParams::keep's layout), then
 /// the tc workspace. The forward's intra kernel writes A, and its state kernel (v2_state's kSave mode:
-/// the forward kernel plus kBwd's stores, the same S and v_new bit for bit) writes S and v_new.
+/// the forward kernel plus kBwd's stores, the same S and v_new bit for bit; where `best` runs rung 9,
+/// v2_state_lean_save, rung 9's lean kernel plus the same stores) writes S and v_new.
 /// backward_device reads them there (bwd_ws places its A, S, vn at KParams::keep) and keeps its scratch
 /// in the process-wide workspace, as without states: no A copy, no states kernel, the same gradients
 /// bit for bit. Bytes:
@@ -434,7 +437,8 @@ class SavedForward {
 };
 
 /// The backward rungs that accept a SavedForward: those whose prepare writes forward rung 4's intra
-/// outputs (rung 4's intra kernel, or rung 7's for rung 18 in its range) (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid, v18_lean). Any other
+/// outputs (rung 4's intra kernel, or rung 7's for rung 18 in its range and wherever v9_in_best; rung 7's
+/// kA kernel also writes lean_g) and, where v9_in_best, recomputes rung 9's lean states (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid, v18_lean). Any other
 /// rung, and rung 5 with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel), is refused.
 const std::vector<BwdVersion>& saved_bwd_versions();
 
