@@ -295,11 +295,8 @@ void tc_state_launch(const Call& c, int KP);
 int tc_pick_bv(const KParams& p);
 inline int tc_pick_kp(int K) { return K <= 64 ? 64 : 128; }
 std::size_t tc_workspace_bytes(const KParams& p);
-/// Forward rung 6: tc_workspace_bytes plus lean_g's region.
-std::size_t tc_lean_workspace_bytes(const KParams& p);
-/// Forward rung 6's state kernel (v2_state's kLean: q, k from the inputs, row factors from lean_g);
-/// bf16 inputs, gate none or scalar, KP = 64 or 128.
-void tc_state_lean_launch(const Call& c, int KP);
+// tc_lean_workspace_bytes and tc_state_lean_launch (forward rung 6's lean workspace and state kernel):
+// versions.cuh, which chunk_cuda.cu reads too.
 /// Forward rung 10's state kernel (v2_state_pdl: v2_state's default kernel that signals
 /// griddepcontrol.launch_dependents first); KP = 64 or 128, BV as tc_pick_bv.
 void tc_state_pdl_launch(const Call& c, int KP);

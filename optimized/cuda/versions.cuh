@@ -260,9 +260,12 @@ void tc_state_save_launch(const Call& c, int KP, float* s_out, float* vn_out);
 /// chain's S and v_new bit for bit; for DeltaNet these equal tc_state_bwd_launch's.
 void tc_state_lean_save_launch(const Call& c, int KP, float* s_out, float* vn_out);
 void tc_state_bwd_lean_launch(const Call& c, int KP, float* s_out, float* vn_out);
-/// v2_tensorcore.cu: rung 6's lean state kernel (o, ht), the saving forward's without states where v9_in_best.
+/// v2_tensorcore.cu: forward rung 6's state kernel (v2_state's kLean: q, k from the inputs, row factors from
+/// lean_g; o, ht); bf16 inputs, gate none or scalar, KP = 64 or 128. Also the saving forward's without states
+/// where v9_in_best.
 void tc_state_lean_launch(const Call& c, int KP);
-/// v2_tensorcore.cu: the tensor-core workspace's bytes with lean_g's region (what rung 7's kA intra kernel writes).
+/// v2_tensorcore.cu: tc_workspace_bytes plus lean_g's region (what rung 6's and rung 7's kLean and kA intra
+/// kernels write).
 std::size_t tc_lean_workspace_bytes(const KParams& p);
 /// The same kernel for the forward's rung 5 (v5_split.cu): s_out and vn_out as above, and the final
 /// state to c.p.ht (when not null).
