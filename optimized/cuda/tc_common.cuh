@@ -224,8 +224,9 @@ __device__ __forceinline__ void store_frag_bf16(const float (&acc)[NT][4], bf16*
   }
 }
 
-/// A (float32 [64][lda], lda 65 but in forward rung 7's intra kernel) as bf16 hi = round(A) into sAh and
-/// lo = round(A - hi) into sAl ([64][72]): 16 bits of A reach the tensor cores (all kThreads threads).
+/// A (float32 [64][lda], lda 65) as bf16 hi = round(A) into sAh and lo = round(A - hi) into sAl ([64][72]): 16
+/// bits of A reach the tensor cores (all kThreads threads). Forward rung 7's intra kernel has its own copy, four
+/// columns per step (its rows are LDF = 72 floats apart, so 16-byte aligned).
 __device__ __forceinline__ void split_a_hilo(const float* sA, bf16* sAh, bf16* sAl, int tid, int lda = 65) {
   for (int idx = tid; idx < 64 * 64; idx += kThreads) {
     const int i = idx >> 6, j = idx & 63;

@@ -98,8 +98,13 @@ struct V7Smem {
 /// v4's intra kernel writes it (tc_common.cuh intra_body's a_out); a_out is unused otherwise. Since session 15
 /// kA also writes lean_g (as kLean does, beside q~ and k~), which the lean state kernels of the saving forward
 /// (v2_state_lean_save) and of the backward's recompute (v2_state_bwd_lean) read where forward rung 9 is `best`.
-template <int KP, int GATE, class Tg, bool kLean = false, bool kPdlWait = false, bool kA = false>
+template <int KP, int GATE, class Tg, bool kLean = false, bool kPdlWait = false, bool kA = false, bool kTrigger = false>
 __global__ void __launch_bounds__(kThreads) intra_v7(KParams p, float* a_out) {
+  if constexpr (kTrigger) {  // EXPERIMENT (session 16, LINATTN_LEAN_PDL): the lean state kernel may launch
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+  }
   using S = V7Smem<KP>;
   constexpr int LDF = S::LDF;
   constexpr int LDK = S::LDK;
@@ -133,18 +138,27 @@ __global__ void __launch_bounds__(kThreads) intra_v7(KParams p, float* a_out) {
 
   // ---- E1: one batch of loads (v4's phase 1); sL and sP zeroed (disjoint from sK, sQ). sA lives in
   // sQ's bytes and is zeroed in E4.
+  // A thread's 16-byte column d8 is the same in every sweep (kThreads is a multiple of KP / 8) and its row
+  // advances by RS, so the global offset advances by RS H K: one 64-bit add per sweep instead of the row's
+  // product (session 16: this loop was 7% of the kernel's instructions, mostly that address arithmetic).
   const bool vec_k = K % 8 == 0;
-  for (int idx = tid; idx < 64 * (KP / 8); idx += kThreads) {
-    const int i = idx / (KP / 8), d8 = (idx % (KP / 8)) * 8;
-    const bool in = i < Lc && d8 < K;
-    if (vec_k) {
-      cp_async16(sK + i * LDK + d8, in ? k + row(i) * K + d8 : k, in ? 16 : 0);
-      cp_async16(sQ + i * LDK + d8, in ? q + row(i) * K + d8 : q, in ? 16 : 0);
-    } else {
-      for (int e = 0; e < 8; ++e) {
-        const bool ok = in && d8 + e < K;
-        sK[i * LDK + d8 + e] = ok ? k[row(i) * K + d8 + e] : __float2bfloat16(0.f);
-        sQ[i * LDK + d8 + e] = ok ? q[row(i) * K + d8 + e] : __float2bfloat16(0.f);
+  {
+    constexpr int PK = KP / 8, RS = kThreads / PK;
+    static_assert(kThreads % PK == 0 && 64 % RS == 0, "a fixed column per thread, whole sweeps");
+    const int d8 = (tid % PK) * 8, i0 = tid / PK;
+    const std::int64_t step = std::int64_t(RS) * H * K;
+    std::int64_t off = row(i0) * K + d8;  // element offset of (token tok0 + i, head h, channel d8)
+    for (int i = i0; i < 64; i += RS, off += step) {
+      const bool in = i < Lc && d8 < K;
+      if (vec_k) {
+        cp_async16(sK + i * LDK + d8, in ? k + off : k, in ? 16 : 0);
+        cp_async16(sQ + i * LDK + d8, in ? q + off : q, in ? 16 : 0);
+      } else {
+        for (int e = 0; e < 8; ++e) {
+          const bool ok = in && d8 + e < K;
+          sK[i * LDK + d8 + e] = ok ? k[off + e] : __float2bfloat16(0.f);
+          sQ[i * LDK + d8 + e] = ok ? q[off + e] : __float2bfloat16(0.f);
+        }
       }
     }
   }
@@ -153,7 +167,7 @@ __global__ void __launch_bounds__(kThreads) intra_v7(KParams p, float* a_out) {
   cp_async_commit();
   tci::VTile vt;
   tci::load_vtile<false, Tg>(vt, p, tok0, Lc, h, 0);
-  for (int idx = tid; idx < 64 * LDF; idx += kThreads) sL[idx] = 0.f;
+  for (int idx = tid; idx < 64 * LDF / 4; idx += kThreads) reinterpret_cast<float4*>(sL)[idx] = make_float4(0.f, 0.f, 0.f, 0.f);
   for (int idx = tid; idx < 64 * 72 / 8; idx += kThreads)
     reinterpret_cast<uint4*>(sP)[idx] = make_uint4(0, 0, 0, 0);
   cp_async_wait<0>();
@@ -232,9 +246,11 @@ __global__ void __launch_bounds__(kThreads) intra_v7(KParams p, float* a_out) {
 #pragma unroll
     for (int i = 0; i < 16; ++i) sA[(16 * I + i) * LDF + 16 * I + j] = a[i];
   }
-  for (int idx = tid; idx < 64 * LDF; idx += kThreads) {
-    const int i = idx / LDF, j = idx % LDF;
-    if (j == 64 || (i >> 4) != (j >> 4)) sA[idx] = 0.f;
+  {  // every element outside A's diagonal blocks, columns 64 to LDF - 1 included: 16-byte stores, 4 threads a row
+    static_assert(kThreads == 4 * 64 && LDF % 4 == 0, "4 threads per row of sA");
+    const int i = tid >> 2;
+    for (int c4 = tid & 3; c4 < LDF / 4; c4 += 4)  // the 4 columns 4 c4.. lie in one 16-column block
+      if ((i >> 4) != (c4 >> 2)) reinterpret_cast<float4*>(sA + i * LDF)[c4] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
   for (int idx = tid; idx < 64 * 8; idx += kThreads) {
     const int i = idx >> 3, j8 = (idx & 7) * 8;
@@ -277,7 +293,19 @@ __global__ void __launch_bounds__(kThreads) intra_v7(KParams p, float* a_out) {
   // is dead), k~ = k exp(G_C - G) and exp(G_C) to the workspace (v4's phase 5 without its q part).
   if constexpr (kA)  // v4's a_out loop (tc_common.cuh intra_body), rows LDF apart here
     for (int idx = tid; idx < Lc * 64; idx += kThreads) a_out[row(idx >> 6) * 64 + (idx & 63)] = sA[(idx >> 6) * LDF + (idx & 63)];
-  split_a_hilo(sA, sAh, sAl, tid, LDF);
+  // A's hi / lo split (tc_common.cuh split_a_hilo's values: hi = bf16(a), lo = bf16(a - hi), both rounded to
+  // nearest), four columns per step: 16-byte loads of sA (rows LDF floats apart) and 8-byte stores.
+  for (int idx = tid; idx < 64 * 16; idx += kThreads) {
+    const int i = idx >> 4, j = (idx & 15) * 4;
+    const float4 a = *reinterpret_cast<const float4*>(sA + i * LDF + j);
+    const __nv_bfloat162 h01 = __floats2bfloat162_rn(a.x, a.y), h23 = __floats2bfloat162_rn(a.z, a.w);
+    const __nv_bfloat162 l01 = __floats2bfloat162_rn(a.x - __low2float(h01), a.y - __high2float(h01));
+    const __nv_bfloat162 l23 = __floats2bfloat162_rn(a.z - __low2float(h23), a.w - __high2float(h23));
+    *reinterpret_cast<uint2*>(sAh + i * 72 + j) =
+        make_uint2(*reinterpret_cast<const unsigned*>(&h01), *reinterpret_cast<const unsigned*>(&h23));
+    *reinterpret_cast<uint2*>(sAl + i * 72 + j) =
+        make_uint2(*reinterpret_cast<const unsigned*>(&l01), *reinterpret_cast<const unsigned*>(&l23));
+  }
   for (int idx = tid; idx < 64 * (KP / 8); idx += kThreads) {
     const int i = idx / (KP / 8), d8 = (idx % (KP / 8)) * 8;
     float kv[8], G[8], GC[8], e[8];
@@ -358,15 +386,15 @@ bool in_v7_range(const Call& c) {
 
 /// kPdl: launched as a programmatic dependent of the previous kernel in the stream (rung 10), the kernel's
 /// kPdlWait instantiation.
-template <int KP, bool kLean = false, bool kPdl = false, bool kA = false>
+template <int KP, bool kLean = false, bool kPdl = false, bool kA = false, bool kTrigger = false>
 void launch_intra_kp(const Call& c, float* a_out = nullptr) {
   // kA launches (the saving forward, rung 18's prepare) never consult LINATTN_TC_ONLY: what they write is kept.
   if ((kA || !skip_kernel("intra")) && c.p.num_chunks > 0) {
     auto go = [&](auto tg) {
       using Tg = decltype(tg);
       constexpr int bytes = V7Smem<KP>::bytes;
-      auto kern = c.p.gate == kGateScalar ? intra_v7<KP, kGateScalar, Tg, kLean, kPdl, kA>
-                                          : intra_v7<KP, kGateNone, Tg, kLean, kPdl, kA>;
+      auto kern = c.p.gate == kGateScalar ? intra_v7<KP, kGateScalar, Tg, kLean, kPdl, kA, kTrigger>
+                                          : intra_v7<KP, kGateNone, Tg, kLean, kPdl, kA, kTrigger>;
       LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
       // The largest shared-memory carveout, so that the driver gives the SM room for 3 blocks.
       LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
@@ -419,7 +447,11 @@ void v7_intra_launch(const Call& c, int KP) {
   launch_intra_kp<128>(c);
 }
 
-void v7_intra_lean_launch(const Call& c, int KP) {
+void v7_intra_lean_launch(const Call& c, int KP, bool trigger) {
+  if (trigger) {
+    if (KP == 64) return launch_intra_kp<64, true, false, false, true>(c);
+    return launch_intra_kp<128, true, false, false, true>(c);
+  }
   if (KP == 64) return launch_intra_kp<64, true>(c);
   launch_intra_kp<128, true>(c);
 }
