@@ -514,9 +514,8 @@ struct StateBwdOut {
 /// and v_new (v_new before its exp(G_C - G_i) factor, as kBwd stores it), and the backward's recompute runs
 /// the lean chain without o (no q rows loaded), so both give the lean states bit for bit. For DeltaNet the
 /// lean and default chains give the same S and v_new (k~ = k, one bf16 v_new); only o differs.
-template <int KP, int BV, bool kBwd, bool kHt, int NS, bool kPF, bool kBulk, bool kLean, bool kSave = false, bool kQHi = false>
+template <int KP, int BV, bool kBwd, bool kHt, int NS, bool kPF, bool kBulk, bool kLean, bool kSave = false>
 __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOut& bwd) {
-  static_assert(!kQHi || (kLean && !kBwd), "kQHi: the lean forward's q S product on S's hi part only");
   static_assert(!kSave || (!kBwd && !kHt && NS == 2 && !kPF && !kBulk), "kSave: the default or lean forward kernel plus kBwd's stores");
   static_assert(!kBulk || NS == 2, "kBulk: two stages (parity of chunk ci's barrier phase = (ci >> 1) & 1)");
   static_assert(NS != 1 || (!kBwd && !kBulk), "NS = 1 (LINATTN_STATE_OCC2): the forward only, cp.async tiles");
@@ -606,15 +605,20 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
       return;
     }
     if constexpr (kLean) {  // W from the workspace; q, k rows of the chunk's tokens from the inputs
-      constexpr int PK = KP / 8;
+      // A thread's 16-byte column d8 is the same in every sweep and its row advances by RS, so both offsets
+      // advance by constants (session 16: the per-row 64-bit products were most of this loop's instructions,
+      // spent by every warp between the chunk's first barrier and its first product).
+      constexpr int PK = KP / 8, RS = kThreads / PK;
+      static_assert(kThreads % PK == 0 && 64 % RS == 0, "a fixed column per thread, whole sweeps");
       const int tok0 = t_begin + ci * C, Lc = min(C, t_end - tok0);
       const bf16* q = static_cast<const bf16*>(p.q);
       const bf16* k = static_cast<const bf16*>(p.k);
-      for (int idx = tid; idx < 64 * PK; idx += kThreads) {
-        const int i = idx / PK, d8 = (idx % PK) * 8;
-        cp_async16(dW + i * LDK + d8, ws.w + (cw * 64 + i) * KP + d8);
+      const int d8 = (tid % PK) * 8, i0 = tid / PK;
+      const std::int64_t xstep = std::int64_t(RS) * H * K;
+      std::int64_t woff = (cw * 64 + i0) * KP + d8, src = (std::int64_t(tok0 + i0) * H + h) * K + d8;
+      for (int i = i0; i < 64; i += RS, woff += RS * KP, src += xstep) {
+        cp_async16(dW + i * LDK + d8, ws.w + woff);
         const bool in = i < Lc && d8 < K;
-        const std::int64_t src = (std::int64_t(tok0 + i) * H + h) * K + d8;
         if (K % 8 == 0) {
           if (!kBwd) cp_async16(dQ + i * LDK + d8, in ? q + src : q, in ? 16 : 0);  // kBwd: no q S
           cp_async16(dK + i * LDK + d8, in ? k + src : k, in ? 16 : 0);
@@ -632,9 +636,14 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
       cp_async_wqk_tiles<KP, !kBwd>(dW, dQ, dK, ws, cw, tid);
     }
     if (!kBwd) cp_async_p_tile(dP, ws.P, cw, tid);
-    for (int idx = tid; idx < 64 * (BV / 4); idx += kThreads) {
-      const int i = idx / (BV / 4), c4 = (idx % (BV / 4)) * 4;
-      cp_async16(dU + i * LDU + c4, ws.u + (cw * 64 + i) * VP + v0 + c4, v0 + c4 < VP ? 16 : 0);
+    {  // u's 64 x BV tile: a fixed 16-byte column per thread, rows RU apart (offsets by constant steps)
+      constexpr int PU = BV / 4, RU = kThreads / PU;
+      static_assert(kThreads % PU == 0 && 64 % RU == 0, "a fixed column per thread, whole sweeps");
+      const int c4 = (tid % PU) * 4, i0 = tid / PU;
+      const bool live = v0 + c4 < VP;
+      std::int64_t uoff = (cw * 64 + i0) * VP + v0 + c4;
+      for (int i = i0; i < 64; i += RU, uoff += std::int64_t(RU) * VP)
+        cp_async16(dU + i * LDU + c4, ws.u + uoff, live ? 16 : 0);
     }
     cp_async_gc<KP>(dG, ws.gC, cw, tid);
     cp_async_commit();
@@ -763,10 +772,8 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
         if (!kBwd) {
           mma_bf16(os_[2 * np], aq, bh[0], bh[1]);
           mma_bf16(os_[2 * np + 1], aq, bh[2], bh[3]);
-          if (!kQHi) {
-            mma_bf16(os_[2 * np], aq, bl[0], bl[1]);
-            mma_bf16(os_[2 * np + 1], aq, bl[2], bl[3]);
-          }
+          mma_bf16(os_[2 * np], aq, bl[0], bl[1]);
+          mma_bf16(os_[2 * np + 1], aq, bl[2], bl[3]);
         }
       }
       if (ONT % 2) {  // BV = 16 with 2 n-groups: one n-tile per warp
@@ -781,7 +788,7 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
         mma_bf16(ws_[ONT - 1], aw, l0, l1);
         if (!kBwd) {
           mma_bf16(os_[ONT - 1], aq, h0, h1);
-          if (!kQHi) mma_bf16(os_[ONT - 1], aq, l0, l1);
+          mma_bf16(os_[ONT - 1], aq, l0, l1);
         }
       }
     }
@@ -888,191 +895,9 @@ __global__ void __launch_bounds__(kThreads, NS == 1 ? 2 : 0) v2_state(KParams p,
 }
 
 /// Forward rung 6's state kernel (v2_state_body's kLean; two stages, cp.async tiles).
-/// EXPERIMENT (session 16, knobs): kQHi (LINATTN_LEAN_QHI=1) takes q S on S's hi part only; kPdlWait
-/// (LINATTN_LEAN_PDL=1) is launched as a programmatic dependent of rung 9's intra kernel and waits for it
-/// before anything else.
-template <int KP, int BV, bool kQHi = false, bool kPdlWait = false>
+template <int KP, int BV>
 __global__ void __launch_bounds__(kThreads) v2_state_lean(KParams p) {
-  if constexpr (kPdlWait) {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-  }
-  v2_state_body<KP, BV, false, false, 2, false, false, true, false, kQHi>(p, StateBwdOut{});
-}
-
-/// EXPERIMENT (session 16, LINATTN_LEAN_WS=1): v2_state_lean at 64 value columns with 16 warps in two roles.
-/// Warps 0-7 (the recurrence) run the lean kernel's v_new = u - w_aux S and S' = exp(G_C) S + k^T [exp(G_C -
-/// G_i) v_new_i] as warps 0-7 of v2_state_lean do; warps 8-15 (the output) run its o = scale exp(G_i) (q S) +
-/// P v_new, as those warps do, beside them. Same shared layout, same operations per value in the same order,
-/// so the same bits; each SM has 16 warps instead of 8, and a warp's chain per chunk is about half as long.
-template <int KP>
-__global__ void __launch_bounds__(2 * kThreads, 1) v2_state_lean_ws(KParams p) {
-  constexpr int BV = 64, NT = 2 * kThreads;
-  using S = StateSmem<KP, BV, 2, false, true>;
-  constexpr int LDK = S::LDK, LDV = S::LDV, LDU = S::LDU;
-  extern __shared__ __align__(16) char smem[];
-  bf16* sSh = reinterpret_cast<bf16*>(smem + S::sSh);
-  bf16* sSl = reinterpret_cast<bf16*>(smem + S::sSl);
-  bf16* sVn = reinterpret_cast<bf16*>(smem + S::sVn);
-  bf16* sVk = reinterpret_cast<bf16*>(smem + S::sVk);
-  const int K = p.K, V = p.V, H = p.H;
-  const int n = blockIdx.x, h = blockIdx.y, v0 = blockIdx.z * BV;
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
-  const bool rec = warp < 8;  // recurrence warps; else output warps
-  const int lw = warp & 7;
-  const V2Ws ws = v2_ws(p, KP);
-  const int VP = vpad(V);
-  bf16* o = static_cast<bf16*>(p.o);
-  const int t_begin = seq_begin(p, n), t_end = seq_end(p, n);
-  const int nchunks = (t_end - t_begin + C - 1) / C;
-  const int c_first = p.seq_chunk0 ? p.seq_chunk0[n] : n * p.chunks_per_seq;
-  constexpr int MT = KP / 16, NG = 8 / MT, SNT = BV / 8 / NG, ONT = BV / 16;
-  static_assert(SNT % 2 == 0 && ONT % 2 == 0, "whole n-tile pairs");
-  const int sm = lw % MT, sn0 = (lw / MT) * SNT;
-  const int wm = lw & 3, wn0 = (lw >> 2) * ONT;
-  const bool lean_gated = p.gate == kGateScalar;
-
-  float st[SNT][4];
-  const std::int64_t sbase = (std::int64_t(n) * H + h) * K * V;
-  if (rec) {
-    state_frag_load(st, p.h0, sbase, K, V, sm, sn0, v0, g8, t4);
-    state_frag_store_hilo<LDV>(st, sSh, sSl, sm, sn0, g8, t4);
-  }
-
-  auto issue = [&](int ci) {  // v2_state_body's kLean issue() with NT threads
-    const int stg = ci % 2;
-    const std::int64_t cw = std::int64_t(c_first + ci) * H + h;
-    bf16* dW = reinterpret_cast<bf16*>(smem + S::sW + stg * S::tileK);
-    bf16* dQ = reinterpret_cast<bf16*>(smem + S::sQg + stg * S::tileK);
-    bf16* dK = reinterpret_cast<bf16*>(smem + S::sKd + stg * S::tileK);
-    bf16* dP = reinterpret_cast<bf16*>(smem + S::sP + stg * 64 * 72 * 2);
-    float* dU = reinterpret_cast<float*>(smem + S::sU + stg * 64 * LDU * 4);
-    float* dG = reinterpret_cast<float*>(smem + S::sgC + stg * KP * 4);
-    float* dGl = reinterpret_cast<float*>(smem + S::sGl + stg * 64 * 4);
-    constexpr int PK = KP / 8;
-    const int tok0 = t_begin + ci * C, Lc = min(C, t_end - tok0);
-    const bf16* q = static_cast<const bf16*>(p.q);
-    const bf16* k = static_cast<const bf16*>(p.k);
-    for (int idx = tid; idx < 64 * PK; idx += NT) {
-      const int i = idx / PK, d8 = (idx % PK) * 8;
-      cp_async16(dW + i * LDK + d8, ws.w + (cw * 64 + i) * KP + d8);
-      const bool in = i < Lc && d8 < K;
-      const std::int64_t src = (std::int64_t(tok0 + i) * H + h) * K + d8;
-      if (K % 8 == 0) {
-        cp_async16(dQ + i * LDK + d8, in ? q + src : q, in ? 16 : 0);
-        cp_async16(dK + i * LDK + d8, in ? k + src : k, in ? 16 : 0);
-      } else {
-        for (int e = 0; e < 8; ++e) {
-          const bool ok = in && d8 + e < K;
-          dQ[i * LDK + d8 + e] = ok ? q[src + e] : __float2bfloat16(0.f);
-          dK[i * LDK + d8 + e] = ok ? k[src + e] : __float2bfloat16(0.f);
-        }
-      }
-    }
-    if (tid < 16) cp_async16(dGl + tid * 4, lean_g(p, KP) + cw * 64 + tid * 4);
-    for (int idx = tid; idx < 64 * 8; idx += NT) {
-      const int i = idx >> 3, j8 = (idx & 7) * 8;
-      cp_async16(dP + i * 72 + j8, ws.P + (cw * 64 + i) * 64 + j8);
-    }
-    for (int idx = tid; idx < 64 * (BV / 4); idx += NT) {
-      const int i = idx / (BV / 4), c4 = (idx % (BV / 4)) * 4;
-      cp_async16(dU + i * LDU + c4, ws.u + (cw * 64 + i) * VP + v0 + c4, v0 + c4 < VP ? 16 : 0);
-    }
-    for (int idx = tid; idx < KP / 4; idx += NT) cp_async16(dG + idx * 4, ws.gC + cw * KP + idx * 4);
-    cp_async_commit();
-  };
-
-  if (nchunks > 0) issue(0);
-  for (int ci = 0; ci < nchunks; ++ci) {
-    const int stg = ci % 2, tok0 = t_begin + ci * C, Lc = min(C, t_end - tok0);
-    cp_async_wait<0>();
-    __syncthreads();  // stage stg landed for every thread; previous chunk fully done
-    if (ci + 1 < nchunks) issue(ci + 1);
-    const bf16* sW = reinterpret_cast<const bf16*>(smem + S::sW + stg * S::tileK);
-    const bf16* sQg = reinterpret_cast<const bf16*>(smem + S::sQg + stg * S::tileK);
-    const bf16* sKd = reinterpret_cast<const bf16*>(smem + S::sKd + stg * S::tileK);
-    const bf16* sP = reinterpret_cast<const bf16*>(smem + S::sP + stg * 64 * 72 * 2);
-    const float* sU = reinterpret_cast<const float*>(smem + S::sU + stg * 64 * LDU * 4);
-    const float* sgC = reinterpret_cast<const float*>(smem + S::sgC + stg * KP * 4);
-    const float* sG_ = reinterpret_cast<const float*>(smem + S::sGl + stg * 64 * 4);
-    const int r0 = 16 * wm + g8;
-    float acc[ONT][4] = {};  // recurrence warps: w_aux S, then v_new; output warps: q S, then o
-    const bf16* sA = rec ? sW : sQg;
-#pragma unroll
-    for (int k0 = 0; k0 < KP; k0 += 16) {
-      unsigned a[4];
-      load_a(a, sA, LDK, 16 * wm, k0);
-#pragma unroll
-      for (int np = 0; np < ONT / 2; ++np) {
-        unsigned bh[4], bl[4];
-        load_b_kn(bh, sSh, LDV, k0, 8 * wn0 + 16 * np);
-        load_b_kn(bl, sSl, LDV, k0, 8 * wn0 + 16 * np);
-        mma_bf16(acc[2 * np], a, bh[0], bh[1]);
-        mma_bf16(acc[2 * np + 1], a, bh[2], bh[3]);
-        mma_bf16(acc[2 * np], a, bl[0], bl[1]);
-        mma_bf16(acc[2 * np + 1], a, bl[2], bl[3]);
-      }
-    }
-    const float g0 = sG_[r0], g1 = sG_[r0 + 8], gc = sG_[63];
-    if (rec) {
-      const float vf0 = exp2f(gc - g0), vf1 = exp2f(gc - g1);
-#pragma unroll
-      for (int nt = 0; nt < ONT; ++nt) {
-        const int i = r0, col = 8 * (wn0 + nt) + 2 * t4;
-        const float2 u01 = *reinterpret_cast<const float2*>(sU + i * LDU + col);
-        const float2 u23 = *reinterpret_cast<const float2*>(sU + (i + 8) * LDU + col);
-        acc[nt][0] = u01.x - acc[nt][0], acc[nt][1] = u01.y - acc[nt][1];
-        acc[nt][2] = u23.x - acc[nt][2], acc[nt][3] = u23.y - acc[nt][3];
-        *reinterpret_cast<unsigned*>(sVn + i * LDV + col) = pack_bf16(acc[nt][0], acc[nt][1]);
-        *reinterpret_cast<unsigned*>(sVn + (i + 8) * LDV + col) = pack_bf16(acc[nt][2], acc[nt][3]);
-        if (lean_gated) {
-          *reinterpret_cast<unsigned*>(sVk + i * LDV + col) = pack_bf16(acc[nt][0] * vf0, acc[nt][1] * vf0);
-          *reinterpret_cast<unsigned*>(sVk + (i + 8) * LDV + col) = pack_bf16(acc[nt][2] * vf1, acc[nt][3] * vf1);
-        }
-      }
-    } else {
-      const float qf0 = p.scale * exp2f(g0), qf1 = p.scale * exp2f(g1);
-#pragma unroll
-      for (int nt = 0; nt < ONT; ++nt) acc[nt][0] *= qf0, acc[nt][1] *= qf0, acc[nt][2] *= qf1, acc[nt][3] *= qf1;
-    }
-    __syncthreads();  // v_new complete in sVn (sVk); every read of sSh / sSl done
-
-    if (rec) {  // S = Diag(exp(G_C)) S + k^T v_new~, then its hi / lo parts for the next chunk
-      const bf16* sVs = lean_gated ? sVk : sVn;
-      state_frag_decay(st, sgC, sm, g8);
-#pragma unroll
-      for (int k0 = 0; k0 < 64; k0 += 16) {
-        unsigned a[4];
-        load_a_t(a, sKd, LDK, 16 * sm, k0);
-        mma_acc_b(st, a, sVs, LDV, k0, 8 * sn0);
-      }
-      state_frag_store_hilo<LDV>(st, sSh, sSl, sm, sn0, g8, t4);
-    } else {  // o += P v_new, then o (rows < Lc, columns < V)
-#pragma unroll
-      for (int k0 = 0; k0 < 64; k0 += 16) {
-        if (k0 > 16 * wm) break;
-        unsigned a[4];
-        load_a(a, sP, 72, 16 * wm, k0);
-        mma_acc_b(acc, a, sVn, LDV, k0, 8 * wn0);
-      }
-#pragma unroll
-      for (int nt = 0; nt < ONT; ++nt)
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const int i = r0 + 8 * hh, col = v0 + 8 * (wn0 + nt) + 2 * t4;
-          if (i >= Lc) continue;
-          bf16* dst = o + (std::int64_t(tok0 + i) * H + h) * V + col;
-          if (col + 1 < V && (V % 2) == 0) {
-            *reinterpret_cast<unsigned*>(dst) = pack_bf16(acc[nt][2 * hh], acc[nt][2 * hh + 1]);
-          } else {
-            if (col < V) dst[0] = __float2bfloat16(acc[nt][2 * hh]);
-            if (col + 1 < V) dst[1] = __float2bfloat16(acc[nt][2 * hh + 1]);
-          }
-        }
-    }
-  }
-  if (rec && p.ht) state_frag_store(st, p.ht, sbase, K, V, sm, sn0, v0, g8, t4);
+  v2_state_body<KP, BV, false, false, 2, false, false, true>(p, StateBwdOut{});
 }
 
 /// Forward rung 10's state kernel (v10_pipeline.cu): v2_state's default forward kernel (two stages, cp.async
@@ -1219,40 +1044,9 @@ decltype(auto) with_kp_bv(int KP, int bv, F&& f) {
 }
 
 template <int KP, int BV>
-void launch_state_lean(const Call& c, bool pdl, bool wsplit) {
+void launch_state_lean(const Call& c) {
   constexpr int bytes = StateSmem<KP, BV, 2, false, true>::bytes;
   static_assert(bytes <= 227 * 1024, "lean state kernel shared memory over the sm_90 limit");
-  if constexpr (BV == 64) {  // EXPERIMENT (session 16): LINATTN_LEAN_QHI, LINATTN_LEAN_PDL, LINATTN_STATE_GRID=flat
-    if (wsplit) {
-      LINATTN_CUDA_CHECK(cudaFuncSetAttribute(v2_state_lean_ws<KP>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-      v2_state_lean_ws<KP><<<dim3(c.p.N, c.p.H, (c.p.V + BV - 1) / BV), 2 * kThreads, bytes, c.stream>>>(c.p);
-      LINATTN_CUDA_CHECK(cudaGetLastError());
-      return;
-    }
-    const bool qhi = env_int("LINATTN_LEAN_QHI") == 1, flat = state_grid_flat();
-    if (qhi || pdl || flat) {
-      auto go = [&](auto kern) {
-        LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-        const int nvt = (c.p.V + BV - 1) / BV;
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = flat ? dim3(unsigned(c.p.N) * c.p.H * nvt) : dim3(c.p.N, c.p.H, nvt);
-        cfg.blockDim = dim3(kThreads);
-        cfg.dynamicSmemBytes = bytes;
-        cfg.stream = c.stream;
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[0].val.programmaticStreamSerializationAllowed = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = pdl ? 1 : 0;
-        LINATTN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kern, c.p));
-        LINATTN_CUDA_CHECK(cudaGetLastError());
-      };
-      if (qhi && pdl) return go(v2_state_lean<KP, BV, true, true>);
-      if (qhi) return go(v2_state_lean<KP, BV, true, false>);
-      if (pdl) return go(v2_state_lean<KP, BV, false, true>);
-      return go(v2_state_lean<KP, BV>);
-    }
-  }
   launch_value_tiles<BV>(v2_state_lean<KP, BV>, bytes, c);
 }
 
@@ -1342,11 +1136,11 @@ std::size_t tc_state_smem_bytes(int KP, int BV) {
                     [](auto kp, auto bv) { return std::size_t(StateSmem<decltype(kp)::value, decltype(bv)::value>::bytes); });
 }
 
-void tc_state_lean_launch(const Call& c, int KP, bool pdl, bool wsplit) {
+void tc_state_lean_launch(const Call& c, int KP) {
   if (skip_kernel("state")) return;
   // the default kernel's tile widths (no knobs: NS = 2, 3-d grid)
   with_kp_bv(KP, pick_bv(c.p),
-             [&](auto kp, auto bv) { launch_state_lean<decltype(kp)::value, decltype(bv)::value>(c, pdl, wsplit); });
+             [&](auto kp, auto bv) { launch_state_lean<decltype(kp)::value, decltype(bv)::value>(c); });
 }
 
 void tc_state_bwd_launch(const Call& c, int KP, float* s_out, float* vn_out) {

@@ -98,13 +98,8 @@ struct V7Smem {
 /// v4's intra kernel writes it (tc_common.cuh intra_body's a_out); a_out is unused otherwise. Since session 15
 /// kA also writes lean_g (as kLean does, beside q~ and k~), which the lean state kernels of the saving forward
 /// (v2_state_lean_save) and of the backward's recompute (v2_state_bwd_lean) read where forward rung 9 is `best`.
-template <int KP, int GATE, class Tg, bool kLean = false, bool kPdlWait = false, bool kA = false, bool kTrigger = false>
+template <int KP, int GATE, class Tg, bool kLean = false, bool kPdlWait = false, bool kA = false>
 __global__ void __launch_bounds__(kThreads) intra_v7(KParams p, float* a_out) {
-  if constexpr (kTrigger) {  // EXPERIMENT (session 16, LINATTN_LEAN_PDL): the lean state kernel may launch
-#if __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-  }
   using S = V7Smem<KP>;
   constexpr int LDF = S::LDF;
   constexpr int LDK = S::LDK;
@@ -196,15 +191,24 @@ __global__ void __launch_bounds__(kThreads) intra_v7(KParams p, float* a_out) {
     float kk[4][4] = {}, qk[4][4] = {};
     if (32 * nh <= 16 * mi + 15) {
       mma_kk_qk<KP>(kk, qk, sK, sQ, LDK, mi, nh);
+      // Element (i, j) of the fragment: L = beta_i (k_i . k_j) exp(G_i - G_j) for j < i, P = scale (q_i . k_j)
+      // exp(G_i - G_j) for j <= i (v4's expressions), written a column pair (j, j + 1) at a time: one 8-byte
+      // store to sL, one 4-byte store of two bf16 to sP (session 16; the same values, half the stores).
+      const int ia = 16 * mi + g8;  // rows ia (fragment elements 0, 1) and ia + 8 (elements 2, 3)
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
+      for (int nt = 0; nt < 4; ++nt) {
+        const int j = 32 * nh + 8 * nt + 2 * t4;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int i = 16 * mi + g8 + (e >> 1) * 8, j = 32 * nh + 8 * nt + 2 * t4 + (e & 1);
-          const float ex = j <= i ? exp2f(Gs(i) - Gs(j)) : 0.f;
-          sL[i * LDF + j] = j < i ? sBeta[i] * kk[nt][e] * ex : 0.f;
-          sP[i * 72 + j] = __float2bfloat16(j <= i ? scale * qk[nt][e] * ex : 0.f);
+        for (int hh = 0; hh < 2; ++hh) {
+          const int i = ia + 8 * hh;
+          const float ex0 = j <= i ? exp2f(Gs(i) - Gs(j)) : 0.f;
+          const float ex1 = j + 1 <= i ? exp2f(Gs(i) - Gs(j + 1)) : 0.f;
+          *reinterpret_cast<float2*>(sL + i * LDF + j) =
+              make_float2(j < i ? sBeta[i] * kk[nt][2 * hh] * ex0 : 0.f, j + 1 < i ? sBeta[i] * kk[nt][2 * hh + 1] * ex1 : 0.f);
+          *reinterpret_cast<unsigned*>(sP + i * 72 + j) =
+              pack_bf16(j <= i ? scale * qk[nt][2 * hh] * ex0 : 0.f, j + 1 <= i ? scale * qk[nt][2 * hh + 1] * ex1 : 0.f);
         }
+      }
     }
   }
   if constexpr (kLean || kA) {  // kA: the saving forward's lean state kernel and the lean recompute read it
@@ -386,15 +390,15 @@ bool in_v7_range(const Call& c) {
 
 /// kPdl: launched as a programmatic dependent of the previous kernel in the stream (rung 10), the kernel's
 /// kPdlWait instantiation.
-template <int KP, bool kLean = false, bool kPdl = false, bool kA = false, bool kTrigger = false>
+template <int KP, bool kLean = false, bool kPdl = false, bool kA = false>
 void launch_intra_kp(const Call& c, float* a_out = nullptr) {
   // kA launches (the saving forward, rung 18's prepare) never consult LINATTN_TC_ONLY: what they write is kept.
   if ((kA || !skip_kernel("intra")) && c.p.num_chunks > 0) {
     auto go = [&](auto tg) {
       using Tg = decltype(tg);
       constexpr int bytes = V7Smem<KP>::bytes;
-      auto kern = c.p.gate == kGateScalar ? intra_v7<KP, kGateScalar, Tg, kLean, kPdl, kA, kTrigger>
-                                          : intra_v7<KP, kGateNone, Tg, kLean, kPdl, kA, kTrigger>;
+      auto kern = c.p.gate == kGateScalar ? intra_v7<KP, kGateScalar, Tg, kLean, kPdl, kA>
+                                          : intra_v7<KP, kGateNone, Tg, kLean, kPdl, kA>;
       LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
       // The largest shared-memory carveout, so that the driver gives the SM room for 3 blocks.
       LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
@@ -447,11 +451,7 @@ void v7_intra_launch(const Call& c, int KP) {
   launch_intra_kp<128>(c);
 }
 
-void v7_intra_lean_launch(const Call& c, int KP, bool trigger) {
-  if (trigger) {
-    if (KP == 64) return launch_intra_kp<64, true, false, false, true>(c);
-    return launch_intra_kp<128, true, false, false, true>(c);
-  }
+void v7_intra_lean_launch(const Call& c, int KP) {
   if (KP == 64) return launch_intra_kp<64, true>(c);
   launch_intra_kp<128, true>(c);
 }

@@ -30,8 +30,6 @@
 // Range: rung 7's (bf16 inputs, 16 <= K <= 128, gate none or scalar). Every other call runs what rung 7
 // runs there (v4 where v4 takes the call, else v1), so v9 takes every call.
 #include <algorithm>
-#include <cstdlib>
-#include <string>
 
 #include "optimized/cuda/tc_common.cuh"
 
@@ -46,12 +44,8 @@ bool v9_in_best(const Call& c) { return v7_in_range(c) && tc_pick_bv(c.p) == 64;
 void v9_launch(Call c) {
   if (!v7_in_range(c)) return v7_launch(c);
   const int KP = tc_pick_kp(c.p.K);
-  // EXPERIMENT (session 16): LINATTN_LEAN_PDL=1 launches the state kernel as a programmatic dependent (64 columns only)
-  const bool pdl = std::getenv("LINATTN_LEAN_PDL") && std::string(std::getenv("LINATTN_LEAN_PDL")) == "1" && tc_pick_bv(c.p) == 64;
-  v7_intra_lean_launch(c, KP, pdl);  // honours LINATTN_TC_ONLY as rung 7's intra launch does
-  // EXPERIMENT (session 16): LINATTN_LEAN_WS=1 runs the 16-warp state kernel (v2_state_lean_ws) at 64 columns
-  const bool wsplit = std::getenv("LINATTN_LEAN_WS") && std::string(std::getenv("LINATTN_LEAN_WS")) == "1";
-  tc_state_lean_launch(c, KP, pdl, wsplit);
+  v7_intra_lean_launch(c, KP);  // honours LINATTN_TC_ONLY as rung 7's intra launch does
+  tc_state_lean_launch(c, KP);
 }
 
 }  // namespace linattn::cuda::detail

@@ -64,7 +64,7 @@ bool v7_in_range(const Call& c);
 /// Rung 7's intra kernel alone (KP = tc_pick_kp(K)), for rung 8.
 void v7_intra_launch(const Call& c, int KP);
 /// Rung 7's intra kernel with rung 6's lean outputs (no q~, k~; G_i to lean_g), for rung 9.
-void v7_intra_lean_launch(const Call& c, int KP, bool trigger = false);
+void v7_intra_lean_launch(const Call& c, int KP);
 /// Rung 7's intra kernel launched as a programmatic dependent of the stream's previous kernel, block (0, 0)
 /// ending with griddepcontrol.wait (kPdlWait), for rung 10.
 void v7_intra_pdl_launch(const Call& c, int KP);
@@ -263,7 +263,7 @@ void tc_state_bwd_lean_launch(const Call& c, int KP, float* s_out, float* vn_out
 /// v2_tensorcore.cu: forward rung 6's state kernel (v2_state's kLean: q, k from the inputs, row factors from
 /// lean_g; o, ht); bf16 inputs, gate none or scalar, KP = 64 or 128. Also the saving forward's without states
 /// where v9_in_best.
-void tc_state_lean_launch(const Call& c, int KP, bool pdl = false, bool wsplit = false);
+void tc_state_lean_launch(const Call& c, int KP);
 /// v2_tensorcore.cu: tc_workspace_bytes plus lean_g's region (what rung 6's and rung 7's kLean and kA intra
 /// kernels write).
 std::size_t tc_lean_workspace_bytes(const KParams& p);
