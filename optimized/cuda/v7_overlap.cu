@@ -15,6 +15,12 @@
 // the mma fragment accesses were 4-way bank conflicts). Same values, so still v4's bits (193 assertions);
 // intra kernel alone, B=8: DeltaNet 0.405 -> 0.385, GDN 0.438 -> 0.416 (rung 9's: 0.379 -> 0.361, 0.408 ->
 // 0.382).
+// Session 16 (calls 3-4, bench/logs_session16/): fewer instructions for the same values -- the E1 load loop's
+// global offsets advance by a constant per sweep instead of a 64-bit product per row, sL and A's off-diagonal
+// blocks are zeroed by 16-byte stores, A's hi / lo split takes four columns a step, and L and P are written a
+// column pair at a time. Rung 9's intra kernel alone, same process: GDN 0.383 -> 0.348 ms, DeltaNet 0.363 ->
+// 0.334 (the kernel issues about one instruction every two cycles per scheduler and waits at barriers; DRAM is
+// not its limit). The bit tests against rungs 4 and 6 and the saved tests pass (calls 3-4).
 //
 // Why (session 7 ncu, RESULTS.md "Forward rung 6"): v4's tci::intra<128, GDN> takes 113,664 B of dynamic
 // shared memory, 2 blocks per SM, and stalls mostly at its barriers (phases done by few warps: the

@@ -12,6 +12,8 @@
 // H=16 V=128; rung 10 elsewhere): the saving forward and the backward's recompute run its lean state kernel
 // there too, so a training step keeps the plain forward's bits. Session 15 call 3 (medians of 3 rounds, B=8):
 // DeltaNet 0.845, GDN 0.870 (fla 1.016, and 0.852 at its fastest for GDN). RESULTS.md "Session 15: rung 9 in best".
+// Session 16 (rung 7's intra kernel and the lean state kernel's loads with fewer instructions, same bits; call 5):
+// DeltaNet 0.796, GDN 0.818 (fla 1.016 and 0.853; RESULTS.md "Session 16").
 //
 // Why. Rung 6 dropped the q~ = scale q exp(G) and k~ = k exp(G_C - G) tiles (2 x 16 KB of the intra
 // kernel's 88 KB of writes per (chunk, head) at K = V = 128; the state kernel reads q and k from the

@@ -2,14 +2,17 @@
 """knob_rounds.py -- the whole forward of one rung under run-time knobs, beside fla, in interleaved rounds
 (session 16): for deciding whether a knob is a gain larger than one process's drift.
 
-    python3 optimized/cuda/bench/knob_rounds.py --lib liblinattn_cuda_capi.so --fla .fla \
-        --runs "base:;flat:LINATTN_STATE_GRID=flat;qhi:LINATTN_LEAN_QHI=1" --rounds 5 \
-        [--ops gated_delta_rule,delta_rule] [--shapes 8x4096x16x128x128] [--version 0]
+    python3 optimized/cuda/bench/knob_rounds.py --lib new/liblinattn_cuda_capi.so --lib2 old/liblinattn_cuda_capi.so \
+        --fla .fla --runs "new:;old@2:;new-intra:LINATTN_TC_ONLY=intra;old-intra@2:LINATTN_TC_ONLY=intra" \
+        --rounds 5 [--ops gated_delta_rule,delta_rule] [--shapes 8x4096x16x128x128] [--version 0]
+
+(session 16 calls 3-5, bench/logs_session16/; calls 1-2 timed knobs of one build that are gone since).
 
 Each run is LABEL:VAR=VALUE,VAR=VALUE (empty: no knob); a label ending in "@2" runs the library given with --lib2
 (another build of the library, loaded into the same process: an A/B of two builds on the same inputs). The variables are set before each call and removed
 after it (the library reads them at each launch). Before timing, every run's o and final state are compared
-with the first run's (relative RMS; 0 means the same bits) and with fla's. Each round times fla and then every
+with the first run's (relative RMS; 0 means the same bits; meaningless for LINATTN_TC_ONLY runs, whose outputs are
+left incomplete by design) and with fla's. Each round times fla and then every
 run once (triton.testing.do_bench medians, L2 flushed between repetitions); the script prints every time and
 each implementation's min / median / max over the rounds.
 """
