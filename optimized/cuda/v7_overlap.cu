@@ -18,9 +18,10 @@
 // Session 16 (calls 3-4, bench/logs_session16/): fewer instructions for the same values -- the E1 load loop's
 // global offsets advance by a constant per sweep instead of a 64-bit product per row, sL and A's off-diagonal
 // blocks are zeroed by 16-byte stores, A's hi / lo split takes four columns a step, and L and P are written a
-// column pair at a time. Rung 9's intra kernel alone, same process: GDN 0.383 -> 0.348 ms, DeltaNet 0.363 ->
-// 0.334 (the kernel issues about one instruction every two cycles per scheduler and waits at barriers; DRAM is
-// not its limit). The bit tests against rungs 4 and 6 and the saved tests pass (calls 3-4).
+// column pair at a time. Rung 9's intra kernel alone, two builds in one process each time: GDN 0.383 -> 0.352 ms
+// and DeltaNet 0.363 -> 0.336 (call 3: the first three), then 0.351 -> 0.348 and 0.335 -> 0.334 (call 4: the
+// column pairs). The kernel issues about one instruction every two cycles per scheduler and waits at barriers;
+// DRAM is not its limit. The bit tests against rungs 4 and 6 and the saved tests pass (calls 3-4).
 //
 // Why (session 7 ncu, RESULTS.md "Forward rung 6"): v4's tci::intra<128, GDN> takes 113,664 B of dynamic
 // shared memory, 2 blocks per SM, and stalls mostly at its barriers (phases done by few warps: the
@@ -199,7 +200,7 @@ __global__ void __launch_bounds__(kThreads) intra_v7(KParams p, float* a_out) {
       mma_kk_qk<KP>(kk, qk, sK, sQ, LDK, mi, nh);
       // Element (i, j) of the fragment: L = beta_i (k_i . k_j) exp(G_i - G_j) for j < i, P = scale (q_i . k_j)
       // exp(G_i - G_j) for j <= i (v4's expressions), written a column pair (j, j + 1) at a time: one 8-byte
-      // store to sL, one 4-byte store of two bf16 to sP (session 16; the same values, half the stores).
+      // store to sL, one 4-byte store of two bf16 to sP (session 16; the same values; sP's stores halved, sL's pair may already have been merged by ptxas).
       const int ia = 16 * mi + g8;  // rows ia (fragment elements 0, 1) and ia + 8 (elements 2, 3)
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt) {
@@ -238,7 +239,7 @@ __global__ void __launch_bounds__(kThreads) intra_v7(KParams p, float* a_out) {
   __syncthreads();  // E3 | E4: sQ's last read before sA, in its bytes, is written
 
   // ---- E4: A = (I + L)^-1, diagonal 16 x 16 blocks by float32 forward substitution (warps 0-1);
-  // meanwhile the other blocks of A (and its pad column) zeroed as v4 zeroes all of A in phase 1, and
+  // meanwhile the other blocks of A (and its pad columns 64 to LDF - 1) zeroed as v4 zeroes all of A in phase 1, and
   // P to the workspace (v4 copies it in phase 5).
   if (warp < 2) {
     const int I = 2 * warp + (lane >> 4), j = lane & 15;

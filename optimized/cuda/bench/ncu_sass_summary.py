@@ -8,7 +8,10 @@ source page exported as CSV on the GPU machine:
 Prints (1) executed instructions and warp-stall samples per opcode (the part before the first '.'),
 (2) the windows of --window consecutive SASS instructions with the most executed instructions, with
 their opcode mix (a window inside a hot loop shows what the loop does), (3) the single instructions
-with the most stall samples, and with --show A:B the SASS lines A..B with both counts. The CSV's
+with the most stall samples, (4) with --epochs, the shares of both counts between consecutive BAR.SYNC
+instructions (a kernel's barrier intervals, in SASS order; a loop with a barrier inside is one interval), and
+with --show A:B the SASS lines A..B with both counts. Session 16 used --epochs on session 14's profiles of
+rung 9's intra kernel (bench/logs_session16/static/). The CSV's
 first line names the kernel, the second holds the column names. Session 6 used it on call 4's
 profiles (bench/logs_session6/call4/ncu_text.tar.xz; RESULTS.md, "Session 6: ncu").
 """
@@ -41,6 +44,7 @@ def main():
     ap.add_argument("--window", type=int, default=64)
     ap.add_argument("--top", type=int, default=12)
     ap.add_argument("--show", default="")
+    ap.add_argument("--epochs", action="store_true", help="shares between consecutive BAR.SYNC instructions")
     a = ap.parse_args()
     kernel, ins = load(a.csv)
     te = sum(x[2] for x in ins) or 1
@@ -68,6 +72,14 @@ def main():
     print("\ninstructions with the most stall samples")
     for i, (src, _, e, s) in sorted(enumerate(ins), key=lambda x: -x[1][3])[: a.top]:
         print(f"[{i:6d}] {100 * s / ts:5.1f}% of samples, executed {e:,}: {src[:80]}")
+    if a.epochs:
+        print("\nbarrier intervals: SASS lines, executed %, stall %")
+        start = 0
+        for i, (src, _, _, _) in enumerate(ins):
+            if "BAR.SYNC" in src or i == len(ins) - 1:
+                ch = ins[start : i + 1]
+                print(f"[{start:6d}-{i:6d}] {100 * sum(x[2] for x in ch) / te:5.1f}% {100 * sum(x[3] for x in ch) / ts:5.1f}%")
+                start = i + 1
     if a.show:
         lo, hi = (int(x) for x in a.show.split(":"))
         print(f"\nSASS {lo}..{hi} (executed, stall samples)")

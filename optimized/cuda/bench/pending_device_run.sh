@@ -8,10 +8,17 @@
 #   2. memcheck and racecheck of the rung 7 and rung 9 bit tests, 3 cases each (the changed intra kernel's
 #      shared-memory stores; the test names joined by a comma, as Catch2 v2 wants them);
 #   3. every operator's forward at B=1 T=32768 and GDN2's at B=8, `best` and fla, 3 rounds (the figures the
-#      issue's goal needs on this tree).
-# If the tree has changed since 1507cda, run every test case of the three programs instead of step 1 (about 460 s
+#      issue's goal needs on this tree);
+#   4. if old/liblinattn_cuda_capi.so is in the carried archive (built at c94be6d, before session 16), a two-build
+#      bit check: `best`'s o and final state from this tree against c94be6d's, every operator, at K = 64 and 100,
+#      odd V, ragged lengths, 16- / 32- / 64-column state tiles (knob_rounds.py prints "against new: o 0.000e+00
+#      state 0.000e+00" when the bits agree). The bit tests between rungs cannot show this for the state kernels'
+#      load loops, which both sides of those tests run (review17).
+# If kernel code has changed since 1507cda (its successors up to session 16's end changed only comments, docs and
+# bench scripts), run every test case of the three programs instead of step 1 (about 460 s
 # on the H200; the backward alone took 308 s in session 15). Needs .cudabin/bins.tar.xz (test_cuda_backward,
-# test_cuda_forward, liblinattn_cuda_capi.so, stripped, built at HEAD; pack with `xz -9e`, or the carry exceeds
+# test_cuda_forward, liblinattn_cuda_capi.so, stripped, built at HEAD, and for step 4 old/liblinattn_cuda_capi.so
+# built at c94be6d, e.g. in `git worktree add /tmp/old c94be6d`; pack with `xz -9e`, or the carry exceeds
 # 64 MiB) and .fla; carry `.cudabin .fla`. Usage on the device: bash optimized/cuda/bench/pending_device_run.sh
 set -u
 OUT=${OUT:-/tmp/out}; END=560
@@ -38,4 +45,12 @@ timeout $(left 100) python3 optimized/cuda/bench/bench_forward.py --lib /tmp/b/l
   --versions 0 --ops gdn2 --shapes 8x4096x16x128x128 --rep 40 --rounds 3 > /tmp/l/fbench_gdn2.log 2>&1
 note "bench_forward GDN2 at B=8, 3 rounds rc $?"
 grep -E '^  rounds' /tmp/l/fbench_gdn2.log >> /tmp/l/summary.log
+if [ -f /tmp/b/old/liblinattn_cuda_capi.so ]; then
+  timeout $(left 120) python3 optimized/cuda/bench/knob_rounds.py --lib /tmp/b/liblinattn_cuda_capi.so \
+    --lib2 /tmp/b/old/liblinattn_cuda_capi.so --ops delta_rule,gated_delta_rule,kda,gdn2 --rounds 1 --rep 10 \
+    --shapes 2x200x3x64x72,1x130x2x100x200,3x4100x8x128x128,9x1000x16x128x128,17x300x8x64x64 \
+    --runs "new:;old@2:" > /tmp/l/bits_two_builds.log 2>&1
+  note "two-build bit check (this tree against c94be6d) rc $?: $(grep -c 'against new: o 0.000e+00 state 0.000e+00' /tmp/l/bits_two_builds.log) of 20 equal"
+  grep 'against new' /tmp/l/bits_two_builds.log >> /tmp/l/summary.log
+fi
 finish
