@@ -224,16 +224,32 @@ __device__ __forceinline__ void store_frag_bf16(const float (&acc)[NT][4], bf16*
   }
 }
 
-/// A (float32 [64][lda], lda 65) as bf16 hi = round(A) into sAh and lo = round(A - hi) into sAl ([64][72]): 16
-/// bits of A reach the tensor cores (all kThreads threads). Forward rung 7's intra kernel has its own copy, four
-/// columns per step (its rows are LDF = 72 floats apart, so 16-byte aligned).
-__device__ __forceinline__ void split_a_hilo(const float* sA, bf16* sAh, bf16* sAl, int tid, int lda = 65) {
-  for (int idx = tid; idx < 64 * 64; idx += kThreads) {
-    const int i = idx >> 6, j = idx & 63;
-    const float a = sA[i * lda + j];
-    const bf16 hi = __float2bfloat16(a);
-    sAh[i * 72 + j] = hi;
-    sAl[i * 72 + j] = __float2bfloat16(a - __bfloat162float(hi));
+/// A (float32 [64][LDA]) as bf16 hi = round(A) into sAh and lo = round(A - hi) into sAl ([64][72]), both rounded
+/// to nearest: 16 bits of A reach the tensor cores (all kThreads threads). LDA = 65 (rungs 2 and 4) goes one
+/// float at a time; a row stride that keeps rows 16-byte aligned (forward rung 7's LDF = 72) goes four columns a
+/// step, 16-byte loads and 8-byte stores, the same values (session 16: fewer instructions in rung 7's intra kernel).
+template <int LDA = 65>
+__device__ __forceinline__ void split_a_hilo(const float* sA, bf16* sAh, bf16* sAl, int tid) {
+  if constexpr (LDA % 4 == 0) {
+    for (int idx = tid; idx < 64 * 16; idx += kThreads) {
+      const int i = idx >> 4, j = (idx & 15) * 4;
+      const float4 a = *reinterpret_cast<const float4*>(sA + i * LDA + j);
+      const __nv_bfloat162 h01 = __floats2bfloat162_rn(a.x, a.y), h23 = __floats2bfloat162_rn(a.z, a.w);
+      const __nv_bfloat162 l01 = __floats2bfloat162_rn(a.x - __low2float(h01), a.y - __high2float(h01));
+      const __nv_bfloat162 l23 = __floats2bfloat162_rn(a.z - __low2float(h23), a.w - __high2float(h23));
+      *reinterpret_cast<uint2*>(sAh + i * 72 + j) =
+          make_uint2(*reinterpret_cast<const unsigned*>(&h01), *reinterpret_cast<const unsigned*>(&h23));
+      *reinterpret_cast<uint2*>(sAl + i * 72 + j) =
+          make_uint2(*reinterpret_cast<const unsigned*>(&l01), *reinterpret_cast<const unsigned*>(&l23));
+    }
+  } else {
+    for (int idx = tid; idx < 64 * 64; idx += kThreads) {
+      const int i = idx >> 6, j = idx & 63;
+      const float a = sA[i * LDA + j];
+      const bf16 hi = __float2bfloat16(a);
+      sAh[i * 72 + j] = hi;
+      sAl[i * 72 + j] = __float2bfloat16(a - __bfloat162float(hi));
+    }
   }
 }
 

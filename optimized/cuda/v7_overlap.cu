@@ -304,19 +304,7 @@ __global__ void __launch_bounds__(kThreads) intra_v7(KParams p, float* a_out) {
   // is dead), k~ = k exp(G_C - G) and exp(G_C) to the workspace (v4's phase 5 without its q part).
   if constexpr (kA)  // v4's a_out loop (tc_common.cuh intra_body), rows LDF apart here
     for (int idx = tid; idx < Lc * 64; idx += kThreads) a_out[row(idx >> 6) * 64 + (idx & 63)] = sA[(idx >> 6) * LDF + (idx & 63)];
-  // A's hi / lo split (tc_common.cuh split_a_hilo's values: hi = bf16(a), lo = bf16(a - hi), both rounded to
-  // nearest), four columns per step: 16-byte loads of sA (rows LDF floats apart) and 8-byte stores.
-  for (int idx = tid; idx < 64 * 16; idx += kThreads) {
-    const int i = idx >> 4, j = (idx & 15) * 4;
-    const float4 a = *reinterpret_cast<const float4*>(sA + i * LDF + j);
-    const __nv_bfloat162 h01 = __floats2bfloat162_rn(a.x, a.y), h23 = __floats2bfloat162_rn(a.z, a.w);
-    const __nv_bfloat162 l01 = __floats2bfloat162_rn(a.x - __low2float(h01), a.y - __high2float(h01));
-    const __nv_bfloat162 l23 = __floats2bfloat162_rn(a.z - __low2float(h23), a.w - __high2float(h23));
-    *reinterpret_cast<uint2*>(sAh + i * 72 + j) =
-        make_uint2(*reinterpret_cast<const unsigned*>(&h01), *reinterpret_cast<const unsigned*>(&h23));
-    *reinterpret_cast<uint2*>(sAl + i * 72 + j) =
-        make_uint2(*reinterpret_cast<const unsigned*>(&l01), *reinterpret_cast<const unsigned*>(&l23));
-  }
+  split_a_hilo<LDF>(sA, sAh, sAl, tid);  // four columns a step at LDF = 72 (tc_common.cuh)
   for (int idx = tid; idx < 64 * (KP / 8); idx += kThreads) {
     const int i = idx / (KP / 8), d8 = (idx % (KP / 8)) * 8;
     float kv[8], G[8], GC[8], e[8];
