@@ -338,12 +338,18 @@ __global__ void __launch_bounds__(kThreads) intra_v7(KParams p, float* a_out) {
     store_frag_bf16(acc, sW, LDK, mi, nb, g8, t4);
   }
   __syncthreads();
-  for (int idx = tid; idx < 64 * (KP / 8); idx += kThreads) {
-    const int i = idx / (KP / 8), d8 = (idx % (KP / 8)) * 8;
-    *reinterpret_cast<uint4*>(ws.w + (cw * 64 + i) * KP + d8) = *reinterpret_cast<const uint4*>(sW + i * LDK + d8);
+  {  // w_aux to the workspace: a fixed 16-byte column per thread, rows RS apart (one pointer, constant steps)
+    constexpr int PK = KP / 8, RS = kThreads / PK;
+    const int d8 = (tid % PK) * 8, i0 = tid / PK;
+    bf16* const wdst = ws.w + (cw * 64 + i0) * KP + d8;
+#pragma unroll
+    for (int it = 0; it < 64 / RS; ++it)
+      *reinterpret_cast<uint4*>(wdst + it * RS * KP) = *reinterpret_cast<const uint4*>(sW + (i0 + it * RS) * LDK + d8);
   }
 
   // ---- E10, E11 per value tile: u = A u0, u0 hi in sE (e is dead), lo in sK (k is dead).
+  // This thread's u fragment rows (16 mi + g8 and + 8) and first column, as one pointer for every value tile.
+  float* const urow = ws.u + (cw * 64 + 16 * (warp >> 1) + g8) * VP + (warp & 1) * 32 + 2 * t4;
   for (int v0 = 0; v0 < VP; v0 += 64) {
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
@@ -365,10 +371,9 @@ __global__ void __launch_bounds__(kThreads) intra_v7(KParams p, float* a_out) {
     float acc[4][4] = {};
     mma_lower_a_hilo<4, true>(acc, sAh, sAl, sE, sK, LDK, mi, nb);
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      const int i = 16 * mi + g8, j = v0 + nb + 8 * nt + 2 * t4;
-      *reinterpret_cast<float2*>(ws.u + (cw * 64 + i) * VP + j) = make_float2(acc[nt][0], acc[nt][1]);
-      *reinterpret_cast<float2*>(ws.u + (cw * 64 + i + 8) * VP + j) = make_float2(acc[nt][2], acc[nt][3]);
+    for (int nt = 0; nt < 4; ++nt) {  // rows 16 mi + g8 (+ 8), columns v0 + nb + 8 nt + 2 t4 (+ 1)
+      *reinterpret_cast<float2*>(urow + v0 + 8 * nt) = make_float2(acc[nt][0], acc[nt][1]);
+      *reinterpret_cast<float2*>(urow + 8 * VP + v0 + 8 * nt) = make_float2(acc[nt][2], acc[nt][3]);
     }
     __syncthreads();
   }
