@@ -318,11 +318,15 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
     cp_async_wqk_tiles<KP, true>(dW, dQ, dK, tw, cw, tid);
     cp_async_p_tile(dP, tw.P, cw, tid);
     cp_async_gc<KP>(dG, tw.gC, cw, tid);
-    constexpr int PV = BV / 8;
-    for (int idx = tid; idx < 64 * PV; idx += kThreads) {
-      const int i = idx / PV, c8 = (idx % PV) * 8, col = v0 + c8;
+    constexpr int PV = BV / 8, RV = kThreads / PV;  // a fixed column per thread, rows RV apart
+    static_assert(kThreads % PV == 0 && 64 % RV == 0, "a fixed column per thread, whole sweeps");
+    const int c8 = (tid % PV) * 8, col = v0 + c8, i0 = tid / PV;
+    const std::int64_t src0 = (std::int64_t(tok0 + i0) * H + h) * V + col, step = std::int64_t(RV) * H * V;
+#pragma unroll
+    for (int it = 0; it < 64 / RV; ++it) {
+      const int i = i0 + it * RV;
       const bool in = i < Lc && col < V;
-      const std::int64_t src = (std::int64_t(tok0 + i) * H + h) * V + col;
+      const std::int64_t src = src0 + it * step;
       if (V % 8 == 0) {
         cp_async16(dD + i * LDV + c8, in ? do_ + src : do_, in ? 16 : 0);
       } else {

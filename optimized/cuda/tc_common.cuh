@@ -258,10 +258,15 @@ __device__ __forceinline__ void split_a_hilo(const float* sA, bf16* sAh, bf16* s
 template <int KP, bool kQg>
 __device__ __forceinline__ void cp_async_wqk_tiles(bf16* dW, bf16* dQ, bf16* dK, const V2Ws& ws, std::int64_t cw,
                                                    int tid) {
-  constexpr int PK = KP / 8, LDK = ldk(KP);
-  for (int idx = tid; idx < 64 * PK; idx += kThreads) {
-    const int i = idx / PK, d8 = (idx % PK) * 8;
-    const std::int64_t src = (cw * 64 + i) * KP + d8;
+  // A fixed 16-byte column per thread, rows RS apart: one offset, constant steps (session 16's pattern).
+  constexpr int PK = KP / 8, LDK = ldk(KP), RS = kThreads / PK;
+  static_assert(kThreads % PK == 0 && 64 % RS == 0, "a fixed column per thread, whole sweeps");
+  const int d8 = (tid % PK) * 8, i0 = tid / PK;
+  const std::int64_t src0 = (cw * 64 + i0) * KP + d8;
+#pragma unroll
+  for (int it = 0; it < 64 / RS; ++it) {
+    const int i = i0 + it * RS;
+    const std::int64_t src = src0 + it * RS * KP;
     cp_async16(dW + i * LDK + d8, ws.w + src);
     if (kQg) cp_async16(dQ + i * LDK + d8, ws.qg + src);
     cp_async16(dK + i * LDK + d8, ws.kd + src);
