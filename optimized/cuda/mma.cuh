@@ -30,6 +30,12 @@ __device__ __forceinline__ void ldsm_x4_t(unsigned (&r)[4], const void* p) {
                : "r"(smem_u32(p)));
 }
 
+__device__ __forceinline__ void ldsm_x2_t(unsigned (&r)[2], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(smem_u32(p)));
+}
+
 /// D += A B with bf16 operands and float accumulators.
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
   asm volatile(
@@ -59,6 +65,21 @@ __device__ __forceinline__ void load_b_nk(unsigned (&b)[4], const __nv_bfloat16*
 __device__ __forceinline__ void load_b_kn(unsigned (&b)[4], const __nv_bfloat16* s, int ld, int k0, int n0) {
   const int lane = threadIdx.x & 31, mi = lane >> 3, rr = lane & 7;
   ldsm_x4_t(b, s + (k0 + rr + (mi & 1) * 8) * ld + n0 + (mi >> 1) * 8);
+}
+
+/// B fragment of the one n-tile n0..n0+7 (n0 a multiple of 8) for k0..k0+15, B row-major [k][n]: load_b_kn's
+/// b[0], b[1] for that n-tile, from half the bytes (ldmatrix.x2: lanes 0-15 give the row addresses).
+__device__ __forceinline__ void load_b_kn8(unsigned (&b)[2], const __nv_bfloat16* s, int ld, int k0, int n0) {
+  const int lane = threadIdx.x & 31, mi = (lane >> 3) & 1, rr = lane & 7;
+  ldsm_x2_t(b, s + (k0 + rr + mi * 8) * ld + n0);
+}
+/// The same n-tile's fragments of two row-major [k][n] tiles at once (one ldmatrix.x4): b[0], b[1] from sh and
+/// b[2], b[3] from sl, each pair equal to load_b_kn8's (session 17: at 16 value columns each warp of the forward
+/// state kernel needs one n-tile of S's hi and lo parts, which two load_b_kn loaded as two 16-column x4 reads).
+__device__ __forceinline__ void load_b_kn8_pair(unsigned (&b)[4], const __nv_bfloat16* sh, const __nv_bfloat16* sl,
+                                                int ld, int k0, int n0) {
+  const int lane = threadIdx.x & 31, mi = lane >> 3, rr = lane & 7;
+  ldsm_x4_t(b, ((mi >> 1) ? sl : sh) + (k0 + rr + (mi & 1) * 8) * ld + n0);
 }
 
 __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {

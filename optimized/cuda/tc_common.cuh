@@ -275,10 +275,12 @@ __device__ __forceinline__ void cp_async_wqk_tiles(bf16* dW, bf16* dQ, bf16* dK,
 
 /// cp.async (not committed) of block cw's P tile ([64][64]) into shared dP ([64][72]).
 __device__ __forceinline__ void cp_async_p_tile(bf16* dP, const bf16* P, std::int64_t cw, int tid) {
-  for (int idx = tid; idx < 64 * 8; idx += kThreads) {
-    const int i = idx >> 3, j8 = (idx & 7) * 8;
-    cp_async16(dP + i * 72 + j8, P + (cw * 64 + i) * 64 + j8);
-  }
+  constexpr int RS = kThreads / 8;  // a fixed 16-byte column per thread, rows RS apart (constant steps)
+  static_assert(kThreads % 8 == 0 && 64 % RS == 0, "whole sweeps");
+  const int j8 = (tid & 7) * 8, i0 = tid >> 3;
+  const bf16* src = P + (cw * 64 + i0) * 64 + j8;
+#pragma unroll
+  for (int it = 0; it < 64 / RS; ++it) cp_async16(dP + (i0 + it * RS) * 72 + j8, src + it * RS * 64);
 }
 
 /// cp.async (not committed) of block cw's exp(G_C) ([KP] float32) into shared dG.

@@ -776,19 +776,14 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
           mma_bf16(os_[2 * np + 1], aq, bl[2], bl[3]);
         }
       }
-      if (ONT % 2) {  // BV = 16 with 2 n-groups: one n-tile per warp
-        unsigned bh[4], bl[4];
-        const int nn = 8 * wn0;
-        load_b_kn(bh, sSh, LDV, k0, nn & ~15);
-        load_b_kn(bl, sSl, LDV, k0, nn & ~15);
-        const int sel = (nn >> 3) & 1;
-        const unsigned h0 = sel ? bh[2] : bh[0], h1 = sel ? bh[3] : bh[1];
-        const unsigned l0 = sel ? bl[2] : bl[0], l1 = sel ? bl[3] : bl[1];
-        mma_bf16(ws_[ONT - 1], aw, h0, h1);
-        mma_bf16(ws_[ONT - 1], aw, l0, l1);
+      if (ONT % 2) {  // BV = 16 with 2 n-groups: one n-tile per warp; its S hi and lo fragments in one x4
+        unsigned b[4];  // (session 17; two 16-column x4 reads of which half was used before, same operands)
+        load_b_kn8_pair(b, sSh, sSl, LDV, k0, 8 * wn0);
+        mma_bf16(ws_[ONT - 1], aw, b[0], b[1]);
+        mma_bf16(ws_[ONT - 1], aw, b[2], b[3]);
         if (!kBwd) {
-          mma_bf16(os_[ONT - 1], aq, h0, h1);
-          mma_bf16(os_[ONT - 1], aq, l0, l1);
+          mma_bf16(os_[ONT - 1], aq, b[0], b[1]);
+          mma_bf16(os_[ONT - 1], aq, b[2], b[3]);
         }
       }
     }
@@ -838,11 +833,10 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
       unsigned a[4];
       load_a(a, sP, 72, 16 * wm, k0);
       mma_acc_b(os_, a, sVn, LDV, k0, 8 * wn0);
-      if (ONT % 2) {
-        unsigned b[4];
-        const int nn = 8 * wn0, sel = (nn >> 3) & 1;
-        load_b_kn(b, sVn, LDV, k0, nn & ~15);
-        mma_bf16(os_[ONT - 1], a, sel ? b[2] : b[0], sel ? b[3] : b[1]);
+      if (ONT % 2) {  // one n-tile: an x2 read of its 8 columns (session 17; was x4 over 16, half used)
+        unsigned b[2];
+        load_b_kn8(b, sVn, LDV, k0, 8 * wn0);
+        mma_bf16(os_[ONT - 1], a, b[0], b[1]);
       }
     }
 #pragma unroll
