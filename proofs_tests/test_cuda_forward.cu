@@ -714,13 +714,31 @@ TEST_CASE("CUDA v10 pipeline forward equals v7 bit for bit where it pipelines an
         run(Version::v10_pipeline);  // grows the workspace to rung 10's size
         cuda::poison_device_workspaces();
         const auto v10 = run(Version::v10_pipeline);
-        const int segs = cuda::detail::v10_last_segments();
+        const int segs = cuda::detail::v10_last_segments(), cl = cuda::detail::v10_last_cluster();
         INFO(ref::op_name(op) << " T " << c.T << " H " << c.H << " K " << c.K << " V " << c.V << " gates "
                               << to_string(c.gates) << " init " << c.initial_state << " gate dtype " << dname(gdt)
-                              << " segment " << seg << " tokens, " << segs << " segments: v10 against v7 o "
-                              << compare(v10.o, v7.o).str() << " state " << compare(v10.final_state, v7.final_state).str());
+                              << " segment " << seg << " tokens, " << segs << " segments, state clusters of " << cl
+                              << ": v10 against v7 o " << compare(v10.o, v7.o).str() << " state "
+                              << compare(v10.final_state, v7.final_state).str());
         CHECK(segs == int((c.T + seg - 1) / seg));
+        // Session 17: where the value tiles pair up (an even count; at most 24 blocks here, so every cluster fits)
+        // the state kernel runs in clusters (v2_state_mc, tiles shared by multicast tensor copies), else alone.
+        const int nvt = (c.V + 15) / 16;
+        CHECK(cl == (nvt % 8 == 0 ? 8 : nvt % 4 == 0 ? 4 : nvt % 2 == 0 ? 2 : 1));
         check_bitwise_equal(v10, v7);
+        if (nvt % 2 == 0) {  // the other cluster sizes, and no cluster, give the same bits
+          for (const char* size : {"1", "2", "4"}) {
+            if (nvt % std::atoi(size)) continue;
+            setenv("LINATTN_V10_CLUSTER", size, 1);
+            cuda::poison_device_workspaces();
+            const auto v10c = run(Version::v10_pipeline);
+            const int clc = cuda::detail::v10_last_cluster();
+            unsetenv("LINATTN_V10_CLUSTER");
+            INFO("LINATTN_V10_CLUSTER=" << size << ": clusters of " << clc);
+            CHECK(clc == std::atoi(size));
+            check_bitwise_equal(v10c, v7);
+          }
+        }
         // Without a final state (ht null): the segments still pass theirs on through rung 10's own buffers.
         Problem<float> nf = p;
         nf.opt.output_final_state = false;

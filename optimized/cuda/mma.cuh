@@ -142,4 +142,69 @@ __device__ __forceinline__ void bulk_g2s(void* dst, const void* src, unsigned by
                : "memory");
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// Thread-block clusters and multicast tensor copies (sm_90a; session 17, forward rung 10's cluster state kernel
+// v2_state_mc). A tensor copy (TMA: cp.async.bulk.tensor) moves a box of a tensor described by a CUtensorMap
+// into shared memory; with .multicast::cluster the same box lands at the same offset in every CTA of ctaMask,
+// each completing its bytes on the mbarrier at the same offset in that CTA (PTX ISA 8.0).
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ unsigned cluster_ctarank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ unsigned cluster_nctarank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(r));
+  return r;
+}
+/// Every thread of every CTA of the cluster arrives, then waits for all (release / acquire at cluster scope).
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+/// One arrival (release, cluster scope) on the mbarrier at `bar`'s offset in the cluster's CTA `rank`.
+__device__ __forceinline__ void mbar_arrive_remote(void* bar, unsigned rank) {
+  asm volatile(
+      "{\n .reg .b32 ra;\n mapa.shared::cluster.u32 ra, %0, %1;\n"
+      " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(smem_u32(bar)),
+      "r"(rank)
+      : "memory");
+}
+/// mbar_wait_parity with acquire at cluster scope (the phase's arrivals came from other CTAs of the cluster).
+__device__ __forceinline__ void mbar_wait_parity_cluster(void* bar, unsigned parity) {
+  unsigned done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_u32(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+/// The box at coordinates (c0, c1, c2) of the 3-d tensor map `tmap` (the address of a __grid_constant__ kernel
+/// parameter) to shared `dst` of every CTA in `mask`, completing on the barrier at `bar`'s offset in each.
+__device__ __forceinline__ void tma3_multicast(void* dst, const void* tmap, int c0, int c1, int c2, void* bar,
+                                               unsigned short mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<std::uint64_t>(tmap)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar)), "h"(mask)
+      : "memory");
+}
+
+/// Fragments from a 64-row tile stored in 8-column slabs, element (r, c) at ((c / 8) * 64 + r) * 8 + c % 8 (the
+/// order in which a tensor copy with box {8, 64, slabs} writes it): load_a's A fragment (rows r0.., columns
+/// c0..) and load_a_t's fragment of the transpose (A(m, k) = tile[k][m]; m0.., k0..). Each 8 x 8 matrix is 8
+/// rows of 16 contiguous bytes, 128 bytes in a row: no bank conflicts without padding.
+__device__ __forceinline__ void load_a_slab(unsigned (&a)[4], const __nv_bfloat16* s, int r0, int c0) {
+  const int lane = threadIdx.x & 31;
+  ldsm_x4(a, s + ((c0 >> 3) + (lane >> 4)) * 512 + (r0 + (lane & 15)) * 8);
+}
+__device__ __forceinline__ void load_a_t_slab(unsigned (&a)[4], const __nv_bfloat16* s, int m0, int k0) {
+  const int lane = threadIdx.x & 31, mi = lane >> 3, rr = lane & 7;
+  ldsm_x4_t(a, s + ((m0 >> 3) + (mi & 1)) * 512 + (k0 + rr + (mi >> 1) * 8) * 8);
+}
+
 }  // namespace linattn::cuda::detail

@@ -328,6 +328,15 @@ void tc_state_pdl_launch(const Call& c, int KP);
 std::size_t tc_state_smem_bytes(int KP, int BV);
 /// Registers per thread of v2_state_pdl at KP and 16 columns (cudaFuncGetAttributes), for rung 10.
 int tc_state_pdl_regs(int KP);
+/// Forward rung 10's cluster state kernel (v2_state_mc; session 17): 16 columns, clusters of `cl` value tiles
+/// of one head sharing each chunk's tiles by multicast tensor copies. Same outputs as tc_state_pdl_launch bit for
+/// bit. False (nothing launched) if the driver cannot encode the tensor maps.
+bool tc_state_mc_launch(const Call& c, int KP, int cl);
+/// cudaOccupancyMaxActiveClusters of v2_state_mc at KP with clusters of `cl` (0 if the query fails).
+int tc_state_mc_max_clusters(int KP, int cl);
+/// Dynamic shared memory and registers per thread of v2_state_mc at KP.
+std::size_t tc_state_mc_smem_bytes(int KP);
+int tc_state_mc_regs(int KP);
 
 
 // ---------------------------------------------------------------------------------------------

@@ -62,6 +62,7 @@ namespace linattn::cuda::detail {
 namespace {
 
 int g_last_segments = 0;
+int g_last_cluster = 0;
 
 /// Tokens per segment: LINATTN_V10_SEG (a positive multiple of 64) or 4096. Any other value of the knob
 /// is reported once on stderr (the process goes on with 4096).
@@ -98,12 +99,25 @@ bool fit_one_sm(int KP) {
   return smem <= std::size_t(sm_smem) && regs <= sm_regs;
 }
 
+/// fit_one_sm for the cluster state kernel (v2_state_mc) in place of v2_state_pdl.
+bool fit_one_sm_mc(int KP) {
+  const int sm_smem = device_attr(cudaDevAttrMaxSharedMemoryPerMultiprocessor);
+  const int reserve = device_attr(cudaDevAttrReservedSharedMemoryPerBlock);
+  const int sm_regs = device_attr(cudaDevAttrMaxRegistersPerMultiprocessor);
+  auto block_regs = [](int per_thread) { return (per_thread + 7) / 8 * 8 * kThreads; };
+  const std::size_t smem = tc_state_mc_smem_bytes(KP) + v7_intra_smem_bytes(KP) + 2 * std::size_t(reserve);
+  const int regs = block_regs(tc_state_mc_regs(KP)) + block_regs(v7_intra_pdl_regs(KP));
+  return smem <= std::size_t(sm_smem) && regs <= sm_regs;
+}
+
 /// What pipelines() needs of the current device, queried once per device and process (attributes of the
 /// device and of the compiled kernels do not change while the process lives): its SM count and, for KP
 /// 64 and 128, fit_one_sm.
 struct DeviceFacts {
   int sms = 0;
-  bool fits[2] = {false, false};  // KP = 64, 128
+  bool fits[2] = {false, false};     // KP = 64, 128
+  bool mc_fits[2] = {false, false};  // the same for the cluster state kernel v2_state_mc
+  int mc_clusters[2][4] = {};        // cudaOccupancyMaxActiveClusters at KP = 64, 128 and clusters of 1, 2, 4, 8
 };
 DeviceFacts device_facts() {
   static std::mutex m;
@@ -117,6 +131,11 @@ DeviceFacts device_facts() {
     f.sms = device_attr(cudaDevAttrMultiProcessorCount);
     f.fits[0] = fit_one_sm(64);
     f.fits[1] = fit_one_sm(128);
+    for (int i = 0; i < 2; ++i) {
+      const int KP = i ? 128 : 64;
+      f.mc_fits[i] = fit_one_sm_mc(KP);
+      for (int j = 1; j < 4; ++j) f.mc_clusters[i][j] = tc_state_mc_max_clusters(KP, 1 << j);
+    }
     it = known.emplace(dev, f).first;
   }
   return it->second;
@@ -145,6 +164,30 @@ KParams with_length(const KParams& p, int len) {
   return s;
 }
 
+/// The cluster size of the state kernel (session 17; 1: v2_state_pdl, no cluster): LINATTN_V10_CLUSTER = 1, 2,
+/// 4 or 8 if set (1 turns the cluster kernel off), else the largest of 8, 4, 2; in either case only a size that
+/// divides the value tiles, where the cluster kernel fits beside an intra block and all clusters fit the GPU at
+/// once (cudaOccupancyMaxActiveClusters), else 1.
+int cluster_size(const KParams& p, int KP) {
+  const DeviceFacts dev = device_facts();
+  const int i = KP == 128, nvt = (p.V + 15) / 16;
+  int want = 8;
+  if (const char* s = std::getenv("LINATTN_V10_CLUSTER")) {
+    want = std::atoi(s);
+    if (want != 1 && want != 2 && want != 4 && want != 8) {
+      static std::once_flag warned;
+      std::call_once(warned, [s] {
+        std::fprintf(stderr, "linattn: LINATTN_V10_CLUSTER='%s' is not 1, 2, 4 or 8; rung 10 picks the cluster size\n", s);
+      });
+      want = 8;
+    }
+  }
+  if (!dev.mc_fits[i]) return 1;
+  for (int cl = want, j = want == 8 ? 3 : want == 4 ? 2 : want == 2 ? 1 : 0; cl > 1; cl /= 2, --j)
+    if (nvt % cl == 0 && long(dev.mc_clusters[i][j]) * cl >= long(p.N) * p.H * nvt) return cl;
+  return 1;
+}
+
 /// The KParams of segment [t0, t0 + len) of the one sequence: inputs and o offset by t0 tokens.
 KParams segment(const KParams& p, int t0, int len, int gate_bytes) {
   KParams s = with_length(p, len);
@@ -169,6 +212,7 @@ std::size_t half_bytes(const KParams& p, int seg) { return round256(tc_workspace
 }  // namespace
 
 int v10_last_segments() { return g_last_segments; }
+int v10_last_cluster() { return g_last_cluster; }
 
 std::size_t v10_workspace_bytes(const KParams& p) {
   std::size_t pipe = 0;
@@ -179,10 +223,12 @@ std::size_t v10_workspace_bytes(const KParams& p) {
 
 void v10_launch(Call c) {
   g_last_segments = 0;
+  g_last_cluster = 0;
   int seg = 0;
   if (!pipelines(c, seg)) return v7_launch(c);
   const KParams& p = c.p;
   const int KP = tc_pick_kp(p.K), S = (p.T + seg - 1) / seg, gate_bytes = c.gate_dtype == 0 ? 4 : 2;
+  int cl = cluster_size(p, KP);
   const std::size_t half = half_bytes(p, seg);
   char* base = static_cast<char*>(p.ws);
   float* buf[2] = {reinterpret_cast<float*>(base + 2 * half), reinterpret_cast<float*>(base + 2 * half + state_bytes(p))};
@@ -195,9 +241,17 @@ void v10_launch(Call c) {
     cs.p.ht = s == S - 1 ? p.ht : buf[s % 2];
     if (s == 0) v7_intra_launch(cs, KP);
     else v7_intra_pdl_launch(cs, KP);  // a programmatic dependent of state(s - 1)
-    tc_state_pdl_launch(cs, KP);
+    if (cl > 1 && !tc_state_mc_launch(cs, KP, cl)) {  // the driver refused the tensor maps
+      static std::once_flag warned;
+      std::call_once(warned, [] {
+        std::fprintf(stderr, "linattn: rung 10 could not encode its tensor maps; it runs the state kernel without clusters\n");
+      });
+      cl = 1;
+    }
+    if (cl == 1) tc_state_pdl_launch(cs, KP);
   }
   g_last_segments = S;
+  g_last_cluster = cl;
 }
 
 }  // namespace linattn::cuda::detail

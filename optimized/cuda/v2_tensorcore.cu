@@ -43,6 +43,9 @@
 #include <string>
 #include <type_traits>
 
+#include <cuda.h>  // CUtensorMap (forward rung 10's cluster state kernel; the driver's encoder is found at run time)
+#include <cudaTypedefs.h>
+
 #include "optimized/cuda/tc_common.cuh"
 
 namespace linattn::cuda::detail {
@@ -363,26 +366,38 @@ __global__ void __launch_bounds__(kThreads) v2_intra(KParams p) {
 // kLean (forward rung 6, NS = 2): a second bf16 v_new tile sVk (v_new rows times exp(G_C - G_i), the
 // state update's operand) and NS stages of the chunk's 64 log2 decays G_i (sGl), after sBar; the
 // layout before them is the default's.
-template <int KP, int BV, int NS = 2, bool kBulk = false, bool kLean = false>
+// kMC (forward rung 10's cluster state kernel v2_state_mc, session 17): W, Qg, Kd and P in 8-column slabs
+// without padding (tensor-copy boxes; load_a_slab), tiles at 1024-byte offsets, and 4 mbarriers at sBar (full
+// and empty, per stage).
+template <int KP, int BV, int NS = 2, bool kBulk = false, bool kLean = false, bool kMC = false>
 struct StateSmem {
   static constexpr int LDK = ldk(KP);
   static constexpr int LDV = BV + 8;
   static constexpr int LDU = BV + 4;  // float
-  static constexpr int tileK = 64 * LDK * 2;
-  static constexpr int sW = 0;                        // [NS] bf16 [64][LDK]
+  static constexpr int tileK = kMC ? 64 * KP * 2 : 64 * LDK * 2;
+  static constexpr int tileP = kMC ? 64 * 64 * 2 : 64 * 72 * 2;
+  static constexpr int sW = 0;                        // [NS] bf16 [64][LDK] (kMC: [KP / 8][64][8])
   static constexpr int sQg = sW + NS * tileK;
   static constexpr int sKd = sQg + NS * tileK;
-  static constexpr int sP = sKd + NS * tileK;         // [NS] bf16 [64][72]
-  static constexpr int sU = sP + NS * 64 * 72 * 2;    // [NS] f32 [64][LDU]
+  static constexpr int sP = sKd + NS * tileK;         // [NS] bf16 [64][72] (kMC: [8][64][8])
+  static constexpr int sU = sP + NS * tileP;          // [NS] f32 [64][LDU]
   static constexpr int sgC = sU + NS * 64 * LDU * 4;  // [NS] f32 [KP]
   static constexpr int sSh = sgC + NS * KP * 4;       // bf16 [KP][LDV] state, hi part
   static constexpr int sSl = sSh + KP * LDV * 2;     // bf16 [KP][LDV] lo part
   static constexpr int sVn = sSl + KP * LDV * 2;     // bf16 [64][LDV]
   static constexpr int sBar = sVn + 64 * LDV * 2;    // [NS] mbarrier (kBulk only)
-  static constexpr int sVk = sBar + (kBulk ? (NS * 8 + 15) / 16 * 16 : 0);  // bf16 [64][LDV] (kLean)
+  static constexpr int sVk = sBar + (kBulk ? (NS * 8 + 15) / 16 * 16 : kMC ? 32 : 0);  // bf16 [64][LDV] (kLean)
   static constexpr int sGl = sVk + (kLean ? 64 * LDV * 2 : 0);                // [NS] f32 [64] (kLean)
   static constexpr int bytes = sGl + (kLean ? NS * 64 * 4 : 0);
   static_assert(sBar % 16 == 0, "mbarrier slot alignment");
+  static_assert(!kMC || (sP % 1024 == 0 && sU % 1024 == 0 && tileK % 1024 == 0), "kMC: tensor-copy boxes 1024-byte aligned");
+};
+
+/// kMC: the tensor maps of the workspace's W, Qg, Kd ([rows][KP] bf16 seen as {8, rows, KP / 8} with strides
+/// {KP * 2, 16} bytes) and P ({8, rows, 8}, strides {128, 16}), boxes {8, 64, slabs}: one copy moves one
+/// chunk's tile into the slab layout. A __grid_constant__ kernel parameter (the copies read it in place).
+struct StateTmaps {
+  CUtensorMap w, qg, kd, P;
 };
 
 // LINATTN_STATE_OCC2=1 (v2_state NS = 1): two co-resident blocks per SM need 2 x (bytes + 1 KB that
@@ -514,13 +529,16 @@ struct StateBwdOut {
 /// and v_new (v_new before its exp(G_C - G_i) factor, as kBwd stores it), and the backward's recompute runs
 /// the lean chain without o (no q rows loaded), so both give the lean states bit for bit. For DeltaNet the
 /// lean and default chains give the same S and v_new (k~ = k, one bf16 v_new); only o differs.
-template <int KP, int BV, bool kBwd, bool kHt, int NS, bool kPF, bool kBulk, bool kLean, bool kSave = false>
-__device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOut& bwd) {
+template <int KP, int BV, bool kBwd, bool kHt, int NS, bool kPF, bool kBulk, bool kLean, bool kSave = false,
+          bool kMC = false>
+__device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOut& bwd, const StateTmaps* tm = nullptr) {
   static_assert(!kSave || (!kBwd && !kHt && NS == 2 && !kPF && !kBulk), "kSave: the default or lean forward kernel plus kBwd's stores");
   static_assert(!kBulk || NS == 2, "kBulk: two stages (parity of chunk ci's barrier phase = (ci >> 1) & 1)");
   static_assert(NS != 1 || (!kBwd && !kBulk), "NS = 1 (LINATTN_STATE_OCC2): the forward only, cp.async tiles");
   static_assert(!kLean || (NS == 2 && !kHt && !kPF && !kBulk), "kLean: two stages, cp.async tiles, no knobs");
-  using S = StateSmem<KP, BV, NS, kBulk, kLean>;
+  static_assert(!kMC || (BV == 16 && NS == 2 && !kBwd && !kHt && !kPF && !kBulk && !kLean && !kSave),
+                "kMC: rung 10's forward kernel at 16 value columns");
+  using S = StateSmem<KP, BV, NS, kBulk, kLean, kMC>;
   constexpr int LDK = S::LDK, LDV = S::LDV, LDU = S::LDU;
   extern __shared__ __align__(16) char smem[];
   bf16* sSh = reinterpret_cast<bf16*>(smem + S::sSh);
@@ -538,6 +556,11 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
     n = blockIdx.x, h = blockIdx.y, v0 = blockIdx.z * BV;
   }
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
+  // kMC: this CTA's rank in its cluster (the value tiles of one head) and the cluster's size; the bytes rank 0's
+  // four copies deliver to each CTA per chunk.
+  unsigned mc_rank = 0, mc_size = 1;
+  if constexpr (kMC) mc_rank = cluster_ctarank(), mc_size = cluster_nctarank();
+  constexpr unsigned kMcBytes = 3u * 64 * KP * 2 + 64 * 64 * 2;
   const V2Ws ws = v2_ws(p, KP);
   const int VP = vpad(V);
   bf16* o = static_cast<bf16*>(p.o);
@@ -569,7 +592,7 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
     bf16* dW = reinterpret_cast<bf16*>(base + S::sW + stg * S::tileK);
     bf16* dQ = reinterpret_cast<bf16*>(base + S::sQg + stg * S::tileK);
     bf16* dK = reinterpret_cast<bf16*>(base + S::sKd + stg * S::tileK);
-    bf16* dP = reinterpret_cast<bf16*>(base + S::sP + stg * 64 * 72 * 2);
+    bf16* dP = reinterpret_cast<bf16*>(base + S::sP + stg * S::tileP);
     float* dU = reinterpret_cast<float*>(base + S::sU + stg * 64 * LDU * 4);
     float* dG = reinterpret_cast<float*>(base + S::sgC + stg * KP * 4);
     if constexpr (kBulk) {
@@ -604,7 +627,17 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
       }
       return;
     }
-    if constexpr (kLean) {  // W from the workspace; q, k rows of the chunk's tokens from the inputs
+    if constexpr (kMC) {  // rank 0's thread 0 multicasts the chunk's W, Qg, Kd and P to the whole cluster
+      if (mc_rank == 0 && tid == 0) {
+        void* bar = base + S::sBar + 8 * stg;  // full[stg]: the same offset in every CTA
+        const int row = int(cw) * 64;
+        const unsigned short mask = (unsigned short)((1u << mc_size) - 1);
+        tma3_multicast(dW, &tm->w, 0, row, 0, bar, mask);
+        tma3_multicast(dQ, &tm->qg, 0, row, 0, bar, mask);
+        tma3_multicast(dK, &tm->kd, 0, row, 0, bar, mask);
+        tma3_multicast(dP, &tm->P, 0, row, 0, bar, mask);
+      }
+    } else if constexpr (kLean) {  // W from the workspace; q, k rows of the chunk's tokens from the inputs
       // A thread's 16-byte column d8 is the same in every sweep and its row advances by RS, so both offsets
       // advance by constants (session 16: the per-row 64-bit products were most of this loop's instructions,
       // spent by every warp between the chunk's first barrier and its first product).
@@ -635,7 +668,7 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
     } else {
       cp_async_wqk_tiles<KP, !kBwd>(dW, dQ, dK, ws, cw, tid);
     }
-    if (!kBwd) cp_async_p_tile(dP, ws.P, cw, tid);
+    if (!kBwd && !kMC) cp_async_p_tile(dP, ws.P, cw, tid);
     {  // u's 64 x BV tile: a fixed 16-byte column per thread, rows RU apart (offsets by constant steps)
       constexpr int PU = BV / 4, RU = kThreads / PU;
       static_assert(kThreads % PU == 0 && 64 % RU == 0, "a fixed column per thread, whole sweeps");
@@ -650,7 +683,22 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
   };
 
   // kBulk: chunk ci's copies complete on mbarrier ci & 1 (arrival count 1: thread 0's expect-tx).
-  if constexpr (kBulk) {
+  if constexpr (kMC) {
+    // full[s] (count 1: this CTA's expect-tx; the bytes come from rank 0's multicast copies) and, used in rank
+    // 0 only, empty[s] (count = cluster size: each CTA arrives once its warps are done with stage s).
+    if (tid == 0) {
+      for (int s2 = 0; s2 < 2; ++s2) {
+        mbar_init(smem + S::sBar + 8 * s2, 1);
+        mbar_init(smem + S::sBar + 16 + 8 * s2, mc_size);
+      }
+      fence_mbarrier_init();
+    }
+    cluster_sync();  // every CTA's barriers initialised before a copy or a remote arrival reaches them
+    if (nchunks > 0) {
+      if (tid == 0) mbar_arrive_expect_tx(smem + S::sBar, kMcBytes);
+      issue(0);
+    }
+  } else if constexpr (kBulk) {
     if (tid == 0) {
       for (int s2 = 0; s2 < NS; ++s2) mbar_init(smem + S::sBar + 8 * s2, 1);
       fence_mbarrier_init();
@@ -669,7 +717,22 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
   }
   for (int ci = 0; ci < nchunks; ++ci) {
     const int stg = ci % NS, tok0 = t_begin + ci * C, Lc = min(C, t_end - tok0);
-    if constexpr (kBulk) {
+    if constexpr (kMC) {
+      cp_async_wait<0>();                                          // this thread's u and gC copies of chunk ci
+      mbar_wait_parity(smem + S::sBar + 8 * stg, (ci >> 1) & 1);  // the multicast W, Qg, Kd, P of chunk ci
+      __syncthreads();  // ... landed for every thread; chunk ci - 1 is done in this CTA (stage stg ^ 1 free)
+      if (ci + 1 < nchunks) {
+        const int s1 = stg ^ 1;
+        if (tid == 0) {
+          // Stage s1 held chunk ci - 1: tell rank 0 it is free here; expect chunk ci + 1's bytes in it. Rank 0
+          // copies into it once every CTA has said so (empty[s1]'s phase for chunk ci - 1).
+          if (ci >= 1) mbar_arrive_remote(smem + S::sBar + 16 + 8 * s1, 0);
+          mbar_arrive_expect_tx(smem + S::sBar + 8 * s1, kMcBytes);
+          if (mc_rank == 0 && ci >= 1) mbar_wait_parity_cluster(smem + S::sBar + 16 + 8 * s1, ((ci - 1) >> 1) & 1);
+        }
+        issue(ci + 1);
+      }
+    } else if constexpr (kBulk) {
       mbar_wait_parity(smem + S::sBar + 8 * stg, (ci >> 1) & 1);  // chunk ci's bytes landed (phase ci >> 1)
       if (tid == 0 && ci + 1 < nchunks)  // stage (ci + 1) % NS: its phase for chunk ci - 1 completed
         mbar_arrive_expect_tx(smem + S::sBar + 8 * ((ci + 1) % NS), state_bulk_tx(KP, BV, kBwd));
@@ -691,7 +754,7 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
     const bf16* sW = reinterpret_cast<const bf16*>(smem + S::sW + stg * S::tileK);
     const bf16* sQg = reinterpret_cast<const bf16*>(smem + S::sQg + stg * S::tileK);
     const bf16* sKd = reinterpret_cast<const bf16*>(smem + S::sKd + stg * S::tileK);
-    const bf16* sP = reinterpret_cast<const bf16*>(smem + S::sP + stg * 64 * 72 * 2);
+    const bf16* sP = reinterpret_cast<const bf16*>(smem + S::sP + stg * S::tileP);
     const float* sU = reinterpret_cast<const float*>(smem + S::sU + stg * 64 * LDU * 4);
     const float* sgC = reinterpret_cast<const float*>(smem + S::sgC + stg * KP * 4);
     if (kBwd || kSave) {  // the state entering this chunk
@@ -758,8 +821,13 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
     for (int k0 = 0; k0 < KP; k0 += 16) {
       if (kPF) break;
       unsigned aw[4], aq[4];
-      load_a(aw, sW, LDK, 16 * wm, k0);
-      if (!kBwd) load_a(aq, sQg, LDK, 16 * wm, k0);
+      if constexpr (kMC) {
+        load_a_slab(aw, sW, 16 * wm, k0);
+        load_a_slab(aq, sQg, 16 * wm, k0);
+      } else {
+        load_a(aw, sW, LDK, 16 * wm, k0);
+        if (!kBwd) load_a(aq, sQg, LDK, 16 * wm, k0);
+      }
 #pragma unroll
       for (int np = 0; np < ONT / 2; ++np) {
         unsigned bh[4], bl[4];
@@ -831,7 +899,8 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
       if (kBwd) break;
       if (k0 > 16 * wm) break;  // P is lower triangular
       unsigned a[4];
-      load_a(a, sP, 72, 16 * wm, k0);
+      if constexpr (kMC) load_a_slab(a, sP, 16 * wm, k0);
+      else load_a(a, sP, 72, 16 * wm, k0);
       mma_acc_b(os_, a, sVn, LDV, k0, 8 * wn0);
       if (ONT % 2) {  // one n-tile: an x2 read of its 8 columns (session 17; was x4 over 16, half used)
         unsigned b[2];
@@ -861,7 +930,8 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
 #pragma unroll
     for (int k0 = 0; k0 < 64; k0 += 16) {
       unsigned a[4];
-      load_a_t(a, sKd, LDK, 16 * sm, k0);
+      if constexpr (kMC) load_a_t_slab(a, sKd, 16 * sm, k0);
+      else load_a_t(a, sKd, LDK, 16 * sm, k0);
       mma_acc_b(st, a, sVs, LDV, k0, 8 * sn0);
       if (SNT % 2) {
         unsigned b[4];
@@ -881,6 +951,7 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
   if ((!kBwd || kHt) && p.ht) {
     state_frag_store(st, p.ht, sbase, K, V, sm, sn0, v0, g8, t4);
   }
+  if constexpr (kMC) cluster_sync();  // no CTA leaves while a peer may still reach its barriers or memory
 }
 
 template <int KP, int BV, bool kBwd = false, bool kHt = false, int NS = 2, bool kPF = false, bool kBulk = false>
@@ -905,6 +976,24 @@ __global__ void __launch_bounds__(kThreads) v2_state_pdl(KParams p) {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
   v2_state_body<KP, BV, false, false, 2, false, false, false>(p, StateBwdOut{});
+}
+
+/// Forward rung 10's cluster state kernel (session 17; v10_pipeline.cu, where v10_cluster_size() > 1): the value
+/// tiles of one head form a cluster of CL CTAs (grid (1, H, V / 16), cluster (1, 1, CL)). Every CTA reads the same
+/// W, Qg, Kd and P tiles of each chunk, which v2_state_pdl loads CL times from L2 with cp.async (about 16
+/// LDGSTS and 130 instructions per thread and chunk; ncu of call 2: L2 throughput 67%, a quarter of the stall
+/// samples on the issue code). Here rank 0's thread 0 loads each tile once with a tensor copy multicast to the
+/// whole cluster; u (per value tile) and exp(G_C) stay cp.async. Protocol (two stages, kMC in v2_state_body):
+/// full[s] in each CTA (count 1, its thread 0's expect-tx of the 4 tiles' bytes), empty[s] in rank 0 (count CL,
+/// one remote arrival per CTA when its warps are done with stage s); rank 0 copies chunk ci + 1 into stage s
+/// once empty[s]'s phase for chunk ci - 1 has completed. The tiles land in 8-column slabs instead of padded rows
+/// (load_a_slab): the same values reach the same mma fragments, so o and the state are v2_state_pdl's bit for bit.
+template <int KP>
+__global__ void __launch_bounds__(kThreads) v2_state_mc(KParams p, const __grid_constant__ StateTmaps tm) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+  v2_state_body<KP, 16, false, false, 2, false, false, false, false, true>(p, StateBwdOut{}, &tm);
 }
 
 /// The saving forward's state kernel with states (v2_state_body's kSave; two stages, cp.async tiles).
@@ -1063,6 +1152,86 @@ void launch_state_pdl(const Call& c) {
   launch_value_tiles<BV>(v2_state_pdl<KP, BV>, StateSmem<KP, BV>::bytes, c);  // the default kernel's layout
 }
 
+/// cuTensorMapEncodeTiled from the driver (through the runtime, so that no -lcuda is needed); null if absent.
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+/// A tensor map of `rows` rows of `cols` bf16 (row stride cols * 2 bytes) at `base`, as {8, rows, cols / 8} with
+/// strides {cols * 2, 16} and box {8, 64, cols / 8}: one box is a 64-row tile in 8-column slabs. False if the
+/// driver refuses it.
+bool encode_slab_map(CUtensorMap* m, const void* base, std::int64_t rows, int cols) {
+  auto enc = tensor_map_encoder();
+  if (!enc) return false;
+  const cuuint64_t dims[3] = {8, cuuint64_t(rows), cuuint64_t(cols / 8)};
+  const cuuint64_t strides[2] = {cuuint64_t(cols) * 2, 16};
+  const cuuint32_t box[3] = {8, 64, cuuint32_t(cols / 8)};
+  const cuuint32_t estr[3] = {1, 1, 1};
+  return enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims, strides, box, estr,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <int KP>
+bool launch_state_mc(const Call& c, int cl) {
+  const KParams& p = c.p;
+  const V2Ws ws = v2_ws(p, KP);
+  const std::int64_t rows = std::int64_t(p.num_chunks) * p.H * 64;
+  StateTmaps tm;
+  if (!encode_slab_map(&tm.w, ws.w, rows, KP) || !encode_slab_map(&tm.qg, ws.qg, rows, KP) ||
+      !encode_slab_map(&tm.kd, ws.kd, rows, KP) || !encode_slab_map(&tm.P, ws.P, rows, 64))
+    return false;
+  constexpr int bytes = StateSmem<KP, 16, 2, false, false, true>::bytes;
+  auto kern = v2_state_mc<KP>;
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          int(cudaSharedmemCarveoutMaxShared)));
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(p.N, p.H, (p.V + 15) / 16);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = bytes;
+  cfg.stream = c.stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 1, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = unsigned(cl);
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  LINATTN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kern, p, tm));
+  return true;
+}
+
+template <int KP>
+int state_mc_max_clusters(int cl) {
+  constexpr int bytes = StateSmem<KP, 16, 2, false, false, true>::bytes;
+  auto kern = v2_state_mc<KP>;
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          int(cudaSharedmemCarveoutMaxShared)));
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(1, 1, unsigned(cl));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = bytes;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 1, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = unsigned(cl);
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, kern, &cfg) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
 template <int KP, int BV>
 void launch_state_save(const Call& c, StateBwdOut bwd) {
   launch_value_tiles<BV>(v2_state_save<KP, BV>, StateSmem<KP, BV>::bytes, c, bwd);  // the default kernel's layout
@@ -1116,6 +1285,26 @@ void tc_state_pdl_launch(const Call& c, int KP) {
   // the default kernel's tile widths (no knobs: NS = 2, 3-d grid)
   with_kp_bv(KP, pick_bv(c.p),
              [&](auto kp, auto bv) { launch_state_pdl<decltype(kp)::value, decltype(bv)::value>(c); });
+}
+
+bool tc_state_mc_launch(const Call& c, int KP, int cl) {
+  if (skip_kernel("state")) return true;
+  return KP == 64 ? launch_state_mc<64>(c, cl) : launch_state_mc<128>(c, cl);
+}
+
+int tc_state_mc_max_clusters(int KP, int cl) {
+  return KP == 64 ? state_mc_max_clusters<64>(cl) : state_mc_max_clusters<128>(cl);
+}
+
+std::size_t tc_state_mc_smem_bytes(int KP) {
+  return KP == 64 ? StateSmem<64, 16, 2, false, false, true>::bytes : StateSmem<128, 16, 2, false, false, true>::bytes;
+}
+
+int tc_state_mc_regs(int KP) {
+  cudaFuncAttributes a{};
+  if (KP == 64) LINATTN_CUDA_CHECK(cudaFuncGetAttributes(&a, v2_state_mc<64>));
+  else LINATTN_CUDA_CHECK(cudaFuncGetAttributes(&a, v2_state_mc<128>));
+  return a.numRegs;
 }
 
 int tc_state_pdl_regs(int KP) {

@@ -97,6 +97,9 @@ std::size_t v10_workspace_bytes(const KParams& p);
 void v10_launch(Call c);
 /// Segments of the last v10_launch that pipelined (0: it did not pipeline); a test hook, not thread-safe.
 int v10_last_segments();
+/// The state kernel's cluster size in the last v10_launch that pipelined (1: v2_state_pdl, no cluster; >1:
+/// v2_state_mc; 0: it did not pipeline); a test hook, not thread-safe.
+int v10_last_cluster();
 
 /// One backward call: the forward's parameters (o and ht unused) plus dL/do, dL/dS_T and the
 /// gradient outputs (q, k, v, do and their gradients in `dtype`; gates and theirs in `gate_dtype`;
