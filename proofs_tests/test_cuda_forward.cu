@@ -673,6 +673,10 @@ TEST_CASE("CUDA v9 lean overlap forward outside its range equals the rung best r
 // final state (o compared), where the last segment writes none and the others still hand theirs on. Cases: a ragged last segment, segments of 1 to 8 chunks, K = 16 / 48 /
 // 64 / 100 / 128 (KP 64 and 128, element-wise loads at 100), V up to 200 (13 value tiles), random /
 // extreme / zero / mixed gates, with and without an initial state, float32 and bf16 gates.
+// Since session 17 the state kernel runs in clusters of the value tiles where their count is even (V = 128: 8,
+// V = 64: 4; v2_state_mc, tiles multicast by tensor copies): the test checks the cluster size it expects through
+// detail::v10_last_cluster() and runs every smaller size that divides the tiles (LINATTN_V10_CLUSTER), 1 (no
+// cluster, v2_state_pdl) included, each against rung 7 bit for bit.
 // LINATTN_V10_BIT_CASES=n runs the first n cases only (compute-sanitizer in the device scripts).
 namespace {
 struct PipeCase {

@@ -183,28 +183,32 @@ __device__ __forceinline__ void mbar_wait_parity_cluster(void* bar, unsigned par
         : "memory");
   } while (!done);
 }
-/// The box at coordinates (c0, c1, c2) of the 3-d tensor map `tmap` (the address of a __grid_constant__ kernel
+/// The box at coordinates (c0, c1) of the 2-d tensor map `tmap` (the address of a __grid_constant__ kernel
 /// parameter) to shared `dst` of every CTA in `mask`, completing on the barrier at `bar`'s offset in each.
-__device__ __forceinline__ void tma3_multicast(void* dst, const void* tmap, int c0, int c1, int c2, void* bar,
+__device__ __forceinline__ void tma2_multicast(void* dst, const void* tmap, int c0, int c1, void* bar,
                                                unsigned short mask) {
   asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
-      " [%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(smem_u32(dst)),
-      "l"(reinterpret_cast<std::uint64_t>(tmap)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar)), "h"(mask)
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<std::uint64_t>(tmap)), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "h"(mask)
       : "memory");
 }
 
-/// Fragments from a 64-row tile stored in 8-column slabs, element (r, c) at ((c / 8) * 64 + r) * 8 + c % 8 (the
-/// order in which a tensor copy with box {8, 64, slabs} writes it): load_a's A fragment (rows r0.., columns
-/// c0..) and load_a_t's fragment of the transpose (A(m, k) = tile[k][m]; m0.., k0..). Each 8 x 8 matrix is 8
-/// rows of 16 contiguous bytes, 128 bytes in a row: no bank conflicts without padding.
-__device__ __forceinline__ void load_a_slab(unsigned (&a)[4], const __nv_bfloat16* s, int r0, int c0) {
-  const int lane = threadIdx.x & 31;
-  ldsm_x4(a, s + ((c0 >> 3) + (lane >> 4)) * 512 + (r0 + (lane & 15)) * 8);
+/// Fragments from a 64-row bf16 tile written by tensor copies of 64 x 64 boxes with the 128-byte swizzle: column
+/// half hh = c / 64 at hh * 8192 bytes (1024-byte aligned), row r at r * 128, its 16-byte chunk j = (c % 64) / 8
+/// stored at chunk j ^ (r % 8). load_a's A fragment (rows r0.., columns c0..) and load_a_t's fragment of the
+/// transpose (A(m, k) = tile[k][m]; m0.., k0..). The 8 rows of each 8 x 8 matrix land in 8 different chunks, so
+/// in different banks: no conflicts without padding.
+__device__ __forceinline__ const __nv_bfloat16* sw128_at(const __nv_bfloat16* s, int r, int c) {
+  return s + (c >> 6) * 4096 + r * 64 + ((((c & 63) >> 3) ^ (r & 7)) << 3);
 }
-__device__ __forceinline__ void load_a_t_slab(unsigned (&a)[4], const __nv_bfloat16* s, int m0, int k0) {
+__device__ __forceinline__ void load_a_sw128(unsigned (&a)[4], const __nv_bfloat16* s, int r0, int c0) {
+  const int lane = threadIdx.x & 31;
+  ldsm_x4(a, sw128_at(s, r0 + (lane & 15), c0 + (lane >> 4) * 8));
+}
+__device__ __forceinline__ void load_a_t_sw128(unsigned (&a)[4], const __nv_bfloat16* s, int m0, int k0) {
   const int lane = threadIdx.x & 31, mi = lane >> 3, rr = lane & 7;
-  ldsm_x4_t(a, s + ((m0 >> 3) + (mi & 1)) * 512 + (k0 + rr + (mi >> 1) * 8) * 8);
+  ldsm_x4_t(a, sw128_at(s, k0 + rr + (mi >> 1) * 8, m0 + (mi & 1) * 8));
 }
 
 }  // namespace linattn::cuda::detail

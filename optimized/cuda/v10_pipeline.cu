@@ -11,6 +11,12 @@
 // shares its SMs and L2 with the intra blocks beside it; how much each loses is not yet measured. Bit for
 // bit with rung 7 (141 assertions over 7 pipelined cases), memcheck clean over 2 of them (call 4),
 // mutants 261-263 caught; 260 (the griddepcontrol.wait removed) passes, see "Dependences" below.
+// Session 17: where the value tiles pair up, each segment's state kernel is v2_state_mc (v2_tensorcore.cu): the
+// value tiles of one head in a thread-block cluster, each chunk's W, Qg, Kd and P tiles loaded once and multicast
+// to the cluster by tensor copies instead of once per tile by cp.async. Same bits. B=1 T=32768 (call 5, one process,
+// LINATTN_V10_CLUSTER=1 as the control): state kernels 0.984 -> 0.908 ms, GDN 1.220 -> 1.157, DeltaNet 1.215 ->
+// 1.140; bench_forward (call 6): DeltaNet 1.139 against fla's 1.332, GDN 1.156 against 1.281 (fla, same commit,
+// measured 1.45 / 1.57 in sessions 13-15 and 1.28 / 1.33 in every call of session 17).
 // Not pipelined (B=8, and anything else outside "Where"), rung 10 runs rung 7. Rung 9 is faster at B=8
 // (GDN 0.885-0.890 against rung 7's 0.917-0.923) but gives rung 6's bits, so it stays out of rung 10;
 // since session 15 `best` runs rung 9 itself where v9_in_best holds, with the saving forward and the
@@ -50,6 +56,10 @@
 // scalar), state tiles of 16 columns (pick_bv) in one wave (no more state blocks than SMs: one per SM,
 // as the scheduler spreads them), one block of each kernel fits one SM together (shared memory and
 // registers, from the kernels' attributes: fit_one_sm) and T > one segment. Elsewhere rung 10 runs rung 7.
+// The cluster size (cluster_size): LINATTN_V10_CLUSTER (1, 2, 4 or 8; 1 turns clusters off) or the largest of 8,
+// 4, 2 that divides the value tiles, where the cluster kernel fits beside an intra block (fit_one_sm_mc) and every
+// cluster fits the GPU at once (cudaOccupancyMaxActiveClusters); else 1 (v2_state_pdl). If the driver cannot
+// encode the tensor maps, rung 10 says so once on stderr and runs v2_state_pdl.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>

@@ -366,9 +366,9 @@ __global__ void __launch_bounds__(kThreads) v2_intra(KParams p) {
 // kLean (forward rung 6, NS = 2): a second bf16 v_new tile sVk (v_new rows times exp(G_C - G_i), the
 // state update's operand) and NS stages of the chunk's 64 log2 decays G_i (sGl), after sBar; the
 // layout before them is the default's.
-// kMC (forward rung 10's cluster state kernel v2_state_mc, session 17): W, Qg, Kd and P in 8-column slabs
-// without padding (tensor-copy boxes; load_a_slab), tiles at 1024-byte offsets, and 4 mbarriers at sBar (full
-// and empty, per stage).
+// kMC (forward rung 10's cluster state kernel v2_state_mc, session 17): W, Qg, Kd and P as 64-column halves
+// of 128-byte rows in the tensor copies' 128-byte swizzle, without padding (load_a_sw128), tiles at 1024-byte
+// offsets, and 4 mbarriers at sBar (full and empty, per stage).
 template <int KP, int BV, int NS = 2, bool kBulk = false, bool kLean = false, bool kMC = false>
 struct StateSmem {
   static constexpr int LDK = ldk(KP);
@@ -376,10 +376,10 @@ struct StateSmem {
   static constexpr int LDU = BV + 4;  // float
   static constexpr int tileK = kMC ? 64 * KP * 2 : 64 * LDK * 2;
   static constexpr int tileP = kMC ? 64 * 64 * 2 : 64 * 72 * 2;
-  static constexpr int sW = 0;                        // [NS] bf16 [64][LDK] (kMC: [KP / 8][64][8])
+  static constexpr int sW = 0;                        // [NS] bf16 [64][LDK] (kMC: [KP / 64][64][64] swizzled)
   static constexpr int sQg = sW + NS * tileK;
   static constexpr int sKd = sQg + NS * tileK;
-  static constexpr int sP = sKd + NS * tileK;         // [NS] bf16 [64][72] (kMC: [8][64][8])
+  static constexpr int sP = sKd + NS * tileK;         // [NS] bf16 [64][72] (kMC: [64][64] swizzled)
   static constexpr int sU = sP + NS * tileP;          // [NS] f32 [64][LDU]
   static constexpr int sgC = sU + NS * 64 * LDU * 4;  // [NS] f32 [KP]
   static constexpr int sSh = sgC + NS * KP * 4;       // bf16 [KP][LDV] state, hi part
@@ -393,9 +393,9 @@ struct StateSmem {
   static_assert(!kMC || (sP % 1024 == 0 && sU % 1024 == 0 && tileK % 1024 == 0), "kMC: tensor-copy boxes 1024-byte aligned");
 };
 
-/// kMC: the tensor maps of the workspace's W, Qg, Kd ([rows][KP] bf16 seen as {8, rows, KP / 8} with strides
-/// {KP * 2, 16} bytes) and P ({8, rows, 8}, strides {128, 16}), boxes {8, 64, slabs}: one copy moves one
-/// chunk's tile into the slab layout. A __grid_constant__ kernel parameter (the copies read it in place).
+/// kMC: the tensor maps of the workspace's W, Qg, Kd ([rows][KP] bf16) and P ([rows][64]), boxes of 64 columns
+/// by 64 rows with the 128-byte swizzle (one copy per 64 columns of a chunk's tile). A __grid_constant__ kernel
+/// parameter (the copies read it in place).
 struct StateTmaps {
   CUtensorMap w, qg, kd, P;
 };
@@ -632,10 +632,13 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
         void* bar = base + S::sBar + 8 * stg;  // full[stg]: the same offset in every CTA
         const int row = int(cw) * 64;
         const unsigned short mask = (unsigned short)((1u << mc_size) - 1);
-        tma3_multicast(dW, &tm->w, 0, row, 0, bar, mask);
-        tma3_multicast(dQ, &tm->qg, 0, row, 0, bar, mask);
-        tma3_multicast(dK, &tm->kd, 0, row, 0, bar, mask);
-        tma3_multicast(dP, &tm->P, 0, row, 0, bar, mask);
+#pragma unroll
+        for (int c0 = 0; c0 < KP; c0 += 64) {  // 64-column boxes (128-byte rows, swizzled), 8 KB each
+          tma2_multicast(dW + c0 * 64, &tm->w, c0, row, bar, mask);
+          tma2_multicast(dQ + c0 * 64, &tm->qg, c0, row, bar, mask);
+          tma2_multicast(dK + c0 * 64, &tm->kd, c0, row, bar, mask);
+        }
+        tma2_multicast(dP, &tm->P, 0, row, bar, mask);
       }
     } else if constexpr (kLean) {  // W from the workspace; q, k rows of the chunk's tokens from the inputs
       // A thread's 16-byte column d8 is the same in every sweep and its row advances by RS, so both offsets
@@ -822,8 +825,8 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
       if (kPF) break;
       unsigned aw[4], aq[4];
       if constexpr (kMC) {
-        load_a_slab(aw, sW, 16 * wm, k0);
-        load_a_slab(aq, sQg, 16 * wm, k0);
+        load_a_sw128(aw, sW, 16 * wm, k0);
+        load_a_sw128(aq, sQg, 16 * wm, k0);
       } else {
         load_a(aw, sW, LDK, 16 * wm, k0);
         if (!kBwd) load_a(aq, sQg, LDK, 16 * wm, k0);
@@ -899,7 +902,7 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
       if (kBwd) break;
       if (k0 > 16 * wm) break;  // P is lower triangular
       unsigned a[4];
-      if constexpr (kMC) load_a_slab(a, sP, 16 * wm, k0);
+      if constexpr (kMC) load_a_sw128(a, sP, 16 * wm, k0);
       else load_a(a, sP, 72, 16 * wm, k0);
       mma_acc_b(os_, a, sVn, LDV, k0, 8 * wn0);
       if (ONT % 2) {  // one n-tile: an x2 read of its 8 columns (session 17; was x4 over 16, half used)
@@ -930,7 +933,7 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
 #pragma unroll
     for (int k0 = 0; k0 < 64; k0 += 16) {
       unsigned a[4];
-      if constexpr (kMC) load_a_t_slab(a, sKd, 16 * sm, k0);
+      if constexpr (kMC) load_a_t_sw128(a, sKd, 16 * sm, k0);
       else load_a_t(a, sKd, LDK, 16 * sm, k0);
       mma_acc_b(st, a, sVs, LDV, k0, 8 * sn0);
       if (SNT % 2) {
@@ -982,12 +985,14 @@ __global__ void __launch_bounds__(kThreads) v2_state_pdl(KParams p) {
 /// tiles of one head form a cluster of CL CTAs (grid (1, H, V / 16), cluster (1, 1, CL)). Every CTA reads the same
 /// W, Qg, Kd and P tiles of each chunk, which v2_state_pdl loads CL times from L2 with cp.async (about 16
 /// LDGSTS and 130 instructions per thread and chunk; ncu of call 2: L2 throughput 67%, a quarter of the stall
-/// samples on the issue code). Here rank 0's thread 0 loads each tile once with a tensor copy multicast to the
+/// samples on the issue code). Here rank 0's thread 0 loads each tile once with tensor copies multicast to the
 /// whole cluster; u (per value tile) and exp(G_C) stay cp.async. Protocol (two stages, kMC in v2_state_body):
 /// full[s] in each CTA (count 1, its thread 0's expect-tx of the 4 tiles' bytes), empty[s] in rank 0 (count CL,
 /// one remote arrival per CTA when its warps are done with stage s); rank 0 copies chunk ci + 1 into stage s
-/// once empty[s]'s phase for chunk ci - 1 has completed. The tiles land in 8-column slabs instead of padded rows
-/// (load_a_slab): the same values reach the same mma fragments, so o and the state are v2_state_pdl's bit for bit.
+/// once empty[s]'s phase for chunk ci - 1 has completed. The tiles land in 128-byte-swizzled 64-column halves
+/// instead of padded rows (load_a_sw128): the same values reach the same mma fragments, so o and the state are
+/// v2_state_pdl's bit for bit. Call 4 of session 17 ran a first layout, 8-column slabs (boxes {8, 64, KP / 8} of
+/// 16-byte rows): bit for bit, but the state kernel alone took 1.73 ms against 0.97 without clusters.
 template <int KP>
 __global__ void __launch_bounds__(kThreads) v2_state_mc(KParams p, const __grid_constant__ StateTmaps tm) {
 #if __CUDA_ARCH__ >= 900
@@ -1165,18 +1170,17 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
-/// A tensor map of `rows` rows of `cols` bf16 (row stride cols * 2 bytes) at `base`, as {8, rows, cols / 8} with
-/// strides {cols * 2, 16} and box {8, 64, cols / 8}: one box is a 64-row tile in 8-column slabs. False if the
-/// driver refuses it.
-bool encode_slab_map(CUtensorMap* m, const void* base, std::int64_t rows, int cols) {
+/// A tensor map of `rows` rows of `cols` bf16 (row stride cols * 2 bytes) at `base`, boxes of 64 columns by 64
+/// rows with the 128-byte swizzle (sw128_at's layout). False if the driver refuses it.
+bool encode_sw128_map(CUtensorMap* m, const void* base, std::int64_t rows, int cols) {
   auto enc = tensor_map_encoder();
   if (!enc) return false;
-  const cuuint64_t dims[3] = {8, cuuint64_t(rows), cuuint64_t(cols / 8)};
-  const cuuint64_t strides[2] = {cuuint64_t(cols) * 2, 16};
-  const cuuint32_t box[3] = {8, 64, cuuint32_t(cols / 8)};
-  const cuuint32_t estr[3] = {1, 1, 1};
-  return enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims, strides, box, estr,
-             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+  const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(cols) * 2};
+  const cuuint32_t box[2] = {64, 64};
+  const cuuint32_t estr[2] = {1, 1};
+  return enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box, estr,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
@@ -1186,8 +1190,8 @@ bool launch_state_mc(const Call& c, int cl) {
   const V2Ws ws = v2_ws(p, KP);
   const std::int64_t rows = std::int64_t(p.num_chunks) * p.H * 64;
   StateTmaps tm;
-  if (!encode_slab_map(&tm.w, ws.w, rows, KP) || !encode_slab_map(&tm.qg, ws.qg, rows, KP) ||
-      !encode_slab_map(&tm.kd, ws.kd, rows, KP) || !encode_slab_map(&tm.P, ws.P, rows, 64))
+  if (!encode_sw128_map(&tm.w, ws.w, rows, KP) || !encode_sw128_map(&tm.qg, ws.qg, rows, KP) ||
+      !encode_sw128_map(&tm.kd, ws.kd, rows, KP) || !encode_sw128_map(&tm.P, ws.P, rows, 64))
     return false;
   constexpr int bytes = StateSmem<KP, 16, 2, false, false, true>::bytes;
   auto kern = v2_state_mc<KP>;
