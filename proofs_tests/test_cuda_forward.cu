@@ -675,8 +675,8 @@ TEST_CASE("CUDA v9 lean overlap forward outside its range equals the rung best r
 // extreme / zero / mixed gates, with and without an initial state, float32 and bf16 gates.
 // Since session 17 the state kernel runs in clusters of the value tiles where their count is even (V = 128: 8,
 // V = 64: 4; v2_state_mc, tiles multicast by tensor copies): the test checks the cluster size it expects through
-// detail::v10_last_cluster() and runs every smaller size that divides the tiles (LINATTN_V10_CLUSTER), 1 (no
-// cluster, v2_state_pdl) included, each against rung 7 bit for bit.
+// detail::v10_last_cluster() (8 / 4 at K > 64, 1 at K <= 64 where clusters are opt-in) and runs every size 1, 2,
+// 4, 8 that divides the tiles (LINATTN_V10_CLUSTER; 1: no cluster, v2_state_pdl), each against rung 7 bit for bit.
 // LINATTN_V10_BIT_CASES=n runs the first n cases only (compute-sanitizer in the device scripts).
 namespace {
 struct PipeCase {
@@ -725,13 +725,14 @@ TEST_CASE("CUDA v10 pipeline forward equals v7 bit for bit where it pipelines an
                               << ": v10 against v7 o " << compare(v10.o, v7.o).str() << " state "
                               << compare(v10.final_state, v7.final_state).str());
         CHECK(segs == int((c.T + seg - 1) / seg));
-        // Session 17: where the value tiles pair up (an even count; at most 24 blocks here, so every cluster fits)
-        // the state kernel runs in clusters (v2_state_mc, tiles shared by multicast tensor copies), else alone.
+        // Session 17: at KP = 128 (K > 64), where the value tiles pair up (an even count; at most 24 blocks here,
+        // so every cluster fits), the state kernel runs in clusters (v2_state_mc, tiles shared by multicast tensor
+        // copies), else alone (at KP = 64 clusters are opt-in: LINATTN_V10_CLUSTER, run below).
         const int nvt = (c.V + 15) / 16;
-        CHECK(cl == (nvt % 8 == 0 ? 8 : nvt % 4 == 0 ? 4 : nvt % 2 == 0 ? 2 : 1));
+        CHECK(cl == (c.K <= 64 ? 1 : nvt % 8 == 0 ? 8 : nvt % 4 == 0 ? 4 : nvt % 2 == 0 ? 2 : 1));
         check_bitwise_equal(v10, v7);
         if (nvt % 2 == 0) {  // the other cluster sizes, and no cluster, give the same bits
-          for (const char* size : {"1", "2", "4"}) {
+          for (const char* size : {"1", "2", "4", "8"}) {
             if (nvt % std::atoi(size)) continue;
             setenv("LINATTN_V10_CLUSTER", size, 1);
             cuda::poison_device_workspaces();

@@ -198,7 +198,7 @@ __device__ __forceinline__ void tma2_multicast(void* dst, const void* tmap, int 
 /// half hh = c / 64 at hh * 8192 bytes (1024-byte aligned), row r at r * 128, its 16-byte chunk j = (c % 64) / 8
 /// stored at chunk j ^ (r % 8). load_a's A fragment (rows r0.., columns c0..) and load_a_t's fragment of the
 /// transpose (A(m, k) = tile[k][m]; m0.., k0..). The 8 rows of each 8 x 8 matrix land in 8 different chunks, so
-/// in different banks: no conflicts without padding.
+/// in different banks: no conflicts without padding. Columns c are multiples of 8 (a fragment's 16-byte rows).
 __device__ __forceinline__ const __nv_bfloat16* sw128_at(const __nv_bfloat16* s, int r, int c) {
   return s + (c >> 6) * 4096 + r * 64 + ((((c & 63) >> 3) ^ (r & 7)) << 3);
 }

@@ -16,7 +16,9 @@
 // to the cluster by tensor copies instead of once per tile by cp.async. Same bits. B=1 T=32768 (call 5, one process,
 // LINATTN_V10_CLUSTER=1 as the control): state kernels 0.984 -> 0.908 ms, GDN 1.220 -> 1.157, DeltaNet 1.215 ->
 // 1.140; bench_forward (call 6): DeltaNet 1.139 against fla's 1.332, GDN 1.156 against 1.281 (fla, same commit,
-// measured 1.45 / 1.57 in sessions 13-15 and 1.28 / 1.33 in every call of session 17).
+// measured 1.57 / 1.45 in sessions 13-15 and 1.33 / 1.28 in every call of session 17). Only at KP = 128 by
+// default: at K = V = 64 (1x5000x16x64x64, clusters of 4; one round of call 5's bit check) DeltaNet took 0.169
+// against 0.156 ms without clusters and GDN 0.173 against 0.160.
 // Not pipelined (B=8, and anything else outside "Where"), rung 10 runs rung 7. Rung 9 is faster at B=8
 // (GDN 0.885-0.890 against rung 7's 0.917-0.923) but gives rung 6's bits, so it stays out of rung 10;
 // since session 15 `best` runs rung 9 itself where v9_in_best holds, with the saving forward and the
@@ -56,9 +58,10 @@
 // scalar), state tiles of 16 columns (pick_bv) in one wave (no more state blocks than SMs: one per SM,
 // as the scheduler spreads them), one block of each kernel fits one SM together (shared memory and
 // registers, from the kernels' attributes: fit_one_sm) and T > one segment. Elsewhere rung 10 runs rung 7.
-// The cluster size (cluster_size): LINATTN_V10_CLUSTER (1, 2, 4 or 8; 1 turns clusters off) or the largest of 8,
-// 4, 2 that divides the value tiles, where the cluster kernel fits beside an intra block (fit_one_sm_mc) and every
-// cluster fits the GPU at once (cudaOccupancyMaxActiveClusters); else 1 (v2_state_pdl). If the driver cannot
+// The cluster size (cluster_size): the largest of n, n / 2, ..., 2 that divides the value tiles, where the cluster
+// kernel fits beside an intra block (fit_one_sm_mc) and every cluster fits the GPU at once
+// (cudaOccupancyMaxActiveClusters), else 1 (v2_state_pdl); n is LINATTN_V10_CLUSTER (1, 2, 4 or 8; 1 turns
+// clusters off) or by default 8 at KP = 128 and 1 at KP = 64 (measured slower there, above). If the driver cannot
 // encode the tensor maps, rung 10 says so once on stderr and runs v2_state_pdl.
 #include <algorithm>
 #include <cstdio>
@@ -174,14 +177,14 @@ KParams with_length(const KParams& p, int len) {
   return s;
 }
 
-/// The cluster size of the state kernel (session 17; 1: v2_state_pdl, no cluster): LINATTN_V10_CLUSTER = 1, 2,
-/// 4 or 8 if set (1 turns the cluster kernel off), else the largest of 8, 4, 2; in either case only a size that
-/// divides the value tiles, where the cluster kernel fits beside an intra block and all clusters fit the GPU at
-/// once (cudaOccupancyMaxActiveClusters), else 1.
+/// The cluster size of the state kernel (session 17; 1: v2_state_pdl, no cluster): at most n, with n =
+/// LINATTN_V10_CLUSTER (1, 2, 4 or 8; 1 turns the cluster kernel off) or by default 8 at KP = 128 and 1 at
+/// KP = 64 (the file comment); the largest of n, n / 2, ..., 2 that divides the value tiles, where the cluster
+/// kernel fits beside an intra block and all clusters fit the GPU at once (cudaOccupancyMaxActiveClusters), else 1.
 int cluster_size(const KParams& p, int KP) {
   const DeviceFacts dev = device_facts();
   const int i = KP == 128, nvt = (p.V + 15) / 16;
-  int want = 8;
+  int want = KP == 128 ? 8 : 1;
   if (const char* s = std::getenv("LINATTN_V10_CLUSTER")) {
     want = std::atoi(s);
     if (want != 1 && want != 2 && want != 4 && want != 8) {
@@ -189,7 +192,7 @@ int cluster_size(const KParams& p, int KP) {
       std::call_once(warned, [s] {
         std::fprintf(stderr, "linattn: LINATTN_V10_CLUSTER='%s' is not 1, 2, 4 or 8; rung 10 picks the cluster size\n", s);
       });
-      want = 8;
+      want = KP == 128 ? 8 : 1;
     }
   }
   if (!dev.mc_fits[i]) return 1;

@@ -559,7 +559,16 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
   // kMC: this CTA's rank in its cluster (the value tiles of one head) and the cluster's size; the bytes rank 0's
   // four copies deliver to each CTA per chunk.
   unsigned mc_rank = 0, mc_size = 1;
-  if constexpr (kMC) mc_rank = cluster_ctarank(), mc_size = cluster_nctarank();
+  if constexpr (kMC) {
+    mc_rank = cluster_ctarank(), mc_size = cluster_nctarank();
+    // The 128-byte swizzle acts on absolute shared-memory address bits (sw128_at assumes chunk bits [4:6] are
+    // XORed with row bits [7:9] of a 1024-byte-aligned tile). This kernel has no static shared memory, so the
+    // dynamic base is the window's start (it was, on the H200: bit for bit in session 17); say so if not.
+    if (smem_u32(smem) & 1023u) {
+      if (tid == 0) printf("linattn: v2_state_mc: dynamic shared memory at %u, not 1024-byte aligned\n", smem_u32(smem));
+      __trap();
+    }
+  }
   constexpr unsigned kMcBytes = 3u * 64 * KP * 2 + 64 * 64 * 2;
   const V2Ws ws = v2_ws(p, KP);
   const int VP = vpad(V);
@@ -1163,8 +1172,10 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
     void* f = nullptr;
     cudaDriverEntryPointQueryResult q{};
     if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
+        q != cudaDriverEntryPointSuccess) {
       f = nullptr;
+      (void)cudaGetLastError();  // the fallback's launch checks cudaGetLastError: leave no error behind
+    }
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
   }();
   return fn;
@@ -1189,6 +1200,7 @@ bool launch_state_mc(const Call& c, int cl) {
   const KParams& p = c.p;
   const V2Ws ws = v2_ws(p, KP);
   const std::int64_t rows = std::int64_t(p.num_chunks) * p.H * 64;
+  if (rows > (std::int64_t(1) << 31) - 64) return false;  // the copies' row coordinate is a 32-bit int
   StateTmaps tm;
   if (!encode_sw128_map(&tm.w, ws.w, rows, KP) || !encode_sw128_map(&tm.qg, ws.qg, rows, KP) ||
       !encode_sw128_map(&tm.kd, ws.kd, rows, KP) || !encode_sw128_map(&tm.P, ws.P, rows, 64))
