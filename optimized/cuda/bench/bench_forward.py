@@ -101,6 +101,16 @@ class Linattn:
         self.lib.linattn_cuda_forward.restype = ctypes.c_int
         self.lib.linattn_cuda_version_name.restype = ctypes.c_char_p
         self.err = ctypes.create_string_buffer(4096)
+        self.has_v10_probe = hasattr(self.lib, "linattn_cuda_v10_last")  # libraries since session 17
+
+    def v10_last(self):
+        """(segments, cluster size) of the last forward call's rung 10 (0, 0: it did not pipeline); None for a
+        library built before session 17."""
+        if not self.has_v10_probe:
+            return None
+        cl = ctypes.c_int(0)
+        segs = self.lib.linattn_cuda_v10_last(ctypes.byref(cl))
+        return segs, cl.value
 
     def name(self, ver):
         return self.lib.linattn_cuda_version_name(ver).decode()
@@ -274,6 +284,9 @@ def main():
                         check = "(partial: one kernel, output not checked)"
                     elif bad:
                         check += " MISMATCH (or non-finite)"
+                    probe = lin.v10_last()
+                    if probe and probe[0] > 0:  # rung 10 pipelined this call: say how (session 17)
+                        check += f"; rung 10: {probe[0]} segments, state clusters of {probe[1]}"
                     if not bv and not only:
                         outs[name] = (o.clone(), ht.clone())
                     t0 = time.time()

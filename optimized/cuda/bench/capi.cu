@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "optimized/cuda/chunk_cuda.hpp"
+#include "optimized/cuda/versions.cuh"  // detail::v10_last_segments, v10_last_cluster
 
 extern "C" {
 
@@ -163,6 +164,13 @@ std::int64_t linattn_cuda_saved_bytes(const void* saved) {
 /// Frees a handle of linattn_cuda_forward_save, its device memory and its events (null: nothing).
 /// Free each handle once: it is invalid afterwards (a second free is undefined behaviour).
 void linattn_cuda_saved_free(void* saved) { delete static_cast<linattn::cuda::SavedForward*>(saved); }
+
+/// What the last forward call did in rung 10 (session 17): its segments (0: it did not pipeline), and the state
+/// kernel's cluster size in `cluster` (1: no cluster; 0: not pipelined). Not thread-safe (a benchmark probe).
+int linattn_cuda_v10_last(int* cluster) {
+  if (cluster) *cluster = linattn::cuda::detail::v10_last_cluster();
+  return linattn::cuda::detail::v10_last_segments();
+}
 
 const char* linattn_cuda_version_name(int version) {
   return linattn::cuda::version_name(static_cast<linattn::cuda::Version>(version));

@@ -9,7 +9,8 @@
 #      barriers (session 17's 2-case runs did not reach them; its racecheck passed 40 s unfinished); review18's
 #      fixes (clusters opt-in at KP = 64, the alignment trap, the forced size 8 in the test) are unrun;
 #   3. bench_forward, every operator at both shapes, `best` and fla, 3 rounds (session 17's figures for DeltaNet and
-#      GDN at B=1 come from call 6, for the rest from call 4, on the same kernels).
+#      GDN at B=1 come from call 6, for the rest from call 4, on the same kernels); its B=1 rows for DeltaNet and GDN
+#      now end with "rung 10: 8 segments, state clusters of N" (the cluster size session 17 did not log).
 # Needs .cudabin/bins.tar.xz (test_cuda_forward, test_cuda_saved, test_cuda_backward, liblinattn_cuda_capi.so,
 # stripped, built at HEAD; `xz -6` keeps the four under 64 MiB with .fla) and .fla; carry `.cudabin .fla`.
 # Usage on the device: bash optimized/cuda/bench/pending_device_run.sh (about 600-700 s: split it over two calls,
