@@ -59,7 +59,7 @@
 // as the scheduler spreads them), one block of each kernel fits one SM together (shared memory and
 // registers, from the kernels' attributes: fit_one_sm) and T > one segment. Elsewhere rung 10 runs rung 7.
 // The cluster size (cluster_size): the largest of n, n / 2, ..., 2 that divides the value tiles, where the cluster
-// kernel fits beside an intra block (fit_one_sm_mc) and every cluster fits the GPU at once
+// kernel fits beside an intra block (fit_one_sm) and every cluster fits the GPU at once
 // (cudaOccupancyMaxActiveClusters), else 1 (v2_state_pdl); n is LINATTN_V10_CLUSTER (1, 2, 4 or 8; 1 turns
 // clusters off) or by default 8 at KP = 128 and 1 at KP = 64 (measured slower there, above). If the driver cannot
 // encode the tensor maps, rung 10 says so once on stderr and runs v2_state_pdl.
@@ -99,27 +99,17 @@ int device_attr(cudaDeviceAttr a) {
   return v;
 }
 
-/// Whether one block of the state kernel (v2_state_pdl at KP, 16 columns) and one of rung 7's intra kernel
-/// fit one SM together: shared memory (each block's bytes plus the runtime's reserve) and registers (per
-/// warp, in units of 8 per thread, as sm_90 allocates them), from the kernels' own attributes.
-bool fit_one_sm(int KP) {
+/// Whether one block of a state kernel (its dynamic shared memory bytes and registers per thread: v2_state_pdl
+/// or v2_state_mc at KP, 16 columns) and one of rung 7's intra kernel fit one SM together: shared memory (each
+/// block's bytes plus the runtime's reserve) and registers (per warp, in units of 8 per thread, as sm_90
+/// allocates them), from the kernels' own attributes.
+bool fit_one_sm(int KP, std::size_t state_smem, int state_regs) {
   const int sm_smem = device_attr(cudaDevAttrMaxSharedMemoryPerMultiprocessor);
   const int reserve = device_attr(cudaDevAttrReservedSharedMemoryPerBlock);
   const int sm_regs = device_attr(cudaDevAttrMaxRegistersPerMultiprocessor);
   auto block_regs = [](int per_thread) { return (per_thread + 7) / 8 * 8 * kThreads; };
-  const std::size_t smem = tc_state_smem_bytes(KP, 16) + v7_intra_smem_bytes(KP) + 2 * std::size_t(reserve);
-  const int regs = block_regs(tc_state_pdl_regs(KP)) + block_regs(v7_intra_pdl_regs(KP));
-  return smem <= std::size_t(sm_smem) && regs <= sm_regs;
-}
-
-/// fit_one_sm for the cluster state kernel (v2_state_mc) in place of v2_state_pdl.
-bool fit_one_sm_mc(int KP) {
-  const int sm_smem = device_attr(cudaDevAttrMaxSharedMemoryPerMultiprocessor);
-  const int reserve = device_attr(cudaDevAttrReservedSharedMemoryPerBlock);
-  const int sm_regs = device_attr(cudaDevAttrMaxRegistersPerMultiprocessor);
-  auto block_regs = [](int per_thread) { return (per_thread + 7) / 8 * 8 * kThreads; };
-  const std::size_t smem = tc_state_mc_smem_bytes(KP) + v7_intra_smem_bytes(KP) + 2 * std::size_t(reserve);
-  const int regs = block_regs(tc_state_mc_regs(KP)) + block_regs(v7_intra_pdl_regs(KP));
+  const std::size_t smem = state_smem + v7_intra_smem_bytes(KP) + 2 * std::size_t(reserve);
+  const int regs = block_regs(state_regs) + block_regs(v7_intra_pdl_regs(KP));
   return smem <= std::size_t(sm_smem) && regs <= sm_regs;
 }
 
@@ -130,7 +120,7 @@ struct DeviceFacts {
   int sms = 0;
   bool fits[2] = {false, false};     // KP = 64, 128
   bool mc_fits[2] = {false, false};  // the same for the cluster state kernel v2_state_mc
-  int mc_clusters[2][4] = {};        // cudaOccupancyMaxActiveClusters at KP = 64, 128 and clusters of 1, 2, 4, 8
+  int mc_clusters[2][9] = {};        // cudaOccupancyMaxActiveClusters at KP = 64, 128, indexed by cluster size 2, 4, 8
 };
 DeviceFacts device_facts() {
   static std::mutex m;
@@ -142,12 +132,11 @@ DeviceFacts device_facts() {
   if (it == known.end()) {
     DeviceFacts f;
     f.sms = device_attr(cudaDevAttrMultiProcessorCount);
-    f.fits[0] = fit_one_sm(64);
-    f.fits[1] = fit_one_sm(128);
     for (int i = 0; i < 2; ++i) {
       const int KP = i ? 128 : 64;
-      f.mc_fits[i] = fit_one_sm_mc(KP);
-      for (int j = 1; j < 4; ++j) f.mc_clusters[i][j] = tc_state_mc_max_clusters(KP, 1 << j);
+      f.fits[i] = fit_one_sm(KP, tc_state_smem_bytes(KP, 16), tc_state_pdl_regs(KP));
+      f.mc_fits[i] = fit_one_sm(KP, tc_state_mc_smem_bytes(KP), tc_state_mc_regs(KP));
+      for (int cl = 2; cl <= 8; cl *= 2) f.mc_clusters[i][cl] = tc_state_mc_max_clusters(KP, cl);
     }
     it = known.emplace(dev, f).first;
   }
@@ -196,8 +185,8 @@ int cluster_size(const KParams& p, int KP) {
     }
   }
   if (!dev.mc_fits[i]) return 1;
-  for (int cl = want, j = want == 8 ? 3 : want == 4 ? 2 : want == 2 ? 1 : 0; cl > 1; cl /= 2, --j)
-    if (nvt % cl == 0 && long(dev.mc_clusters[i][j]) * cl >= long(p.N) * p.H * nvt) return cl;
+  for (int cl = want; cl > 1; cl /= 2)
+    if (nvt % cl == 0 && long(dev.mc_clusters[i][cl]) * cl >= long(p.N) * p.H * nvt) return cl;
   return 1;
 }
 

@@ -1195,6 +1195,27 @@ bool encode_sw128_map(CUtensorMap* m, const void* base, std::int64_t rows, int c
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+/// v2_state_mc's launch configuration over `grid` with clusters of `cl` value tiles (the cluster attribute in
+/// `attr`, which must outlive the configuration), after the kernel's shared-memory attributes are set: its
+/// dynamic bytes, and all 228 KB as shared memory (room for an intra block beside it, as launch_state_pdl).
+template <int KP>
+cudaLaunchConfig_t state_mc_config(dim3 grid, int cl, cudaStream_t stream, cudaLaunchAttribute& attr) {
+  constexpr int bytes = StateSmem<KP, 16, 2, false, false, true>::bytes;
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(v2_state_mc<KP>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(v2_state_mc<KP>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          int(cudaSharedmemCarveoutMaxShared)));
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = bytes;
+  cfg.stream = stream;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = 1, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = unsigned(cl);
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
 template <int KP>
 bool launch_state_mc(const Call& c, int cl) {
   const KParams& p = c.p;
@@ -1205,43 +1226,18 @@ bool launch_state_mc(const Call& c, int cl) {
   if (!encode_sw128_map(&tm.w, ws.w, rows, KP) || !encode_sw128_map(&tm.qg, ws.qg, rows, KP) ||
       !encode_sw128_map(&tm.kd, ws.kd, rows, KP) || !encode_sw128_map(&tm.P, ws.P, rows, 64))
     return false;
-  constexpr int bytes = StateSmem<KP, 16, 2, false, false, true>::bytes;
-  auto kern = v2_state_mc<KP>;
-  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                          int(cudaSharedmemCarveoutMaxShared)));
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(p.N, p.H, (p.V + 15) / 16);
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = bytes;
-  cfg.stream = c.stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = 1, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = unsigned(cl);
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  LINATTN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kern, p, tm));
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = state_mc_config<KP>(dim3(p.N, p.H, (p.V + 15) / 16), cl, c.stream, attr);
+  LINATTN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, v2_state_mc<KP>, p, tm));
   return true;
 }
 
 template <int KP>
 int state_mc_max_clusters(int cl) {
-  constexpr int bytes = StateSmem<KP, 16, 2, false, false, true>::bytes;
-  auto kern = v2_state_mc<KP>;
-  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                          int(cudaSharedmemCarveoutMaxShared)));
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(1, 1, unsigned(cl));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = bytes;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = 1, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = unsigned(cl);
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = state_mc_config<KP>(dim3(1, 1, unsigned(cl)), cl, nullptr, attr);
   int n = 0;
-  if (cudaOccupancyMaxActiveClusters(&n, kern, &cfg) != cudaSuccess) {
+  if (cudaOccupancyMaxActiveClusters(&n, v2_state_mc<KP>, &cfg) != cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }
