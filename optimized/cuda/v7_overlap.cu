@@ -348,8 +348,10 @@ __global__ void __launch_bounds__(kThreads) intra_v7(KParams p, float* a_out) {
   }
 
   // ---- E10, E11 per value tile: u = A u0, u0 hi in sE (e is dead), lo in sK (k is dead).
-  // This thread's u fragment rows (16 mi + g8 and + 8) and first column, as one pointer for every value tile.
-  float* const urow = ws.u + (cw * 64 + 16 * (warp >> 1) + g8) * VP + (warp & 1) * 32 + 2 * t4;
+  // This warp's fragment (m-tile mi, columns nb..) and this thread's u rows (16 mi + g8 and + 8) and first column,
+  // as one pointer for every value tile.
+  const int mi = warp >> 1, nb = (warp & 1) * 32;
+  float* const urow = ws.u + (cw * 64 + 16 * mi + g8) * VP + nb + 2 * t4;
   for (int v0 = 0; v0 < VP; v0 += 64) {
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
@@ -367,7 +369,6 @@ __global__ void __launch_bounds__(kThreads) intra_v7(KParams p, float* a_out) {
     }
     if (v0 + 64 < VP) tci::load_vtile<false, Tg>(vt, p, tok0, Lc, h, v0 + 64);
     __syncthreads();
-    const int mi = warp >> 1, nb = (warp & 1) * 32;
     float acc[4][4] = {};
     mma_lower_a_hilo<4, true>(acc, sAh, sAl, sE, sK, LDK, mi, nb);
 #pragma unroll
