@@ -1,6 +1,6 @@
 // proofs_tests/test_cuda_backward.cu -- the CUDA chunked backward (optimized/cuda: rung 1
 // bwd_v1_simple.cu, rung 2 bwd_v2_tensorcore.cu, rung 3 bwd_v3_async.cu, rung 4 bwd_v4_tc_tail.cu,
-// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu, rung 8 bwd_v8_wide.cu, rung 9 bwd_v9_noextras.cu, rung 10 bwd_v10_split.cu, rung 11 bwd_v11_wyfast.cu, rung 12 bwd_v12_g1slab.cu, rung 13 bwd_v13_g1g2.cu, rung 15 bwd_v15_hionly.cu, rung 16 bwd_v16_b9one.cu, rung 17 bwd_v17_hybrid.cu, rung 18 bwd_v18_lean.cu; host API
+// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu, rung 8 bwd_v8_wide.cu, rung 9 bwd_v9_noextras.cu, rung 10 bwd_v10_split.cu, rung 11 bwd_v11_wyfast.cu, rung 12 bwd_v12_g1slab.cu, rung 13 bwd_v13_g1g2.cu, rung 15 bwd_v15_hionly.cu, rung 16 bwd_v16_b9one.cu, rung 17 bwd_v17_hybrid.cu, rung 18 bwd_v18_lean.cu, rung 19 bwd_v19_dsbf16.cu; host API
 // cuda::chunk_backward) equals the
 // float64 reference backward
 // (reference/recurrent_backward.hpp, itself proven by finite differences in
@@ -111,7 +111,8 @@ const cuda::BwdVersion kRungs[] = {cuda::BwdVersion::v1_simple, cuda::BwdVersion
                                    cuda::BwdVersion::v15_hionly,
                                    cuda::BwdVersion::v16_b9one,
                                    cuda::BwdVersion::v17_hybrid,
-                                   cuda::BwdVersion::v18_lean};
+                                   cuda::BwdVersion::v18_lean,
+                                   cuda::BwdVersion::v19_dsbf16};
 
 /// Rungs 3 to 10 share rung 3's range (bf16 inputs, 16 <= K <= 128) and bounds.
 bool rung3_family(cuda::BwdVersion ver) {
@@ -126,7 +127,8 @@ bool rung3_family(cuda::BwdVersion ver) {
          ver == cuda::BwdVersion::v15_hionly ||
          ver == cuda::BwdVersion::v16_b9one ||
          ver == cuda::BwdVersion::v17_hybrid ||
-         ver == cuda::BwdVersion::v18_lean;
+         ver == cuda::BwdVersion::v18_lean ||
+         ver == cuda::BwdVersion::v19_dsbf16;
 }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
 
@@ -870,6 +872,30 @@ TEST_CASE("CUDA v18 gradients equal v17 gradients bit for bit") {
                     /*poison_between=*/true);
   check_rungs_agree(cuda::BwdVersion::v17_hybrid, cuda::BwdVersion::v18_lean, pair_cases(), kOps, 0, /*require_finite=*/true,
                     /*poison_between=*/true);
+}
+
+TEST_CASE("CUDA v19 gradients equal v18 gradients bit for bit") {
+  SKIP_WITHOUT_GPU();
+  // Rung 19 (bwd_v19_dsbf16.cu) is rung 18 with dS' (DeltaNet) and dw_aux (DeltaNet and GDN) handed between
+  // kernels as the bf16 values the next kernel multiplies (round to nearest even, as rung 18's kernels round the
+  // float32 arrays): every gradient must equal rung 18's bit for bit, and be finite. Rung 18's bit cases (rung 13's: two K slabs and two value tiles at
+  // K = V = 128, ragged K = 100 V = 200 with odd value columns past a tile, T = 1, packed batches, K = 36 / 18 /
+  // 22 for G1''s quad and item staging paths, extreme and zero log-decays) and rung 15's tiny extreme cases.
+  // KDA and GDN2 run rung 18 itself in rung 19: one set of cases for them. NaN-filled workspaces between the
+  // two calls: rung 18's float32 dS' and dw_aux fill the same arrays, so a stray float32 read would otherwise pass.
+  std::vector<Case> cases = rung13_bit_cases();
+  cases.push_back(fixed_case(1, 2, 1, 16, 2, GateMode::extreme, true, 38));
+  cases.push_back(fixed_case(1, 1, 1, 41, 10, GateMode::extreme, true, 39));
+  const std::vector<Op> scalar_ops = {Op::delta_rule, Op::gated_delta_rule};
+  check_rungs_agree(cuda::BwdVersion::v18_lean, cuda::BwdVersion::v19_dsbf16, cases, scalar_ops, 0,
+                    /*require_finite=*/true, /*poison_between=*/true);
+  check_rungs_agree(cuda::BwdVersion::v18_lean, cuda::BwdVersion::v19_dsbf16, pair_cases(), kOps, 0,
+                    /*require_finite=*/true, /*poison_between=*/true);
+}
+
+TEST_CASE("CUDA v19 chunked backward outside rung 3 range runs rung 2 bit for bit") {
+  SKIP_WITHOUT_GPU();
+  check_outside_range_is_rung2(cuda::BwdVersion::v19_dsbf16);
 }
 
 TEST_CASE("CUDA v18 lean chunked backward equals the float64 reference backward for every operator in bfloat16") {

@@ -214,9 +214,10 @@ inline bool slab_grid_fits(const KParams& p) {
 /// aligned, else bwd3_extras. extras false (rung 9): no extras kernel at all (G, E, Qg, Kd not written:
 /// rung 9's grads kernel forms them). g_only (rung 18; DeltaNet and GDN): instead of the extras kernel,
 /// G alone for GDN (bwd18_gcum, the same float64 values) and nothing for DeltaNet (E, Qg, Kd not written:
-/// rung 18's G1' and G2' form them).
+/// rung 18's G1' and G2' form them). ds_bf16 (rung 19; DeltaNet only, else std::logic_error): the dstates kernel
+/// saves dS' as its bf16 hi part into ws.dS's first half (bwd3_dstates' kDsH), for bwd_v12_g1_dsh.
 void bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra = false, bool wide_extras = false,
-                  bool extras = true, bool g_only = false);
+                  bool extras = true, bool g_only = false, bool ds_bf16 = false);
 /// Rung 4's chunk-gradient kernel (bwd_v4_tc_tail.cu: bwd_grads_tc with B7 and B9 on tensor cores),
 /// then prof.mark(); reads the workspace bwd_v3_front leaves. batch_loads: rung 5's variant (V5Mid:
 /// stagings, tail and V4Mid's B9 slabs load in batches, the per-channel float32 B9 unrolled;
@@ -267,6 +268,12 @@ void bwd_v11_g2_hy(const BwdCall& c, Profile& prof);
 /// after bwd_v3_front(.., g_only = true). Same ranges.
 void bwd_v12_g1_lean(const BwdCall& c, Profile& prof);
 void bwd_v11_g2_lean(const BwdCall& c, Profile& prof);
+/// Rung 19's G1' and G2' (bwd_v19_dsbf16.cu): rung 18's, with dw_aux handed from G1' to G2' as bf16 (bwd12_g1's
+/// and bwd11_wy's kDwaH; DeltaNet and GDN), and for DeltaNet (bwd_v12_g1_dsh) G1' also reading dS' as the bf16
+/// array that bwd_v3_front(.., ds_bf16 = true) leaves (bwd12_g1's kDsH). Same ranges.
+void bwd_v12_g1_dsh(const BwdCall& c, Profile& prof);
+void bwd_v12_g1_dwah(const BwdCall& c, Profile& prof);
+void bwd_v11_g2_dwah(const BwdCall& c, Profile& prof);
 /// Rung 17's chunk-gradient kernel for KDA and GDN2 (bwd_v4_tc_tail.cu's V17Mid: rung 15's V15Mid with
 /// kLoDpDu0, dP and du0 taking v_new's and dv_new's lo), then prof.mark(); rung 8's range.
 void bwd_v17_grads(const BwdCall& c, Profile& prof);
@@ -274,8 +281,9 @@ void bwd_v17_grads(const BwdCall& c, Profile& prof);
 /// rung 3), outside RowBase's range rung 6, KDA and GDN2 rung 8; else rung 8's front, then g1 (the state
 /// side: bwd_v10_g1 or bwd_v12_g1) and g2 (the WY side: bwd_v10_g2 or bwd_v11_g2), profiled as `name`.
 /// g_only: the front without the extras kernel (bwd_v3_front's g_only; rung 18's kLean g1 and g2).
+/// ds_bf16: bwd_v3_front's (rung 19, DeltaNet; g1 must then read bf16 dS': bwd_v12_g1_dsh).
 void bwd_split_launch(const BwdCall& c, const char* name, void (*g1)(const BwdCall&, Profile&),
-                      void (*g2)(const BwdCall&, Profile&), bool g_only = false);
+                      void (*g2)(const BwdCall&, Profile&), bool g_only = false, bool ds_bf16 = false);
 
 // ------------------------------------------------------------------------------------------------
 // Rung 2's chunk-gradient kernel bwd_grads_tc (B2, B4-B11 per (chunk, head); bwd_v2_tensorcore.cu's
@@ -377,6 +385,17 @@ __device__ __forceinline__ void st_pair_w(float* d, float x0, float x1, int col,
   } else {
     if (col < W) d[0] = x0;
     if (col + 1 < W) d[1] = x1;
+  }
+}
+
+/// bf16 pair (x0 at column col, x1 at col + 1, each rounded as st: to nearest even) by one 4-byte store when
+/// both are in range and d is 4-byte aligned, else each in-range one by itself (moved from bwd_v11_wyfast.cu).
+__device__ __forceinline__ void st_bf_pair(bf16* d, float x0, float x1, int col, int W) {
+  if (col + 1 < W && (reinterpret_cast<std::uintptr_t>(d) & 3) == 0) {
+    *reinterpret_cast<__nv_bfloat162*>(d) = __halves2bfloat162(__float2bfloat16_rn(x0), __float2bfloat16_rn(x1));
+  } else {
+    if (col < W) st(d, x0);
+    if (col + 1 < W) st(d + 1, x1);
   }
 }
 

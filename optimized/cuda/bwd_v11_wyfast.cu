@@ -44,6 +44,7 @@ using bwdc::C;
 using bwdc::kThreads;
 using bwdc::kTile;
 using bwdc::LT;
+using bwdc::st_bf_pair;
 using bf16 = __nv_bfloat16;
 
 constexpr int kG2Tiles = 7;
@@ -82,6 +83,23 @@ __device__ __forceinline__ void stage_f32(bf16* hi, bf16* lo, const float* base,
   for (int t = 0; t < kItems; ++t) {
     const int idx = tid + t * kThreads;
     bwdc::put_op<kHi>(hi, lo, idx >> 6, idx & 63, x[t]);
+  }
+}
+
+/// Rung 19's fallback of stage_f32<true> for a bf16 [rows, W] array (dw_aux as G1' stored it): the hi tile
+/// receives the stored values as they are, 16 items per thread.
+__device__ __forceinline__ void stage_bf16_items(bf16* hi, const bf16* base, int HW, int col0, int W, int Lc, int tid) {
+  constexpr int kItems = C * C / kThreads;
+  bf16 x[kItems];
+#pragma unroll
+  for (int t = 0; t < kItems; ++t) {
+    const int idx = tid + t * kThreads, i = idx >> 6, c = col0 + (idx & 63);
+    x[t] = (i < Lc && c < W) ? base[i * HW + c] : __float2bfloat16_rn(0.f);
+  }
+#pragma unroll
+  for (int t = 0; t < kItems; ++t) {
+    const int idx = tid + t * kThreads;
+    hi[(idx >> 6) * LT + (idx & 63)] = x[t];
   }
 }
 
@@ -124,21 +142,37 @@ __device__ __forceinline__ void stage_e(bf16* hi, bf16* lo, const bf16* kb, int 
 /// trip per slab (session 11's candidate for rung 18's G2' being 0.02-0.06 ms slower than rung 17's).
 /// Same values, same tiles: bit for bit with the two calls. Requires quads (dw_aux 16-byte aligned, K % 4
 /// == 0) and quadsK (k 8-byte aligned); the caller falls back to the two calls otherwise.
-template <bool kHi>
-__device__ __forceinline__ void stage_dwa_e(bf16* xh, bf16* xl, bf16* yh, bf16* yl, const float* dwab, const bf16* kb,
+/// Rung 19 (TD = bf16; kHi): dw_aux comes as the bf16 values G1' stored (its hi part, rounded as put_op4<true>
+/// rounds the float32 one), copied to the hi tile as they are: the same tile.
+template <bool kHi, class TD = float>
+__device__ __forceinline__ void stage_dwa_e(bf16* xh, bf16* xl, bf16* yh, bf16* yl, const TD* dwab, const bf16* kb,
                                             int HK, int col0, int K, int Lc, const float* sbeta, const double* sG,
                                             bool gated, int tid) {
+  constexpr bool kDwaH = std::is_same_v<TD, bf16>;
+  static_assert(!kDwaH || kHi, "bf16 dw_aux is its hi part only");
   float a[4][4];
-  uint2 kw[4];
+  uint2 aw[4], kw[4];
 #pragma unroll
   for (int t = 0; t < 4; ++t) {  // every global load first (load_quads' and stage_e's, under one range test)
     const int qd = tid + t * kThreads, i = qd >> 4, d = col0 + 4 * (qd & 15);
     const bool in = i < Lc && d < K;
-    if (in) bwdc::ld4(dwab + i * HK + d, a[t]);
-    else a[t][0] = a[t][1] = a[t][2] = a[t][3] = 0.f;
+    if constexpr (kDwaH) {
+      aw[t] = in ? *reinterpret_cast<const uint2*>(dwab + i * HK + d) : make_uint2(0u, 0u);
+    } else {
+      if (in) bwdc::ld4(dwab + i * HK + d, a[t]);
+      else a[t][0] = a[t][1] = a[t][2] = a[t][3] = 0.f;
+    }
     kw[t] = in ? *reinterpret_cast<const uint2*>(kb + i * HK + d) : make_uint2(0u, 0u);
   }
-  bwdc::put_quads<kHi>(xh, xl, a, tid);
+  if constexpr (kDwaH) {
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      const int qd = tid + t * kThreads;
+      *reinterpret_cast<uint2*>(xh + (qd >> 4) * LT + 4 * (qd & 15)) = aw[t];
+    }
+  } else {
+    bwdc::put_quads<kHi>(xh, xl, a, tid);
+  }
 #pragma unroll
   for (int t = 0; t < 4; ++t) {  // stage_e's expression on the loaded k
     const int qd = tid + t * kThreads, i = qd >> 4;
@@ -166,17 +200,6 @@ __device__ __forceinline__ uint4 ld8(const bf16* base, int HW, int i, int c, int
   return (i < Lc && c < W) ? *reinterpret_cast<const uint4*>(base + i * HW + c) : make_uint4(0, 0, 0, 0);
 }
 
-/// bf16 pair (x0 at column col, x1 at col + 1, each rounded as st) by one 4-byte store when both are in
-/// range and d is 4-byte aligned, else each in-range one by itself.
-__device__ __forceinline__ void st_bf_pair(bf16* d, float x0, float x1, int col, int W) {
-  if (col + 1 < W && (reinterpret_cast<std::uintptr_t>(d) & 3) == 0) {
-    *reinterpret_cast<__nv_bfloat162*>(d) = __halves2bfloat162(__float2bfloat16_rn(x0), __float2bfloat16_rn(x1));
-  } else {
-    if (col < W) st(d, x0);
-    if (col + 1 < W) st(d + 1, x1);
-  }
-}
-
 /// float2 of columns col, col + 1 (each zero when out of range): one 8-byte load when both are in range
 /// and a is 8-byte aligned.
 __device__ __forceinline__ float2 ld_pair(const float* a, int col, int W) {
@@ -192,8 +215,11 @@ __device__ __forceinline__ float2 ld_pair(const float* a, int col, int W) {
 /// alone multiplies it (dA = dv_new u0^T stays hi*hi).
 /// kLean (rung 18): E = (beta k) exp(G) formed here (stage_e; B10's GDN term likewise) instead of read
 /// from ws.E, which rung 18's front does not write: the same values, so the same gradients bit for bit.
-template <class Tg, bool kHi = false, unsigned kLo = 0, bool kLean = false>
+/// kDwaH (rung 19, with kLean): dw_aux read as the bf16 array G1' (bwd12_g1's kDwaH) leaves in ws.dwa's first half:
+/// the values its hi tile held in rung 18, so the same gradients bit for bit.
+template <class Tg, bool kHi = false, unsigned kLo = 0, bool kLean = false, bool kDwaH = false>
 __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut out) {
+  static_assert(!kDwaH || kLean, "kDwaH: rung 18's G2' reading bf16 dw_aux");
   // kLean's products are plain multiplies: with hi + lo staging (put_split's x - bf16(x)) the compiler could
   // contract one into an FMA (rung 9 uses __fmul_rn there), so kLean is for the hi-only instantiation only.
   static_assert(kHi || !kLean, "kLean needs kHi");
@@ -317,13 +343,19 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
   {
     const float *dwab = rb.base(ws.dwa, K), *Eb = rb.base(ws.E, K);
     const bool quadsK = K % 4 == 0 && bwdc::aligned(ws.dwa, 16) && bwdc::aligned(ws.E, 16);
+    // dw_aux as G1' stored it: float32 (rung 18), or bf16 in the array's first half (kDwaH, rung 19)
+    const auto dwp = [&] {
+      if constexpr (kDwaH) return rb.base(reinterpret_cast<const bf16*>(ws.dwa), K);
+      else return dwab;
+    }();
     for (int kk = 0; kk < K; kk += 64) {
       __syncthreads();
       if constexpr (kLean) {
         if (quadsK && bwdc::aligned(kb, 8)) {
-          stage_dwa_e<kHi>(sXh, sXl, sYh, sYl, dwab, kb, HK, kk, K, Lc, sbeta, sG, gated, tid);
+          stage_dwa_e<kHi>(sXh, sXl, sYh, sYl, dwp, kb, HK, kk, K, Lc, sbeta, sG, gated, tid);
         } else {
-          stage_f32<kHi>(sXh, sXl, dwab, HK, kk, K, Lc, quadsK, tid);
+          if constexpr (kDwaH) stage_bf16_items(sXh, dwp, HK, kk, K, Lc, tid);
+          else stage_f32<kHi>(sXh, sXl, dwp, HK, kk, K, Lc, quadsK, tid);
           stage_e<kHi>(sYh, sYl, kb, HK, kk, K, Lc, sbeta, sG, gated, K % 4 == 0 && bwdc::aligned(kb, 8), tid);
         }
       } else {
@@ -505,10 +537,10 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
   }
 }
 
-template <class Tg, bool kHi = false, unsigned kLo = 0, bool kLean = false>
+template <class Tg, bool kHi = false, unsigned kLo = 0, bool kLean = false, bool kDwaH = false>
 void launch_wy(const BwdCall& c, bwdc::Profile& prof) {
   const KParams& p = c.p;
-  auto kern = bwd11_wy<Tg, kHi, kLo, kLean>;
+  auto kern = bwd11_wy<Tg, kHi, kLo, kLean, kDwaH>;
   constexpr std::size_t smem = g2_smem<kHi>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   bwdc::BwdOut o{c.do_, c.dq, c.dk, c.dv, c.dg, c.dbeta, c.db, c.dw};
@@ -539,6 +571,11 @@ void bwdc::bwd_v11_g2_hy(const BwdCall& c, bwdc::Profile& prof) {  // rung 17's 
 void bwdc::bwd_v11_g2_lean(const BwdCall& c, bwdc::Profile& prof) {  // rung 18's G2' (rung 17's, E formed here)
   if (c.gate_dtype == 0) launch_wy<float, true, kLoDu0, true>(c, prof);
   else launch_wy<bf16, true, kLoDu0, true>(c, prof);
+}
+
+void bwdc::bwd_v11_g2_dwah(const BwdCall& c, bwdc::Profile& prof) {  // rung 19's G2' (rung 18's, bf16 dw_aux)
+  if (c.gate_dtype == 0) launch_wy<float, true, kLoDu0, true, true>(c, prof);
+  else launch_wy<bf16, true, kLoDu0, true, true>(c, prof);
 }
 
 void bwd_v11_launch(const BwdCall& c) {  // rung 10's G1, then G2'

@@ -40,6 +40,7 @@
 // H * max(K, V, 64) >= 2^25 runs rung 6; num_chunks * ceil(K / 64) >= 2^31 runs rung 10. Workspace:
 // rung 3's. Requires log-decays <= 0, as rung 6 (the host API checks; the device API not).
 #include <algorithm>
+#include <stdexcept>
 
 #include "optimized/cuda/bwd_common.cuh"
 
@@ -86,9 +87,16 @@ constexpr std::size_t g1_smem = kHi ? (kVnLo ? kG1HySmem : kG1HiSmem) : kG1Smem;
 /// kLean (rung 18): GDN's Qg = scale q exp(G_i) and Kd = k exp(G_last - G_i) (F2) formed here from q, k and
 /// G by the extras kernel's expressions (bwd_v3_async.cu, bwd3_extras_wide), not read from ws.Qg, ws.Kd
 /// (which rung 18's front does not write): the same float32 values, so the same gradients bit for bit.
-template <bool kHi, bool kVnLo = false, bool kLean = false>
+/// kDsH (rung 19, DeltaNet only: the launcher refuses a gate): dS' comes as bf16 (bwd3_dstates<.., kDsH> stores
+/// bf16_rn(dS'), put_op4<true>'s rounding, into ws.dS's first half) and is copied to its hi tile as it is; B2's
+/// dgamma (GDN's, from float32 S and dS') is not formed. The same tiles, so rung 18's gradients bit for bit.
+/// kDwaH (rung 19, DeltaNet and GDN): dw_aux stored as bf16 pairs (st_bf_pair: round to nearest even) into ws.dwa's
+/// first half, for G2''s kDwaH, which multiplies only that hi part (rung 18's G2' rounds the float32 alike).
+template <bool kHi, bool kVnLo = false, bool kLean = false, bool kDsH = false, bool kDwaH = false>
 __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut out) {
   static_assert(kHi || !kLean, "kLean needs kHi (its formed Qg, Kd are plain products; see bwd11_wy)");
+  static_assert(!kDsH || (kHi && kLean), "kDsH: rung 18's G1' reading bf16 dS'");
+  static_assert(!kDwaH || (kHi && kLean), "kDwaH: rung 18's G1' storing bf16 dw_aux");
   using bwdc::each_acc;
   using bwdc::gemm64;
   using bwdc::lo_op;
@@ -124,6 +132,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
   const bf16* v = static_cast<const bf16*>(p.v);
   const float* S = ws.S + (std::int64_t(chunk) * H + h) * K * V;
   const float* dS = ws.dS + (std::int64_t(chunk) * H + h) * K * V;
+  const bf16* dSb = reinterpret_cast<const bf16*>(ws.dS) + (std::int64_t(chunk) * H + h) * K * V;  // kDsH
   const double* Gb = rb.base_opt(ws.G, rb.KG);
   const int HK = rb.HK, HV = rb.HV;
 
@@ -144,7 +153,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
       constexpr int kQ = C * C / 4 / kThreads, kQB = 2;
 #pragma unroll 1
       for (int t0 = 0; t0 < kQ; t0 += kQB) {
-        uint2 rdo[kQB];
+        uint2 rdo[kQB], rdsb[kQB];
         float rvn[kQB][4], rdvn[kQB][4], rs[kQB][4], rds[kQB][4];
 #pragma unroll
         for (int b = 0; b < kQB; ++b) {
@@ -153,13 +162,17 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
           const int x = i * HV + cc;
 #pragma unroll
           for (int e = 0; e < 4; ++e) rvn[b][e] = rdvn[b][e] = rs[b][e] = rds[b][e] = 0.f;
-          rdo[b] = make_uint2(0u, 0u);
+          rdo[b] = rdsb[b] = make_uint2(0u, 0u);
           if (in) {
             rdo[b] = *reinterpret_cast<const uint2*>(rb.base(dO, V) + x);
             bwdc::ld4(rb.base(ws.vn, V) + x, rvn[b]);
             bwdc::ld4(rb.base(ws.dvn, V) + x, rdvn[b]);
           }
-          if (ins) bwdc::ld4(S + std::int64_t(d) * V + cc, rs[b]), bwdc::ld4(dS + std::int64_t(d) * V + cc, rds[b]);
+          if (ins) {
+            bwdc::ld4(S + std::int64_t(d) * V + cc, rs[b]);
+            if constexpr (kDsH) rdsb[b] = *reinterpret_cast<const uint2*>(dSb + std::int64_t(d) * V + cc);
+            else bwdc::ld4(dS + std::int64_t(d) * V + cc, rds[b]);
+          }
         }
 #pragma unroll
         for (int b = 0; b < kQB; ++b) {
@@ -168,16 +181,20 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
           bwdc::put_op4<kHi && !kVnLo>(svnh, svnl, i, c, rvn[b]);
           bwdc::put_op4<kHi>(sdvnh, sdvnl, i, c, rdvn[b]);
           bwdc::put_op4<kHi>(sSh, sSl, i, c, rs[b]);
-          bwdc::put_op4<kHi>(sdSh, sdSl, i, c, rds[b]);
-          float pr[4];
+          if constexpr (kDsH) {
+            *reinterpret_cast<uint2*>(sdSh + i * LT + c) = rdsb[b];  // no dgamma (DeltaNet)
+          } else {
+            bwdc::put_op4<kHi>(sdSh, sdSl, i, c, rds[b]);
+            float pr[4];
 #pragma unroll
-          for (int e = 0; e < 4; ++e) pr[e] = rs[b][e] * rds[b][e];
+            for (int e = 0; e < 4; ++e) pr[e] = rs[b][e] * rds[b][e];
 #pragma unroll
-          for (int o = 4; o > 0; o >>= 1)
+            for (int o = 4; o > 0; o >>= 1)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) pr[e] += __shfl_xor_sync(0xffffffffu, pr[e], o);
-          const float prod = (pr[0] + pr[2]) + (pr[1] + pr[3]);
-          if ((lane & 7) == 0 && d < K) sdgam[(c >> 5) * C + i] += prod;  // one writer per half row
+              for (int e = 0; e < 4; ++e) pr[e] += __shfl_xor_sync(0xffffffffu, pr[e], o);
+            const float prod = (pr[0] + pr[2]) + (pr[1] + pr[3]);
+            if ((lane & 7) == 0 && d < K) sdgam[(c >> 5) * C + i] += prod;  // one writer per half row
+          }
         }
       }
     } else {
@@ -186,7 +203,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
       constexpr int kItems = C * C / kThreads, kB = 4;
 #pragma unroll 1
       for (int t0 = 0; t0 < kItems; t0 += kB) {
-        bf16 rdo[kB];
+        bf16 rdo[kB], rdsb[kB];
         float rvn[kB], rdvn[kB], rs[kB], rds[kB];
 #pragma unroll
         for (int b = 0; b < kB; ++b) {
@@ -197,7 +214,8 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
           rvn[b] = in ? rb.base(ws.vn, V)[x] : 0.f;
           rdvn[b] = in ? rb.base(ws.dvn, V)[x] : 0.f;
           rs[b] = ins ? S[std::int64_t(d) * V + cc] : 0.f;
-          rds[b] = ins ? dS[std::int64_t(d) * V + cc] : 0.f;
+          if constexpr (kDsH) rdsb[b] = ins ? dSb[std::int64_t(d) * V + cc] : __float2bfloat16_rn(0.f);
+          else rds[b] = ins ? dS[std::int64_t(d) * V + cc] : 0.f;
         }
 #pragma unroll
         for (int b = 0; b < kB; ++b) {
@@ -206,11 +224,15 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
           put_op<kHi && !kVnLo>(svnh, svnl, i, c, rvn[b]);
           put_op<kHi>(sdvnh, sdvnl, i, c, rdvn[b]);
           put_op<kHi>(sSh, sSl, i, c, rs[b]);
-          put_op<kHi>(sdSh, sdSl, i, c, rds[b]);
-          float prod = rs[b] * rds[b];
+          if constexpr (kDsH) {
+            sdSh[i * LT + c] = rdsb[b];  // no dgamma (DeltaNet)
+          } else {
+            put_op<kHi>(sdSh, sdSl, i, c, rds[b]);
+            float prod = rs[b] * rds[b];
 #pragma unroll
-          for (int o = 16; o > 0; o >>= 1) prod += __shfl_xor_sync(0xffffffffu, prod, o);
-          if (lane == 0 && d < K) sdgam[(c >> 5) * C + i] += prod;
+            for (int o = 16; o > 0; o >>= 1) prod += __shfl_xor_sync(0xffffffffu, prod, o);
+            if (lane == 0 && d < K) sdgam[(c >> 5) * C + i] += prod;
+          }
         }
       }
     }
@@ -228,7 +250,14 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
     for (int a = 0; a < 4; ++a)
 #pragma unroll
       for (int b = 0; b < 4; ++b) accW[a][b] = -accW[a][b];
-    bwdc::store_acc_pairs(rb.base(ws.dwa, K), HK, kk, K, Lc, evenK, accW, m0, n0);
+    if constexpr (kDwaH) {
+      bf16* dwab = rb.base(reinterpret_cast<bf16*>(ws.dwa), K);
+      bwdc::each_acc_pair(accW, m0, n0, [&](int r, int c, float x0, float x1) {
+        if (r < Lc) bwdc::st_bf_pair(dwab + r * HK + kk + c, x0, x1, kk + c, K);
+      });
+    } else {
+      bwdc::store_acc_pairs(rb.base(ws.dwa, K), HK, kk, K, Lc, evenK, accW, m0, n0);
+    }
   }
   __syncthreads();  // every product tile read: M2 and the slabs overlay them
   // B9's M2 = dP (.) Gam, lower with the diagonal (V4Mid::run_impl's expression)
@@ -316,10 +345,12 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
   }
 }
 
-template <bool kHi, bool kVnLo = false, bool kLean = false>
+template <bool kHi, bool kVnLo = false, bool kLean = false, bool kDsH = false, bool kDwaH = false>
 void launch_g1(const BwdCall& c, bwdc::Profile& prof) {
   const KParams& p = c.p;
-  auto kern = bwd12_g1<kHi, kVnLo, kLean>;
+  if (kDsH && (p.gate != kGateNone || p.gdn2))
+    throw std::logic_error("linattn::cuda: bwd12_g1: bf16 dS' (rung 19) is for DeltaNet only");
+  auto kern = bwd12_g1<kHi, kVnLo, kLean, kDsH, kDwaH>;
   constexpr std::size_t smem = g1_smem<kHi, kVnLo>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   bwdc::BwdOut o{c.do_, c.dq, c.dk, c.dv, c.dg, c.dbeta, c.db, c.dw};
@@ -337,6 +368,9 @@ void bwdc::bwd_v12_g1(const BwdCall& c, bwdc::Profile& prof) { launch_g1<false>(
 void bwdc::bwd_v12_g1_hi(const BwdCall& c, bwdc::Profile& prof) { launch_g1<true>(c, prof); }  // rung 15's
 void bwdc::bwd_v12_g1_hy(const BwdCall& c, bwdc::Profile& prof) { launch_g1<true, true>(c, prof); }  // rung 17's
 void bwdc::bwd_v12_g1_lean(const BwdCall& c, bwdc::Profile& prof) { launch_g1<true, true, true>(c, prof); }  // rung 18's
+// Rung 19's: DeltaNet reads bf16 dS' and stores bf16 dw_aux; GDN only the latter (its dgamma needs float32 dS').
+void bwdc::bwd_v12_g1_dsh(const BwdCall& c, bwdc::Profile& prof) { launch_g1<true, true, true, true, true>(c, prof); }
+void bwdc::bwd_v12_g1_dwah(const BwdCall& c, bwdc::Profile& prof) { launch_g1<true, true, true, false, true>(c, prof); }
 
 void bwd_v12_launch(const BwdCall& c) {  // G1', then rung 10's G2 unchanged
   // The grid's x extent (a signed int index in the kernel): else rung 10 (one block per chunk).

@@ -271,7 +271,11 @@ struct DsSmem {
   static constexpr int bytes = sNdv + 64 * LDV * 2;
 };
 
-template <int KP, int BV>
+/// kDsH (backward rung 19, bwd_v19_dsbf16.cu; DeltaNet): dS' is saved as its bf16 hi part into the first half of
+/// ws.dS, viewed as bf16 [chunks, H, K, V], copied by rows from the hi tile sSh that the products read anyway
+/// (state_hi_store_rows, 16-byte stores): the only operand G1' makes of dS', so G1' multiplies the same values with
+/// half the bytes. The recurrence itself is unchanged (dS' in float32 registers, hi + lo products).
+template <int KP, int BV, bool kDsH = false>
 __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, const bf16* do_,
                                                          const float* dht, float* dh0) {
   using S = DsSmem<KP, BV>;
@@ -349,9 +353,14 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
     const bf16* sDo = reinterpret_cast<const bf16*>(smem + S::sDo + stg * 64 * LDV * 2);
     const float* sgC = reinterpret_cast<const float*>(smem + S::sgC + stg * KP * 4);
 
-    // dS' of this chunk's exit state, for bwd_grads_tc.
-    float* dSout = bw.dS + (std::int64_t(c_first + ci) * H + h) * K * V;
-    state_frag_store_pairs(st, dSout, K, V, sm, sn0, v0, g8, t4);
+    // dS' of this chunk's exit state, for bwd_grads_tc (kDsH: its bf16 hi part, for rung 19's G1').
+    if constexpr (kDsH) {  // sSh holds bf16_rn(dS') (store_state_bf16, before the barrier above): copied by rows
+      bf16* dSout = reinterpret_cast<bf16*>(bw.dS) + (std::int64_t(c_first + ci) * H + h) * K * V;
+      state_hi_store_rows<KP, BV, LDV>(sSh, dSout, K, V, v0, tid);
+    } else {
+      float* dSout = bw.dS + (std::int64_t(c_first + ci) * H + h) * K * V;
+      state_frag_store_pairs(st, dSout, K, V, sm, sn0, v0, g8, t4);
+    }
 
     // B1: dv_new = P^T do + Kd dS' (rows 16 wm.., columns of n-tiles wn0..).
     float dv[ONT][4] = {};
@@ -395,12 +404,12 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
   state_frag_store(st, dh0, sbase, K, V, sm, sn0, v0, g8, t4);
 }
 
-template <int KP, int BV>
+template <int KP, int BV, bool kDsH = false>
 void launch_dstates(const BwdCall& c, void* tcws) {
   const KParams& p = c.p;
   constexpr int bytes = DsSmem<KP, BV>::bytes;
   static_assert(bytes <= 227 * 1024, "shared memory");
-  auto kern = bwd3_dstates<KP, BV>;
+  auto kern = bwd3_dstates<KP, BV, kDsH>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   kern<<<dim3(p.N, p.H, (p.V + BV - 1) / BV), kThreads, bytes, c.stream>>>(
       p, tcws, static_cast<const bf16*>(c.do_), c.dht, c.dh0);
@@ -488,7 +497,7 @@ void bwd_saved_states_layout(const KParams& p, std::size_t& ws_bytes, std::size_
 }
 
 void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool wide_extras, bool extras,
-                        bool g_only) {
+                        bool g_only, bool ds_bf16) {
   const KParams& p = c.p;
   const BWs bw = bwd_ws(p);
   // A training forward's saved workspace (c.saved_ws: rung 4's intra outputs, written by rung 7's intra
@@ -543,8 +552,16 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
     prof.mark();
   }
   const int bv = dstates_bv(p);
-  if (KP == 64) bv == 64 ? launch_dstates<64, 64>(c, tcws) : launch_dstates<64, 32>(c, tcws);
-  else bv == 64 ? launch_dstates<128, 64>(c, tcws) : launch_dstates<128, 32>(c, tcws);
+  if (ds_bf16) {  // rung 19 (DeltaNet): dS' as its bf16 hi part, which only G1' reads
+    if (p.gate != kGateNone || p.gdn2)
+      throw std::logic_error("linattn::cuda: bwd_v3_front: ds_bf16 is for DeltaNet (GDN's dgamma needs float32 dS')");
+    if (KP == 64) bv == 64 ? launch_dstates<64, 64, true>(c, tcws) : launch_dstates<64, 32, true>(c, tcws);
+    else bv == 64 ? launch_dstates<128, 64, true>(c, tcws) : launch_dstates<128, 32, true>(c, tcws);
+  } else if (KP == 64) {
+    bv == 64 ? launch_dstates<64, 64>(c, tcws) : launch_dstates<64, 32>(c, tcws);
+  } else {
+    bv == 64 ? launch_dstates<128, 64>(c, tcws) : launch_dstates<128, 32>(c, tcws);
+  }
   prof.mark();
 }
 

@@ -623,6 +623,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v16_b9one: return "bwd_v16_b9one";
     case BwdVersion::v17_hybrid: return "bwd_v17_hybrid";
     case BwdVersion::v18_lean: return "bwd_v18_lean";
+    case BwdVersion::v19_dsbf16: return "bwd_v19_dsbf16";
   }
   return "?";
 }
@@ -658,6 +659,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v16_b9one, detail::bwd_v16_workspace_bytes, detail::bwd_v16_launch},
     {BwdVersion::v17_hybrid, detail::bwd_v17_workspace_bytes, detail::bwd_v17_launch},
     {BwdVersion::v18_lean, detail::bwd_v18_workspace_bytes, detail::bwd_v18_launch},
+    {BwdVersion::v19_dsbf16, detail::bwd_v19_workspace_bytes, detail::bwd_v19_launch},
 };
 }  // namespace
 
@@ -672,7 +674,8 @@ const std::vector<BwdVersion>& saved_bwd_versions() {
                                             BwdVersion::v7_rowbase, BwdVersion::v8_wide,         BwdVersion::v9_noextras,
                                             BwdVersion::v10_split, BwdVersion::v11_wyfast,  BwdVersion::v12_g1slab,
                                             BwdVersion::v13_g1g2, BwdVersion::v14_pchan, BwdVersion::v15_hionly,
-                                            BwdVersion::v16_b9one, BwdVersion::v17_hybrid, BwdVersion::v18_lean};
+                                            BwdVersion::v16_b9one, BwdVersion::v17_hybrid, BwdVersion::v18_lean,
+                                            BwdVersion::v19_dsbf16};
   return v;
 }
 
@@ -728,7 +731,9 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
   // Since session 11: best = rung 18, rung 17 for DeltaNet and GDN without the extras kernel's arrays, bit for
   // bit with rung 17 (session 11 call 5: backward DeltaNet 4.47 -> 4.16, GDN 5.37 -> 4.88 ms; KDA and GDN2
   // run rung 17 itself; RESULTS.md "Rung 18").
-  if (version == BwdVersion::best) version = BwdVersion::v18_lean;
+  // Since session 18: best = rung 19, rung 18 with dS' (DeltaNet) and dw_aux (DeltaNet, GDN) handed between
+  // kernels in bf16, bit for bit with rung 18 (RESULTS.md "Rung 19").
+  if (version == BwdVersion::best) version = BwdVersion::v19_dsbf16;
   const BwdRung* rung = nullptr;
   for (const BwdRung& r : kBwdLadder)
     if (r.version == version) rung = &r;

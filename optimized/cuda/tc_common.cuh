@@ -118,6 +118,29 @@ __device__ __forceinline__ void state_frag_store_pairs(const float (&st)[SNT][4]
     }
 }
 
+/// Rows r < K of a state's bf16 hi tile sSh ([KP][LDV] in shared memory, columns v0 .. v0 + BV - 1 of the
+/// state) to dst[r V + v0 + c] for v0 + c < V (backward rung 19: dS' for G1', which multiplies only its hi part):
+/// one 16-byte store per 8-column octet where V % 8 == 0 and dst is 16-byte aligned (whole 128- / 64-byte row
+/// segments per warp instruction, where the fragments' 4-byte pairs would cover 16 bytes of each of 8 rows),
+/// else item by item. The caller's barriers order it after the tile's writes and before its next ones.
+template <int KP, int BV, int LDV>
+__device__ __forceinline__ void state_hi_store_rows(const bf16* sSh, bf16* dst, int K, int V, int v0, int tid) {
+  constexpr int OPR = BV / 8;  // octets per row
+  static_assert(BV % 8 == 0 && LDV % 8 == 0, "16-byte octets in shared memory");
+  const bool wide = V % 8 == 0 && (reinterpret_cast<std::uintptr_t>(dst) & 15) == 0;
+  for (int idx = tid; idx < KP * OPR; idx += kThreads) {
+    const int r = idx / OPR, c8 = (idx % OPR) * 8, col = v0 + c8;
+    if (r >= K || col >= V) continue;
+    bf16* d = dst + std::int64_t(r) * V + col;
+    const bf16* src = sSh + r * LDV + c8;
+    if (wide) {
+      __stwb(reinterpret_cast<uint4*>(d), *reinterpret_cast<const uint4*>(src));
+    } else {
+      for (int e = 0; e < 8 && col + e < V; ++e) d[e] = src[e];
+    }
+  }
+}
+
 /// st = Diag(exp(G_C)) st: row r of the state times gC[r] (gC: the chunk's exp(G_C) in shared memory).
 template <int SNT>
 __device__ __forceinline__ void state_frag_decay(float (&st)[SNT][4], const float* gC, int sm, int g8) {

@@ -780,8 +780,8 @@ MUTANTS = [
      "sbeta, sG, gated && p.mutant != 245, tid);",
      "bwd v18, G2' (stage_dwa_e): B6's E slab without exp(G_i) (GDN's dA, hence dk, dbeta, dg wrong)"),
     (246, "optimized/cuda/bwd_v11_wyfast.cu",
-     "dwab, kb, HK, kk, K, Lc, sbeta, sG, gated",
-     "dwab + (p.mutant == 246 ? 4 : 0), kb, HK, kk, K, Lc, sbeta, sG, gated",
+     "dwp, kb, HK, kk, K, Lc, sbeta, sG, gated",
+     "dwp + (p.mutant == 246 ? 4 : 0), kb, HK, kk, K, Lc, sbeta, sG, gated",
      "bwd v18, G2' (stage_dwa_e): the dw_aux slab read 4 columns off (dA, dE wrong for DeltaNet and GDN)"),
     (247, "optimized/cuda/bwd_v11_wyfast.cu",
      "if (i < Lc && d < V) bwdc::ld4(dvnb + i * HV + d, x[t]);",
@@ -814,6 +814,36 @@ MUTANTS = [
      "              : detail::v9_in_best(bc)       ? Version::v9_lean_overlap",
      "              : (p.mutant != 284 && detail::v9_in_best(bc)) ? Version::v9_lean_overlap",
      "forward best: rung 10 where rung 9 should run (best differs from rung 9 for GDN)"),
+    # Session 18: forward rung 10's cluster state kernel (v2_state_mc: rank 0 multicasts W, Qg, Kd, P; full / empty
+    # mbarriers per stage). Each must fail test_cuda_forward's "CUDA v10 pipeline forward equals v7 bit for bit where
+    # it pipelines and in the segments it should" (its cases force clusters of 2, 4 and 8).
+    (260, "optimized/cuda/v2_tensorcore.cu",
+     "      mbar_wait_parity(smem + S::sBar + 8 * stg, (ci >> 1) & 1);  // the multicast W, Qg, Kd, P of chunk ci",
+     "      mbar_wait_parity(smem + S::sBar + 8 * stg, ((ci >> 1) & 1) ^ (p.mutant == 260 ? 1 : 0));  // the multicast W, Qg, Kd, P of chunk ci",
+     "fwd v10, cluster state kernel: the full barrier waited on with the wrong phase parity (the tiles read before they land)"),
+    (261, "optimized/cuda/v2_tensorcore.cu",
+     "          if (mc_rank == 0 && ci >= 1) mbar_wait_parity_cluster(",
+     "          if (mc_rank == 0 && ci >= 1 && p.mutant != 261) mbar_wait_parity_cluster(",
+     "fwd v10, cluster state kernel: rank 0 does not wait for the empty barrier (a stage overwritten while other CTAs "
+     "still read it: a race, which the bit test may or may not see)"),
+    # Session 18: backward rung 19 (bwd_v19_dsbf16.cu: dS' stored in bf16 by bwd3_dstates<.., kDsH>, read by G1''s
+    # kDsH). Each must fail test_cuda_backward's "CUDA v19 gradients equal v18 gradients bit for bit".
+    (262, "optimized/cuda/bwd_v12_g1slab.cu",
+     "if constexpr (kDsH) rdsb[b] = *reinterpret_cast<const uint2*>(dSb + std::int64_t(d) * V + cc);",
+     "if constexpr (kDsH) rdsb[b] = *reinterpret_cast<const uint2*>(dSb + std::int64_t(d + (p.mutant == 262 && d + 1 < K ? 1 : 0)) * V + cc);",
+     "bwd v19, G1' quad staging: dS' row d + 1 read for row d (dKd, hence dk, wrong)"),
+    (263, "optimized/cuda/bwd_v12_g1slab.cu",
+     "if constexpr (kDsH) rdsb[b] = ins ? dSb[",
+     "if constexpr (kDsH) rdsb[b] = ins && !(p.mutant == 263 && d == K - 1) ? dSb[",
+     "bwd v19, G1' item staging (V not a multiple of 4): the last channel's dS' row read as zero"),
+    (264, "optimized/cuda/bwd_v3_async.cu",
+     "      bf16* dSout = reinterpret_cast<bf16*>(bw.dS) + (std::int64_t(c_first + ci) * H + h) * K * V;",
+     "      bf16* dSout = reinterpret_cast<bf16*>(bw.dS) + (std::int64_t(c_first + ci) * H + h) * K * V + (p.mutant == 264 ? V : 0);",
+     "bwd v19, dstates: bf16 dS' stored one row down (row 0 keeps its poison, rows shift)"),
+    (265, "optimized/cuda/bwd_v12_g1slab.cu",
+     "        if (r < Lc) bwdc::st_bf_pair(dwab + r * HK + kk + c, x0, x1, kk + c, K);",
+     "        if (r < Lc && !(p.mutant == 265 && r == Lc - 1)) bwdc::st_bf_pair(dwab + r * HK + kk + c, x0, x1, kk + c, K);",
+     "bwd v19, G1': the chunk's last row of bf16 dw_aux not stored (G2' reads the poison: DeltaNet and GDN)"),
 ]
 
 HOOKS = [

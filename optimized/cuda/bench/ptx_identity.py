@@ -10,7 +10,9 @@ bwd_common.cuh / common.cuh (optimized/cuda/RESULTS.md).
   (change the code, emit again into /tmp/ptx_after)
   python3 optimized/cuda/bench/ptx_identity.py compare /tmp/ptx_before/v2_tensorcore.ptx /tmp/ptx_after/v2_tensorcore.ptx
 
-`compare` exits 1 if any kernel differs, is missing or is new."""
+`compare` exits 1 if any kernel differs, is missing or is new. `compare A B --map 'REGEX=>REPL' ...` renames the
+kernels of B first (re.sub on the demangled name), e.g. `--map ', false>=>>'` when a template gained a last
+parameter whose default (false) keeps the old kernels: they are then matched to their old names (session 18)."""
 import json, os, re, subprocess, sys
 
 
@@ -52,8 +54,11 @@ def entries(path):
     return out
 
 
-def compare(a_path, b_path):
+def compare(a_path, b_path, maps=()):
     a, b = entries(a_path), entries(b_path)
+    for pat, repl in maps:
+        b = {(k[0], re.sub(pat, repl, k[1]) if re.sub(pat, repl, k[1]) in {n for _, n in a} else k[1]): v
+             for k, v in b.items()}
     same = diff = 0
     for k, v in a.items():
         if k not in b: print("MISSING after:", k); diff += 1
@@ -69,6 +74,8 @@ def compare(a_path, b_path):
 if __name__ == "__main__":
     if len(sys.argv) >= 5 and sys.argv[1] == "emit":
         sys.exit(emit(sys.argv[2], sys.argv[3], sys.argv[4:]))
-    if len(sys.argv) == 4 and sys.argv[1] == "compare":
-        sys.exit(compare(sys.argv[2], sys.argv[3]))
+    if len(sys.argv) >= 4 and sys.argv[1] == "compare" and len(sys.argv) % 2 == 0:
+        maps = [tuple(sys.argv[i + 1].split("=>", 1)) for i in range(4, len(sys.argv), 2) if sys.argv[i] == "--map"]
+        if len(maps) == (len(sys.argv) - 4) // 2:
+            sys.exit(compare(sys.argv[2], sys.argv[3], maps))
     print(__doc__); sys.exit(2)
