@@ -886,9 +886,18 @@ TEST_CASE("CUDA v19 gradients equal v18 gradients bit for bit") {
   std::vector<Case> cases = rung13_bit_cases();
   cases.push_back(fixed_case(1, 2, 1, 16, 2, GateMode::extreme, true, 38));
   cases.push_back(fixed_case(1, 1, 1, 41, 10, GateMode::extreme, true, 39));
+  // Both settings of LINATTN_BWD19_DWA_BF16 (dw_aux in bf16 too: off by default, measured no faster), unless set.
   const std::vector<Op> scalar_ops = {Op::delta_rule, Op::gated_delta_rule};
-  check_rungs_agree(cuda::BwdVersion::v18_lean, cuda::BwdVersion::v19_dsbf16, cases, scalar_ops, 0,
-                    /*require_finite=*/true, /*poison_between=*/true);
+  const bool knob_set = std::getenv("LINATTN_BWD19_DWA_BF16") != nullptr;
+  for (const char* dwa : {"0", "1"}) {
+    if (!knob_set) setenv("LINATTN_BWD19_DWA_BF16", dwa, 1);
+    const char* now = std::getenv("LINATTN_BWD19_DWA_BF16");
+    INFO("LINATTN_BWD19_DWA_BF16=" << (now ? now : "(unset)"));
+    check_rungs_agree(cuda::BwdVersion::v18_lean, cuda::BwdVersion::v19_dsbf16, cases, scalar_ops, 0,
+                      /*require_finite=*/true, /*poison_between=*/true);
+    if (knob_set) break;
+  }
+  if (!knob_set) unsetenv("LINATTN_BWD19_DWA_BF16");
   check_rungs_agree(cuda::BwdVersion::v18_lean, cuda::BwdVersion::v19_dsbf16, pair_cases(), kOps, 0,
                     /*require_finite=*/true, /*poison_between=*/true);
 }

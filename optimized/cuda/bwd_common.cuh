@@ -268,10 +268,12 @@ void bwd_v11_g2_hy(const BwdCall& c, Profile& prof);
 /// after bwd_v3_front(.., g_only = true). Same ranges.
 void bwd_v12_g1_lean(const BwdCall& c, Profile& prof);
 void bwd_v11_g2_lean(const BwdCall& c, Profile& prof);
-/// Rung 19's G1' and G2' (bwd_v19_dsbf16.cu): rung 18's, with dw_aux handed from G1' to G2' as bf16 (bwd12_g1's
-/// and bwd11_wy's kDwaH; DeltaNet and GDN), and for DeltaNet (bwd_v12_g1_dsh) G1' also reading dS' as the bf16
-/// array that bwd_v3_front(.., ds_bf16 = true) leaves (bwd12_g1's kDsH). Same ranges.
+/// Rung 19's G1' and G2' (bwd_v19_dsbf16.cu): rung 18's, with G1' reading dS' as the bf16 array that
+/// bwd_v3_front(.., ds_bf16 = true) leaves (bwd12_g1's kDsH; DeltaNet: bwd_v12_g1_dsh), and with
+/// LINATTN_BWD19_DWA_BF16=1 dw_aux handed from G1' to G2' as bf16 (bwd12_g1's and bwd11_wy's kDwaH; DeltaNet
+/// bwd_v12_g1_dsh_dwah, GDN bwd_v12_g1_dwah; G2' bwd_v11_g2_dwah). Same ranges.
 void bwd_v12_g1_dsh(const BwdCall& c, Profile& prof);
+void bwd_v12_g1_dsh_dwah(const BwdCall& c, Profile& prof);
 void bwd_v12_g1_dwah(const BwdCall& c, Profile& prof);
 void bwd_v11_g2_dwah(const BwdCall& c, Profile& prof);
 /// Rung 17's chunk-gradient kernel for KDA and GDN2 (bwd_v4_tc_tail.cu's V17Mid: rung 15's V15Mid with

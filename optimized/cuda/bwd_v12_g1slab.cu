@@ -368,8 +368,10 @@ void bwdc::bwd_v12_g1(const BwdCall& c, bwdc::Profile& prof) { launch_g1<false>(
 void bwdc::bwd_v12_g1_hi(const BwdCall& c, bwdc::Profile& prof) { launch_g1<true>(c, prof); }  // rung 15's
 void bwdc::bwd_v12_g1_hy(const BwdCall& c, bwdc::Profile& prof) { launch_g1<true, true>(c, prof); }  // rung 17's
 void bwdc::bwd_v12_g1_lean(const BwdCall& c, bwdc::Profile& prof) { launch_g1<true, true, true>(c, prof); }  // rung 18's
-// Rung 19's: DeltaNet reads bf16 dS' and stores bf16 dw_aux; GDN only the latter (its dgamma needs float32 dS').
-void bwdc::bwd_v12_g1_dsh(const BwdCall& c, bwdc::Profile& prof) { launch_g1<true, true, true, true, true>(c, prof); }
+// Rung 19's: DeltaNet reads bf16 dS'; with LINATTN_BWD19_DWA_BF16=1 DeltaNet and GDN also store bf16 dw_aux (GDN
+// keeps float32 dS': its dgamma needs it).
+void bwdc::bwd_v12_g1_dsh(const BwdCall& c, bwdc::Profile& prof) { launch_g1<true, true, true, true>(c, prof); }
+void bwdc::bwd_v12_g1_dsh_dwah(const BwdCall& c, bwdc::Profile& prof) { launch_g1<true, true, true, true, true>(c, prof); }
 void bwdc::bwd_v12_g1_dwah(const BwdCall& c, bwdc::Profile& prof) { launch_g1<true, true, true, false, true>(c, prof); }
 
 void bwd_v12_launch(const BwdCall& c) {  // G1', then rung 10's G2 unchanged

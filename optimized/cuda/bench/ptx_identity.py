@@ -11,8 +11,9 @@ bwd_common.cuh / common.cuh (optimized/cuda/RESULTS.md).
   python3 optimized/cuda/bench/ptx_identity.py compare /tmp/ptx_before/v2_tensorcore.ptx /tmp/ptx_after/v2_tensorcore.ptx
 
 `compare` exits 1 if any kernel differs, is missing or is new. `compare A B --map 'REGEX=>REPL' ...` renames the
-kernels of B first (re.sub on the demangled name), e.g. `--map ', false>=>>'` when a template gained a last
-parameter whose default (false) keeps the old kernels: they are then matched to their old names (session 18)."""
+kernels of B first (re.sub on the demangled name, once and again until it names a kernel of A), e.g.
+`--map ', false>=>>'` when a template gained last parameters whose defaults (false) keep the old kernels: they are
+then matched to their old names (session 18)."""
 import json, os, re, subprocess, sys
 
 
@@ -56,9 +57,18 @@ def entries(path):
 
 def compare(a_path, b_path, maps=()):
     a, b = entries(a_path), entries(b_path)
-    for pat, repl in maps:
-        b = {(k[0], re.sub(pat, repl, k[1]) if re.sub(pat, repl, k[1]) in {n for _, n in a} else k[1]): v
-             for k, v in b.items()}
+    names_a = {n for _, n in a}
+
+    def rename(name):  # apply each map again and again until the name is one of A's (else keep it)
+        for pat, repl in maps:
+            cur = name
+            while cur not in names_a:
+                nxt = re.sub(pat, repl, cur, count=1)
+                if nxt == cur: break
+                cur = nxt
+            if cur in names_a: return cur
+        return name
+    b = {(k[0], rename(k[1])): v for k, v in b.items()}
     same = diff = 0
     for k, v in a.items():
         if k not in b: print("MISSING after:", k); diff += 1
