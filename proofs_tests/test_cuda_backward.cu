@@ -874,6 +874,10 @@ TEST_CASE("CUDA v18 gradients equal v17 gradients bit for bit") {
                     /*poison_between=*/true);
 }
 
+namespace {
+std::vector<Case> review9_edge_cases();  // below (the edge cases of review9)
+}
+
 TEST_CASE("CUDA v19 gradients equal v18 gradients bit for bit") {
   SKIP_WITHOUT_GPU();
   // Rung 19 (bwd_v19_dsbf16.cu) is rung 18 with dS' (DeltaNet) and dw_aux (DeltaNet and GDN) handed between
@@ -883,21 +887,34 @@ TEST_CASE("CUDA v19 gradients equal v18 gradients bit for bit") {
   // 22 for G1''s quad and item staging paths, extreme and zero log-decays) and rung 15's tiny extreme cases.
   // KDA and GDN2 run rung 18 itself in rung 19: one set of cases for them. NaN-filled workspaces between the
   // two calls: rung 18's float32 dS' and dw_aux fill the same arrays, so a stray float32 read would otherwise pass.
+  // Since review19 also review9's edge cases (K = 127 with V = 129: a partial 8-column group in the last value
+  // tile of the dS' row copy; V = 256; V = 1; 41 short packed sequences, some empty) and K = V = 128.
   std::vector<Case> cases = rung13_bit_cases();
   cases.push_back(fixed_case(1, 2, 1, 16, 2, GateMode::extreme, true, 38));
   cases.push_back(fixed_case(1, 1, 1, 41, 10, GateMode::extreme, true, 39));
-  // Both settings of LINATTN_BWD19_DWA_BF16 (dw_aux in bf16 too: off by default, measured no faster), unless set.
+  for (const Case& c : review9_edge_cases()) cases.push_back(c);
+  cases.push_back(fixed_case(1, 200, 2, 128, 128, GateMode::random, true, 60));
+  // Both settings of LINATTN_BWD19_DWA_BF16 (dw_aux in bf16 too: off by default, measured no faster) and both
+  // value tiles of the dstates kernel, LINATTN_BWD3_BV = 32 and 64 (these small cases would take 32 alone; the
+  // benchmark shape takes 64), unless set.
   const std::vector<Op> scalar_ops = {Op::delta_rule, Op::gated_delta_rule};
   const bool knob_set = std::getenv("LINATTN_BWD19_DWA_BF16") != nullptr;
-  for (const char* dwa : {"0", "1"}) {
-    if (!knob_set) setenv("LINATTN_BWD19_DWA_BF16", dwa, 1);
-    const char* now = std::getenv("LINATTN_BWD19_DWA_BF16");
-    INFO("LINATTN_BWD19_DWA_BF16=" << (now ? now : "(unset)"));
-    check_rungs_agree(cuda::BwdVersion::v18_lean, cuda::BwdVersion::v19_dsbf16, cases, scalar_ops, 0,
-                      /*require_finite=*/true, /*poison_between=*/true);
-    if (knob_set) break;
+  const bool bv_set = std::getenv("LINATTN_BWD3_BV") != nullptr;
+  for (const char* bv : {"32", "64"}) {
+    if (!bv_set) setenv("LINATTN_BWD3_BV", bv, 1);
+    for (const char* dwa : {"0", "1"}) {
+      if (!knob_set) setenv("LINATTN_BWD19_DWA_BF16", dwa, 1);
+      const char* now = std::getenv("LINATTN_BWD19_DWA_BF16");
+      const char* nbv = std::getenv("LINATTN_BWD3_BV");
+      INFO("LINATTN_BWD19_DWA_BF16=" << (now ? now : "(unset)") << " LINATTN_BWD3_BV=" << (nbv ? nbv : "(unset)"));
+      check_rungs_agree(cuda::BwdVersion::v18_lean, cuda::BwdVersion::v19_dsbf16, cases, scalar_ops, 0,
+                        /*require_finite=*/true, /*poison_between=*/true);
+      if (knob_set) break;
+    }
+    if (bv_set) break;
   }
   if (!knob_set) unsetenv("LINATTN_BWD19_DWA_BF16");
+  if (!bv_set) unsetenv("LINATTN_BWD3_BV");
   check_rungs_agree(cuda::BwdVersion::v18_lean, cuda::BwdVersion::v19_dsbf16, pair_cases(), kOps, 0,
                     /*require_finite=*/true, /*poison_between=*/true);
 }
@@ -1249,7 +1266,7 @@ TEST_CASE("CUDA v11 v12 and v13 gradients equal v10 gradients bit for bit at odd
 TEST_CASE("CUDA v13 chunked backward equals the float64 reference backward at odd and extreme head sizes and on many short sequences") {
   SKIP_WITHOUT_GPU();
   // Bit equality with rung 10 (the test above) cannot see an error rung 10 shares; this holds rung 13
-  // and `best` (rung 18 since session 11) to the reference with rung 3's bounds on the same cases, every
+  // and `best` (rung 18 in sessions 11-17, rung 19 since session 18) to the reference with rung 3's bounds on the same cases, every
   // operator (KDA, GDN2: rung 8 inside rung 13), both gate dtypes.
   for (const Case& cs : review9_edge_cases())
     for (DType gdt : {DType::f32, DType::bf16})

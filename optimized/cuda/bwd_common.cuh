@@ -39,10 +39,10 @@ struct BWs {
   float* P;    // [rows, C] intra-chunk read, row i of its chunk
   float* A;    // [rows, C] (I + L)^-1, row i of its chunk
   float* S;    // [chunks, H, K, V] state entering each chunk
-  float* dS;   // [chunks, H, K, V] dL/d(state leaving each chunk)
+  float* dS;   // [chunks, H, K, V] dL/d(state leaving each chunk) (rung 19, DeltaNet: bf16 in its first half)
   float* dQg;  // [rows, K]
   float* dKd;  // [rows, K]
-  float* dwa;  // [rows, K]
+  float* dwa;  // [rows, K] (rung 19 with LINATTN_BWD19_DWA_BF16=1: bf16 in its first half)
   float* dE;   // [rows, K]
   float* deL;  // [rows, K] de^L, then de
   float* dqP;  // [rows, K]
@@ -200,7 +200,7 @@ inline bool in_rung3_range(const BwdCall& c) { return c.dtype == 1 && c.p.K >= 1
 inline bool in_rowbase_range(const KParams& p) {
   return std::int64_t(p.H) * std::max({std::int64_t(p.K), std::int64_t(p.V), std::int64_t(64)}) < (std::int64_t(1) << 25);
 }
-/// Whether a grid of one block per (64-channel slab of K, chunk) -- rungs 12 to 18's G1' and rung 14's
+/// Whether a grid of one block per (64-channel slab of K, chunk) -- rungs 12 to 19's G1' and rung 14's
 /// G1s -- fits its x extent, num_chunks * ceil(K / 64) < 2^31 (a signed int index in those kernels).
 inline bool slab_grid_fits(const KParams& p) {
   return std::int64_t(p.num_chunks) * ((p.K + 63) / 64) < (std::int64_t(1) << 31);
@@ -215,7 +215,8 @@ inline bool slab_grid_fits(const KParams& p) {
 /// rung 9's grads kernel forms them). g_only (rung 18; DeltaNet and GDN): instead of the extras kernel,
 /// G alone for GDN (bwd18_gcum, the same float64 values) and nothing for DeltaNet (E, Qg, Kd not written:
 /// rung 18's G1' and G2' form them). ds_bf16 (rung 19; DeltaNet only, else std::logic_error): the dstates kernel
-/// saves dS' as its bf16 hi part into ws.dS's first half (bwd3_dstates' kDsH), for bwd_v12_g1_dsh.
+/// saves dS' as its bf16 hi part into ws.dS's first half (bwd3_dstates' kDsH), for bwd_v12_g1_dsh and
+/// bwd_v12_g1_dsh_dwah.
 void bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra = false, bool wide_extras = false,
                   bool extras = true, bool g_only = false, bool ds_bf16 = false);
 /// Rung 4's chunk-gradient kernel (bwd_v4_tc_tail.cu: bwd_grads_tc with B7 and B9 on tensor cores),

@@ -28,7 +28,7 @@
 //           0.652 -> 0.570 / 0.562 / 0.600, G1' 1.314 / 1.320 / 1.300 -> 1.163 / 1.165 / 1.193, G2' 1.147 / 1.152 /
 //           1.152 -> 1.171 / 1.161 / 1.159 (plain / saved / saved with states); forward + backward 4.718 -> 4.579,
 //           saved 4.499 -> 4.303, saved with states 4.118 -> 3.927.
-//   call 3, GDN (dw_aux in bf16 alone): G1' unchanged (1.67-1.68), G2' 1.381-1.386 -> 1.405-1.411; backward 4.566
+//   call 3, GDN (dw_aux in bf16 alone): G1' unchanged (1.66-1.68), G2' 1.381-1.386 -> 1.405-1.411; backward 4.566
 //           -> 4.585, saved with states 4.734 -> 4.752. So bf16 dw_aux did not help G2' (its 8-byte loads instead of
 //           16-byte ones, G1''s 4-byte pair stores) and is off by default: LINATTN_BWD19_DWA_BF16=1 turns it on
 //           (GDN then runs rung 19's G1' and G2' with it; without it GDN runs rung 18 as it is).

@@ -731,8 +731,9 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
   // Since session 11: best = rung 18, rung 17 for DeltaNet and GDN without the extras kernel's arrays, bit for
   // bit with rung 17 (session 11 call 5: backward DeltaNet 4.47 -> 4.16, GDN 5.37 -> 4.88 ms; KDA and GDN2
   // run rung 17 itself; RESULTS.md "Rung 18").
-  // Since session 18: best = rung 19, rung 18 with dS' (DeltaNet) and dw_aux (DeltaNet, GDN) handed between
-  // kernels in bf16, bit for bit with rung 18 (RESULTS.md "Rung 19").
+  // Since session 18: best = rung 19, rung 18 for DeltaNet with dS' handed from the dstates kernel to G1' in bf16,
+  // bit for bit with rung 18 (GDN, KDA, GDN2 run rung 18; dw_aux in bf16 too only with LINATTN_BWD19_DWA_BF16=1;
+  // RESULTS.md "Rung 19").
   if (version == BwdVersion::best) version = BwdVersion::v19_dsbf16;
   const BwdRung* rung = nullptr;
   for (const BwdRung& r : kBwdLadder)

@@ -210,8 +210,8 @@ ref::RecurrentOutput<float> chunk_gdn2(const Tensor<float>& q, const Tensor<floa
 /// The rungs of the backward ladder. `best` picks v19_dsbf16 since session 18 (v18_lean in sessions 11-17):
 /// v17_hybrid (DeltaNet and GDN on v13_g1g2's split kernels, KDA and GDN2 on v8_wide's, each with one bf16
 /// MMA per product except the two products whose float32 operand keeps its lo part) with DeltaNet's and
-/// GDN's E, Qg, Kd formed in the split kernels (v18) and dS', dw_aux handed between them in bf16 (v19), bit
-/// for bit with v17; like v3_async to v17 it runs v2_tensorcore outside its range: float32 inputs, K < 16
+/// GDN's E, Qg, Kd formed in the split kernels (v18) and DeltaNet's dS' handed from the dstates kernel to
+/// the state-side one in bf16 (v19), bit for bit with v17; like v3_async to v17 it runs v2_tensorcore outside its range: float32 inputs, K < 16
 /// or K > 128; RESULTS.md "Rung 17", "Rung 18" and "Rung 19", sessions 10-11 and 18 on the H200).
 enum class BwdVersion : int {
   best = 0,
@@ -312,10 +312,11 @@ enum class BwdVersion : int {
                        ///< v17's fallbacks run v17. `best` since session 11: bit for bit with v17 on
                        ///< the H200, backward DeltaNet 4.47 -> 4.16, GDN 5.37 -> 4.88 ms (RESULTS.md,
                        ///< "Rung 18")
-  v19_dsbf16 = 19,     ///< v18 with two float32 hand-overs in bf16, the only part of them the next kernel
-                       ///< multiplies: dS' (dstates -> G1', DeltaNet) and dw_aux (G1' -> G2', DeltaNet
-                       ///< and GDN); bit for bit with v18 by design; KDA, GDN2 and v18's fallbacks run
-                       ///< v18 (RESULTS.md, "Rung 19")
+  v19_dsbf16 = 19,     ///< v18 for DeltaNet with dS' handed from the dstates kernel to G1' in bf16, the only
+                       ///< part of it G1' multiplies (with LINATTN_BWD19_DWA_BF16=1 also dw_aux, G1' ->
+                       ///< G2', DeltaNet and GDN: no faster); bit for bit with v18; GDN (without the knob),
+                       ///< KDA, GDN2 and v18's fallbacks run v18. `best` since session 18: DeltaNet
+                       ///< backward 3.92 -> 3.79 ms (RESULTS.md, "Rung 19")
 };
 
 const char* bwd_version_name(BwdVersion v);
@@ -442,7 +443,7 @@ class SavedForward {
 };
 
 /// The backward rungs that accept a SavedForward: those whose prepare writes forward rung 4's intra
-/// outputs (rung 4's intra kernel, or rung 7's for rung 18 in its range and wherever v9_in_best; rung 7's
+/// outputs (rung 4's intra kernel, or rung 7's for rungs 18 and 19 in their range and wherever v9_in_best; rung 7's
 /// kA kernel also writes lean_g) and, where v9_in_best, recomputes rung 9's lean states (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid, v18_lean, v19_dsbf16). Any other
 /// rung, and rung 5 with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel), is refused.
 const std::vector<BwdVersion>& saved_bwd_versions();

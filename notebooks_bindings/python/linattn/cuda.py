@@ -126,10 +126,9 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     gradient kernels form them from q, k, beta and G by the same expressions, so rung 17's gradients
     bit for bit; KDA and GDN2 run rung 17; the one 'best' picked in sessions 11-17: DeltaNet's backward
     4.47 -> 4.16 ms, GDN's 5.37 -> 4.88 at B=8 T=4096 H=16 K=V=128),
-    'bwd_v19_dsbf16' (rung 18 with two float32 arrays handed between kernels in bf16, the only part
-    of them the next kernel multiplies: the state gradient dS' for DeltaNet, dw_aux for DeltaNet and
-    GDN; rung 18's gradients bit for bit; KDA and GDN2 run rung 18; the one 'best' picks since
-    session 18).
+    'bwd_v19_dsbf16' (rung 18 for DeltaNet with the state gradient dS' handed from one kernel to the
+    next in bf16, the only part of it the next kernel multiplies; rung 18's gradients bit for bit;
+    GDN, KDA and GDN2 run rung 18; the one 'best' picks since session 18).
     output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"
     _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})

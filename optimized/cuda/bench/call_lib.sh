@@ -11,6 +11,9 @@
 S0=${S0:-$(date +%s)}
 END=${END:-560}
 mkdir -p "${OUT:?set OUT}" /tmp/b /tmp/l
+# A warm machine keeps /tmp between calls: start every call with an empty log folder (review19: session 18's call 5
+# packed call 4's logs with its own).
+rm -rf /tmp/l/* 2>/dev/null || true
 el() { echo $(( $(date +%s) - S0 )); }
 res() { grep -E '^All tests|^test cases' "$1" | tail -1; }
 left() { local t=$(( END - $(el) )); [ $t -gt $1 ] && t=$1; [ $t -lt 1 ] && t=1; echo $t; }

@@ -12,8 +12,10 @@ bwd_common.cuh / common.cuh (optimized/cuda/RESULTS.md).
 
 `compare` exits 1 if any kernel differs, is missing or is new. `compare A B --map 'REGEX=>REPL' ...` renames the
 kernels of B first (re.sub on the demangled name, once and again until it names a kernel of A), e.g.
-`--map ', false>=>>'` when a template gained last parameters whose defaults (false) keep the old kernels: they are
-then matched to their old names (session 18)."""
+`--map ', false>(?=\()=>>'` when a template gained last parameters whose defaults (false) keep the old kernels: they
+are then matched to their old names (session 18; the lookahead keeps the match on the kernel's own template list).
+The caller must know that the stripped values are the defaults; a kernel the map renames onto another's name is
+reported as a collision, not hidden."""
 import json, os, re, subprocess, sys
 
 
@@ -57,6 +59,7 @@ def entries(path):
 
 def compare(a_path, b_path, maps=()):
     a, b = entries(a_path), entries(b_path)
+    diff_extra = [0]
     names_a = {n for _, n in a}
 
     def rename(name):  # apply each map again and again until the name is one of A's (else keep it)
@@ -68,8 +71,15 @@ def compare(a_path, b_path, maps=()):
                 cur = nxt
             if cur in names_a: return cur
         return name
-    b = {(k[0], rename(k[1])): v for k, v in b.items()}
-    same = diff = 0
+    renamed = {}
+    for k, v in b.items():
+        nk = (k[0], rename(k[1]))
+        if nk in renamed:  # two kernels of B under one name: report both, hide neither (review19)
+            print("COLLISION after --map:", k, "and another kernel of B both become", nk); diff_extra[0] += 1
+            nk = k
+        renamed[nk] = v
+    b = renamed
+    same, diff = 0, diff_extra[0]
     for k, v in a.items():
         if k not in b: print("MISSING after:", k); diff += 1
         elif b[k] == v: same += 1
@@ -85,7 +95,8 @@ if __name__ == "__main__":
     if len(sys.argv) >= 5 and sys.argv[1] == "emit":
         sys.exit(emit(sys.argv[2], sys.argv[3], sys.argv[4:]))
     if len(sys.argv) >= 4 and sys.argv[1] == "compare" and len(sys.argv) % 2 == 0:
-        maps = [tuple(sys.argv[i + 1].split("=>", 1)) for i in range(4, len(sys.argv), 2) if sys.argv[i] == "--map"]
+        maps = [tuple(sys.argv[i + 1].split("=>", 1)) for i in range(4, len(sys.argv), 2)
+                if sys.argv[i] == "--map" and "=>" in sys.argv[i + 1]]
         if len(maps) == (len(sys.argv) - 4) // 2:
             sys.exit(compare(sys.argv[2], sys.argv[3], maps))
     print(__doc__); sys.exit(2)
