@@ -205,6 +205,12 @@ inline bool in_rowbase_range(const KParams& p) {
 inline bool slab_grid_fits(const KParams& p) {
   return std::int64_t(p.num_chunks) * ((p.K + 63) / 64) < (std::int64_t(1) << 31);
 }
+/// Where rung 18 (bwd_v18_lean.cu) runs its own split kernels: DeltaNet and GDN inside rung 3's and RowBase's
+/// range, G1''s grid fitting. Elsewhere rung 18 runs rung 17, and rung 19 (bwd_v19_dsbf16.cu) runs rung 18.
+inline bool in_rung18_range(const BwdCall& c) {
+  const KParams& p = c.p;
+  return in_rung3_range(c) && in_rowbase_range(p) && p.gate != kGateChannel && !p.gdn2 && slab_grid_fits(p);
+}
 /// Rung 3's first three stages (bwd_v3_async.cu; bf16 inputs, 16 <= K <= 128, p.N > 0): prepare,
 /// states, dstates on the forward's tensor-core kernels, each followed by prof.mark() (prepare and
 /// states only when there are chunks). Afterwards the workspace holds what bwd_v2_grads reads and

@@ -54,9 +54,7 @@ void bwd_v18_launch(const BwdCall& c) {
   const KParams& p = c.p;
   if (p.N == 0) return;
   // KDA, GDN2, calls outside rung 3's or RowBase's range and G1''s grid limit: rung 17 as it is.
-  if (!bwdc::in_rung3_range(c) || !bwdc::in_rowbase_range(p) || p.gate == kGateChannel || p.gdn2 ||
-      !bwdc::slab_grid_fits(p))
-    return bwd_v17_launch(c);
+  if (!bwdc::in_rung18_range(c)) return bwd_v17_launch(c);
   bwdc::bwd_split_launch(c, "bwd_v18", bwdc::bwd_v12_g1_lean, bwdc::bwd_v11_g2_lean, /*g_only=*/true);
 }
 

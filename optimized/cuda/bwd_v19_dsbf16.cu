@@ -51,9 +51,7 @@ void bwd_v19_launch(const BwdCall& c) {
   const bool dwa = env && std::strcmp(env, "1") == 0;
   const bool dn = p.gate == kGateNone;  // GDN keeps float32 dS' (its dgamma)
   // KDA, GDN2, rung 18's own fallbacks and GDN without the knob: rung 18 as it is.
-  if (!bwdc::in_rung3_range(c) || !bwdc::in_rowbase_range(p) || p.gate == kGateChannel || p.gdn2 ||
-      !bwdc::slab_grid_fits(p) || (!dn && !dwa))
-    return bwd_v18_launch(c);
+  if (!bwdc::in_rung18_range(c) || (!dn && !dwa)) return bwd_v18_launch(c);
   if (dn && !dwa)
     return bwdc::bwd_split_launch(c, "bwd_v19", bwdc::bwd_v12_g1_dsh, bwdc::bwd_v11_g2_lean, /*g_only=*/true,
                                   /*ds_bf16=*/true);
