@@ -1,6 +1,6 @@
 // proofs_tests/test_cuda_backward.cu -- the CUDA chunked backward (optimized/cuda: rung 1
 // bwd_v1_simple.cu, rung 2 bwd_v2_tensorcore.cu, rung 3 bwd_v3_async.cu, rung 4 bwd_v4_tc_tail.cu,
-// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu, rung 8 bwd_v8_wide.cu, rung 9 bwd_v9_noextras.cu, rung 10 bwd_v10_split.cu, rung 11 bwd_v11_wyfast.cu, rung 12 bwd_v12_g1slab.cu, rung 13 bwd_v13_g1g2.cu, rung 15 bwd_v15_hionly.cu, rung 16 bwd_v16_b9one.cu, rung 17 bwd_v17_hybrid.cu, rung 18 bwd_v18_lean.cu, rung 19 bwd_v19_dsbf16.cu; host API
+// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu, rung 8 bwd_v8_wide.cu, rung 9 bwd_v9_noextras.cu, rung 10 bwd_v10_split.cu, rung 11 bwd_v11_wyfast.cu, rung 12 bwd_v12_g1slab.cu, rung 13 bwd_v13_g1g2.cu, rung 15 bwd_v15_hionly.cu, rung 16 bwd_v16_b9one.cu, rung 17 bwd_v17_hybrid.cu, rung 18 bwd_v18_lean.cu, rung 19 bwd_v19_dsbf16.cu, rung 20 bwd_v20_dvbf16.cu; host API
 // cuda::chunk_backward) equals the
 // float64 reference backward
 // (reference/recurrent_backward.hpp, itself proven by finite differences in
@@ -78,6 +78,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -89,6 +90,7 @@
 
 #include "generators.hpp"
 #include "optimized/cuda/chunk_cuda.hpp"
+#include "optimized/cuda/route.hpp"
 #include "cuda_test_common.hpp"
 #include "cuda_bwd_problem.hpp"
 
@@ -112,7 +114,8 @@ const cuda::BwdVersion kRungs[] = {cuda::BwdVersion::v1_simple, cuda::BwdVersion
                                    cuda::BwdVersion::v16_b9one,
                                    cuda::BwdVersion::v17_hybrid,
                                    cuda::BwdVersion::v18_lean,
-                                   cuda::BwdVersion::v19_dsbf16};
+                                   cuda::BwdVersion::v19_dsbf16,
+                                   cuda::BwdVersion::v20_dvbf16};
 
 /// Rungs 3 to 10 share rung 3's range (bf16 inputs, 16 <= K <= 128) and bounds.
 bool rung3_family(cuda::BwdVersion ver) {
@@ -128,7 +131,8 @@ bool rung3_family(cuda::BwdVersion ver) {
          ver == cuda::BwdVersion::v16_b9one ||
          ver == cuda::BwdVersion::v17_hybrid ||
          ver == cuda::BwdVersion::v18_lean ||
-         ver == cuda::BwdVersion::v19_dsbf16;
+         ver == cuda::BwdVersion::v19_dsbf16 ||
+         ver == cuda::BwdVersion::v20_dvbf16;
 }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
 
@@ -390,8 +394,11 @@ std::vector<Case> pair_cases() {
 /// poison_between: the process-wide workspaces are NaN-filled (cuda::poison_device_workspaces) before
 /// rung b runs, so that b reading a workspace array it did not write (but a wrote) cannot pass.
 template <class Ops>
+/// expect_route (review20): where set, the split route (route.hpp) that rung b's call must have taken, per case and
+/// operator, so that a rung which silently fell back to rung a cannot pass by comparing rung a with itself.
 void check_rungs_agree(cuda::BwdVersion a, cuda::BwdVersion b, const std::vector<Case>& cases, const Ops& ops,
-                       double chan_tol = 0, bool require_finite = false, bool poison_between = false) {
+                       double chan_tol = 0, bool require_finite = false, bool poison_between = false,
+                       const std::function<std::string(const Case&, Op)>& expect_route = {}) {
   for (const Case& cs : cases)
     for (DType gdt : {DType::f32, DType::bf16})
       for (Op op : ops) {
@@ -401,7 +408,9 @@ void check_rungs_agree(cuda::BwdVersion a, cuda::BwdVersion b, const std::vector
         const auto x = cuda_backward(d, DType::bf16, gdt, a);
         if (poison_between) cuda::poison_device_workspaces();
         const auto y = cuda_backward(d, DType::bf16, gdt, b);
+        const std::string route = cuda::last_backward_split_route();
         INFO(ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
+        if (expect_route) CHECK(route == expect_route(cs, op));
         const bool chan = op == Op::kda || op == Op::gdn2;
         check_same_grads(x, y, chan ? chan_tol : 0,
                          std::string(cuda::bwd_version_name(b)) + " vs " + cuda::bwd_version_name(a) + ", " +
@@ -922,6 +931,85 @@ TEST_CASE("CUDA v19 gradients equal v18 gradients bit for bit") {
 TEST_CASE("CUDA v19 chunked backward outside rung 3 range runs rung 2 bit for bit") {
   SKIP_WITHOUT_GPU();
   check_outside_range_is_rung2(cuda::BwdVersion::v19_dsbf16);
+}
+
+TEST_CASE("CUDA v20 gradients equal v19 gradients bit for bit") {
+  SKIP_WITHOUT_GPU();
+  // Rung 20 (bwd_v20_dvbf16.cu) is rung 19 with dv_new handed from the dstates kernel to G1' as its bf16 hi part
+  // (DeltaNet and GDN; the dstates kernel's -dv_new tile, sign flipped: round to nearest even is odd-symmetric),
+  // the only part G1' multiplies: every gradient must equal rung 19's bit for bit, and be finite. Rung 19's cases
+  // (rung 13's bit cases, rung 15's tiny extreme ones, review9's edge cases, K = V = 128), and for the row copy's
+  // partial value tiles V = 40 and V = 8 (V % 8 == 0: rung 20's range; V = 129 and V = 1 among review9's run rung
+  // 19, as does GDN with an odd number of rows B T H, whose float32 workspace arrays then follow float64 G [rows]
+  // unaligned). Every call's route is checked (v20_route below), and GDN gets an even-row packed case of many
+  // short sequences (review20: review9's packed ones have odd row counts). NaN-filled
+  // workspaces between the two calls: rung 19's float32 du0 shares the slot, so a row the copy missed reads NaN.
+  // Both value tiles of the dstates kernel (LINATTN_BWD3_BV = 32, 64) unless set; dw_aux in float32
+  // (LINATTN_BWD19_DWA_BF16 is rung 19's knob: rung 20's own kernels ignore it, its fallback to rung 19 does not;
+  // the test runs with it off).
+  std::vector<Case> cases = rung13_bit_cases();
+  cases.push_back(fixed_case(1, 2, 1, 16, 2, GateMode::extreme, true, 38));
+  cases.push_back(fixed_case(1, 1, 1, 41, 10, GateMode::extreme, true, 39));
+  for (const Case& c : review9_edge_cases()) cases.push_back(c);
+  cases.push_back(fixed_case(1, 200, 2, 128, 128, GateMode::random, true, 60));
+  cases.push_back(fixed_case(1, 194, 2, 36, 40, GateMode::random, true, 61, {0, 30, 97, 194}));
+  cases.push_back(fixed_case(1, 70, 2, 64, 8, GateMode::extreme, true, 62));
+  cases.push_back(fixed_case(1, 96, 2, 32, 64, GateMode::random, true, 63, {0, 1, 1, 9, 40, 41, 96}));
+  const std::vector<Op> scalar_ops = {Op::delta_rule, Op::gated_delta_rule};
+  // The route rung 20 must take (route.hpp), from bwdc::dv_bf16_ok's conditions worked out here: bf16 inputs with
+  // 16 <= K <= 128 (rung 3's range), DeltaNet or GDN, V % 8 == 0, and the workspace's float32 arrays 16-byte
+  // aligned, which for GDN (float64 G [rows] first) needs an even row count B T H; DeltaNet has no G array. Else
+  // rung 19: DeltaNet's own split kernels ("bwd_v19"), GDN's rung 18 ("bwd_v18", with the dw_aux knob off); KDA
+  // and GDN2 run no split kernels ("").
+  // DeltaNet runs rung 19 as a whole unless LINATTN_BWD20_DN=1 (measured slower on rung 20's kernels).
+  auto v20_route = [](const Case& c, Op op) -> std::string {
+    const bool scalar = op == Op::delta_rule || op == Op::gated_delta_rule;
+    if (!scalar || c.K < 16 || c.K > 128) return "";
+    const bool even_rows = (c.B * c.T * c.H) % 2 == 0;
+    const char* dn_env = std::getenv("LINATTN_BWD20_DN");
+    const bool dn_on = dn_env && std::strcmp(dn_env, "1") == 0;
+    if (c.V % 8 == 0 && (op == Op::delta_rule ? dn_on : even_rows)) return "bwd_v20";
+    return op == Op::delta_rule ? "bwd_v19" : "bwd_v18";
+  };
+  const char* dwa_was = std::getenv("LINATTN_BWD19_DWA_BF16");
+  const std::string dwa_keep = dwa_was ? dwa_was : "";
+  setenv("LINATTN_BWD19_DWA_BF16", "0", 1);
+  // Both settings of LINATTN_BWD20_DN (DeltaNet on rung 20's kernels or on rung 19) unless set; DeltaNet alone for
+  // the second (GDN's route does not depend on it).
+  const bool bv_set = std::getenv("LINATTN_BWD3_BV") != nullptr;
+  const bool dn_set = std::getenv("LINATTN_BWD20_DN") != nullptr;
+  for (const char* bv : {"32", "64"}) {
+    if (!bv_set) setenv("LINATTN_BWD3_BV", bv, 1);
+    for (const char* dn : {"1", "0"}) {
+      if (!dn_set) setenv("LINATTN_BWD20_DN", dn, 1);
+      const char* nbv = std::getenv("LINATTN_BWD3_BV");
+      const char* ndn = std::getenv("LINATTN_BWD20_DN");
+      INFO("LINATTN_BWD3_BV=" << (nbv ? nbv : "(unset)") << " LINATTN_BWD20_DN=" << (ndn ? ndn : "(unset)"));
+      const bool first = dn_set || std::strcmp(dn, "1") == 0;
+      check_rungs_agree(cuda::BwdVersion::v19_dsbf16, cuda::BwdVersion::v20_dvbf16, cases,
+                        first ? scalar_ops : std::vector<Op>{Op::delta_rule}, 0, /*require_finite=*/true,
+                        /*poison_between=*/true, v20_route);
+      if (dn_set) break;
+    }
+    if (!dn_set) unsetenv("LINATTN_BWD20_DN");
+    if (bv_set) break;
+  }
+  if (!bv_set) unsetenv("LINATTN_BWD3_BV");
+  check_rungs_agree(cuda::BwdVersion::v19_dsbf16, cuda::BwdVersion::v20_dvbf16, pair_cases(), kOps, 0,
+                    /*require_finite=*/true, /*poison_between=*/true, v20_route);
+  if (dwa_was) setenv("LINATTN_BWD19_DWA_BF16", dwa_keep.c_str(), 1);
+  else unsetenv("LINATTN_BWD19_DWA_BF16");
+  // The routes above must include both rung 20's own kernels and its fallbacks (so the check can fail both ways).
+  int own = 0, fell = 0;  // (with LINATTN_BWD20_DN as it is now)
+  for (const Case& c : cases)
+    for (Op op : scalar_ops) (v20_route(c, op) == "bwd_v20" ? own : fell) += 1;
+  CHECK(own > 0);
+  CHECK(fell > 0);
+}
+
+TEST_CASE("CUDA v20 chunked backward outside rung 3 range runs rung 2 bit for bit") {
+  SKIP_WITHOUT_GPU();
+  check_outside_range_is_rung2(cuda::BwdVersion::v20_dvbf16);
 }
 
 TEST_CASE("CUDA v18 lean chunked backward equals the float64 reference backward for every operator in bfloat16") {

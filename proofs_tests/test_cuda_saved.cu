@@ -2,11 +2,11 @@
 // would recompute (optimized/cuda/chunk_cuda.hpp, SavedForward; issue 6) and the backward that reads
 // it: forward_device(args, version, &saved) gives o and the final state of forward_device bit for
 // bit, and backward_device(args, version, &saved) gives the gradients of backward_device(args,
-// version) bit for bit for the rungs of cuda::saved_bwd_versions() (best, 5 to 19: those whose
+// version) bit for bit for the rungs of cuda::saved_bwd_versions() (best, 5 to 20: those whose
 // prepare writes forward rung 4's intra outputs), so the saved path inherits every property the backward
 // tests prove of those rungs; a property checks it against the float64 reference backward too. Since
 // session 14 the saving forward and rung 18's prepare write those outputs with rung 7's intra kernel (kA)
-// for DeltaNet and GDN: for rungs 18, 19 (and `best`) the comparison is that kernel against itself, for rungs 5
+// for DeltaNet and GDN: for rungs 18 to 20 (and `best`) the comparison is that kernel against itself, for rungs 5
 // to 17 it is rung 7's kernel against rung 4's.
 // Every compared element must also be finite, so an element neither path wrote (NaN on both sides)
 // fails. The forward and the backward on two streams without a synchronisation, and a refill on one
@@ -561,7 +561,7 @@ TEST_CASE("CUDA saved backward refuses every backward rung outside saved_bwd_ver
   using Catch::Matchers::Contains;
   const std::vector<BwdVersion> listed = cuda::saved_bwd_versions();
   auto is_listed = [&](BwdVersion v) { return std::find(listed.begin(), listed.end(), v) != listed.end(); };
-  // best (= rung 19 since session 18) and the rungs whose prepare writes rung 4's intra outputs are listed; rungs 1-4 are not.
+  // best (= rung 20 since session 19) and the rungs whose prepare writes rung 4's intra outputs are listed; rungs 1-4 are not.
   CHECK(is_listed(BwdVersion::best));
   CHECK(is_listed(BwdVersion::v8_wide));
   for (BwdVersion v : {BwdVersion::v1_simple, BwdVersion::v2_tensorcore, BwdVersion::v3_async, BwdVersion::v4_tc_tail})

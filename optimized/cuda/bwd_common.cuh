@@ -211,6 +211,16 @@ inline bool in_rung18_range(const BwdCall& c) {
   const KParams& p = c.p;
   return in_rung3_range(c) && in_rowbase_range(p) && p.gate != kGateChannel && !p.gdn2 && slab_grid_fits(p);
 }
+/// Where rung 20 (bwd_v20_dvbf16.cu) hands dv_new to G1' in bf16: rung 18's range, V % 8 == 0 and ws.du0 16-byte
+/// aligned (the dstates kernel's 16-byte row stores; G1''s quads then load 8 aligned bytes), and G1''s quad staging
+/// path taken (its wideV: the other arrays it stages aligned), so that bf16 dv_new is never staged by its item path
+/// (unreachable with kDvH). Elsewhere rung 20 runs rung 19.
+inline bool dv_bf16_ok(const BwdCall& c) {
+  const BWs ws = bwd_ws(c.p);
+  auto al = [](const void* a, std::uintptr_t n) { return reinterpret_cast<std::uintptr_t>(a) % n == 0; };
+  return in_rung18_range(c) && c.p.V % 8 == 0 && al(ws.du0, 16) && al(ws.vn, 16) && al(ws.dvn, 16) && al(ws.S, 16) &&
+         al(ws.dS, 16) && al(c.do_, 8) && al(c.p.v, 8);
+}
 /// Rung 3's first three stages (bwd_v3_async.cu; bf16 inputs, 16 <= K <= 128, p.N > 0): prepare,
 /// states, dstates on the forward's tensor-core kernels, each followed by prof.mark() (prepare and
 /// states only when there are chunks). Afterwards the workspace holds what bwd_v2_grads reads and
@@ -222,9 +232,11 @@ inline bool in_rung18_range(const BwdCall& c) {
 /// G alone for GDN (bwd18_gcum, the same float64 values) and nothing for DeltaNet (E, Qg, Kd not written:
 /// rung 18's G1' and G2' form them). ds_bf16 (rung 19; DeltaNet only, else std::logic_error): the dstates kernel
 /// saves dS' as its bf16 hi part into ws.dS's first half (bwd3_dstates' kDsH), for bwd_v12_g1_dsh and
-/// bwd_v12_g1_dsh_dwah.
+/// bwd_v12_g1_dsh_dwah. dv_bf16 (rung 20; DeltaNet and GDN, else std::logic_error): the dstates kernel also saves
+/// dv_new's bf16 hi part into ws.du0's first half (bwd3_dstates' kDvH), for bwd_v12_g1_dvh / bwd_v12_g1_dsh_dvh;
+/// the caller checks rung 20's alignment (bwdc::dv_bf16_ok).
 void bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra = false, bool wide_extras = false,
-                  bool extras = true, bool g_only = false, bool ds_bf16 = false);
+                  bool extras = true, bool g_only = false, bool ds_bf16 = false, bool dv_bf16 = false);
 /// Rung 4's chunk-gradient kernel (bwd_v4_tc_tail.cu: bwd_grads_tc with B7 and B9 on tensor cores),
 /// then prof.mark(); reads the workspace bwd_v3_front leaves. batch_loads: rung 5's variant (V5Mid:
 /// stagings, tail and V4Mid's B9 slabs load in batches, the per-channel float32 B9 unrolled;
@@ -283,6 +295,11 @@ void bwd_v12_g1_dsh(const BwdCall& c, Profile& prof);
 void bwd_v12_g1_dsh_dwah(const BwdCall& c, Profile& prof);
 void bwd_v12_g1_dwah(const BwdCall& c, Profile& prof);
 void bwd_v11_g2_dwah(const BwdCall& c, Profile& prof);
+/// Rung 20's G1' (bwd_v20_dvbf16.cu): rung 19's, reading dv_new as the bf16 array that bwd_v3_front(.., dv_bf16 =
+/// true) leaves in ws.du0's first half (bwd12_g1's kDvH): DeltaNet with bf16 dS' too (bwd_v12_g1_dsh_dvh), GDN with
+/// float32 dS' (bwd_v12_g1_dvh). G2' is rung 18's (bwd_v11_g2_lean). Same ranges, and bwdc::dv_bf16_ok.
+void bwd_v12_g1_dsh_dvh(const BwdCall& c, Profile& prof);
+void bwd_v12_g1_dvh(const BwdCall& c, Profile& prof);
 /// Rung 17's chunk-gradient kernel for KDA and GDN2 (bwd_v4_tc_tail.cu's V17Mid: rung 15's V15Mid with
 /// kLoDpDu0, dP and du0 taking v_new's and dv_new's lo), then prof.mark(); rung 8's range.
 void bwd_v17_grads(const BwdCall& c, Profile& prof);
@@ -291,8 +308,10 @@ void bwd_v17_grads(const BwdCall& c, Profile& prof);
 /// side: bwd_v10_g1 or bwd_v12_g1) and g2 (the WY side: bwd_v10_g2 or bwd_v11_g2), profiled as `name`.
 /// g_only: the front without the extras kernel (bwd_v3_front's g_only; rung 18's kLean g1 and g2).
 /// ds_bf16: bwd_v3_front's (rung 19, DeltaNet; g1 must then read bf16 dS': bwd_v12_g1_dsh).
+/// dv_bf16: bwd_v3_front's (rung 20, DeltaNet and GDN; g1 must then read bf16 dv_new: bwd_v12_g1_(dsh_)dvh).
 void bwd_split_launch(const BwdCall& c, const char* name, void (*g1)(const BwdCall&, Profile&),
-                      void (*g2)(const BwdCall&, Profile&), bool g_only = false, bool ds_bf16 = false);
+                      void (*g2)(const BwdCall&, Profile&), bool g_only = false, bool ds_bf16 = false,
+                      bool dv_bf16 = false);
 
 // ------------------------------------------------------------------------------------------------
 // Rung 2's chunk-gradient kernel bwd_grads_tc (B2, B4-B11 per (chunk, head); bwd_v2_tensorcore.cu's

@@ -92,11 +92,15 @@ constexpr std::size_t g1_smem = kHi ? (kVnLo ? kG1HySmem : kG1HiSmem) : kG1Smem;
 /// dgamma (GDN's, from float32 S and dS') is not formed. The same tiles, so rung 18's gradients bit for bit.
 /// kDwaH (rung 19, DeltaNet and GDN): dw_aux stored as bf16 pairs (st_bf_pair: round to nearest even) into ws.dwa's
 /// first half, for G2''s kDwaH, which multiplies only that hi part (rung 18's G2' rounds the float32 alike).
-template <bool kHi, bool kVnLo = false, bool kLean = false, bool kDsH = false, bool kDwaH = false>
+/// kDvH (rung 20, DeltaNet and GDN): dv_new comes as bf16 too (bwd3_dstates<.., kDvH> stores bf16_rn(dv_new), the
+/// rounding of put_op4<true> / put_op<true>, into ws.du0's first half; the launcher checks bwdc::dv_bf16_ok) and is
+/// copied to its hi tile as it is. The same tile, so the same gradients bit for bit.
+template <bool kHi, bool kVnLo = false, bool kLean = false, bool kDsH = false, bool kDwaH = false, bool kDvH = false>
 __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut out) {
   static_assert(kHi || !kLean, "kLean needs kHi (its formed Qg, Kd are plain products; see bwd11_wy)");
   static_assert(!kDsH || (kHi && kLean), "kDsH: rung 18's G1' reading bf16 dS'");
   static_assert(!kDwaH || (kHi && kLean), "kDwaH: rung 18's G1' storing bf16 dw_aux");
+  static_assert(!kDvH || (kHi && kLean), "kDvH: rung 18's G1' reading bf16 dv_new");
   using bwdc::each_acc;
   using bwdc::gemm64;
   using bwdc::lo_op;
@@ -133,6 +137,8 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
   const float* S = ws.S + (std::int64_t(chunk) * H + h) * K * V;
   const float* dS = ws.dS + (std::int64_t(chunk) * H + h) * K * V;
   const bf16* dSb = reinterpret_cast<const bf16*>(ws.dS) + (std::int64_t(chunk) * H + h) * K * V;  // kDsH
+  const bf16* dvb = nullptr;  // kDvH (formed only there: rb.base's asm would keep it alive in the other kernels)
+  if constexpr (kDvH) dvb = rb.base(reinterpret_cast<const bf16*>(ws.du0), V);
   const double* Gb = rb.base_opt(ws.G, rb.KG);
   const int HK = rb.HK, HV = rb.HV;
 
@@ -153,7 +159,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
       constexpr int kQ = C * C / 4 / kThreads, kQB = 2;
 #pragma unroll 1
       for (int t0 = 0; t0 < kQ; t0 += kQB) {
-        uint2 rdo[kQB], rdsb[kQB];
+        uint2 rdo[kQB], rdsb[kQB], rdvb[kQB];
         float rvn[kQB][4], rdvn[kQB][4], rs[kQB][4], rds[kQB][4];
 #pragma unroll
         for (int b = 0; b < kQB; ++b) {
@@ -162,11 +168,12 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
           const int x = i * HV + cc;
 #pragma unroll
           for (int e = 0; e < 4; ++e) rvn[b][e] = rdvn[b][e] = rs[b][e] = rds[b][e] = 0.f;
-          rdo[b] = rdsb[b] = make_uint2(0u, 0u);
+          rdo[b] = rdsb[b] = rdvb[b] = make_uint2(0u, 0u);
           if (in) {
             rdo[b] = *reinterpret_cast<const uint2*>(rb.base(dO, V) + x);
             bwdc::ld4(rb.base(ws.vn, V) + x, rvn[b]);
-            bwdc::ld4(rb.base(ws.dvn, V) + x, rdvn[b]);
+            if constexpr (kDvH) rdvb[b] = *reinterpret_cast<const uint2*>(dvb + x);
+            else bwdc::ld4(rb.base(ws.dvn, V) + x, rdvn[b]);
           }
           if (ins) {
             bwdc::ld4(S + std::int64_t(d) * V + cc, rs[b]);
@@ -179,7 +186,8 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
           const int qd = tid + (t0 + b) * kThreads, i = qd >> 4, c = 4 * (qd & 15), d = kk + i;
           *reinterpret_cast<uint2*>(sdo + i * LT + c) = rdo[b];
           bwdc::put_op4<kHi && !kVnLo>(svnh, svnl, i, c, rvn[b]);
-          bwdc::put_op4<kHi>(sdvnh, sdvnl, i, c, rdvn[b]);
+          if constexpr (kDvH) *reinterpret_cast<uint2*>(sdvnh + i * LT + c) = rdvb[b];
+          else bwdc::put_op4<kHi>(sdvnh, sdvnl, i, c, rdvn[b]);
           bwdc::put_op4<kHi>(sSh, sSl, i, c, rs[b]);
           if constexpr (kDsH) {
             *reinterpret_cast<uint2*>(sdSh + i * LT + c) = rdsb[b];  // no dgamma (DeltaNet)
@@ -203,7 +211,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
       constexpr int kItems = C * C / kThreads, kB = 4;
 #pragma unroll 1
       for (int t0 = 0; t0 < kItems; t0 += kB) {
-        bf16 rdo[kB], rdsb[kB];
+        bf16 rdo[kB], rdsb[kB], rdvb[kB];
         float rvn[kB], rdvn[kB], rs[kB], rds[kB];
 #pragma unroll
         for (int b = 0; b < kB; ++b) {
@@ -212,7 +220,9 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
           const int x = i * HV + cc;
           rdo[b] = in ? rb.base(dO, V)[x] : __float2bfloat16_rn(0.f);
           rvn[b] = in ? rb.base(ws.vn, V)[x] : 0.f;
-          rdvn[b] = in ? rb.base(ws.dvn, V)[x] : 0.f;
+          // kDvH: unreachable (the launcher's dv_bf16_ok implies the quad path's wideV), kept correct
+          if constexpr (kDvH) rdvb[b] = in ? dvb[x] : __float2bfloat16_rn(0.f);
+          else rdvn[b] = in ? rb.base(ws.dvn, V)[x] : 0.f;
           rs[b] = ins ? S[std::int64_t(d) * V + cc] : 0.f;
           if constexpr (kDsH) rdsb[b] = ins ? dSb[std::int64_t(d) * V + cc] : __float2bfloat16_rn(0.f);
           else rds[b] = ins ? dS[std::int64_t(d) * V + cc] : 0.f;
@@ -222,7 +232,8 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
           const int idx = tid + (t0 + b) * kThreads, i = idx >> 6, c = idx & 63, d = kk + i;
           sdo[i * LT + c] = rdo[b];
           put_op<kHi && !kVnLo>(svnh, svnl, i, c, rvn[b]);
-          put_op<kHi>(sdvnh, sdvnl, i, c, rdvn[b]);
+          if constexpr (kDvH) sdvnh[i * LT + c] = rdvb[b];
+          else put_op<kHi>(sdvnh, sdvnl, i, c, rdvn[b]);
           put_op<kHi>(sSh, sSl, i, c, rs[b]);
           if constexpr (kDsH) {
             sdSh[i * LT + c] = rdsb[b];  // no dgamma (DeltaNet)
@@ -345,12 +356,15 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
   }
 }
 
-template <bool kHi, bool kVnLo = false, bool kLean = false, bool kDsH = false, bool kDwaH = false>
+template <bool kHi, bool kVnLo = false, bool kLean = false, bool kDsH = false, bool kDwaH = false, bool kDvH = false>
 void launch_g1(const BwdCall& c, bwdc::Profile& prof) {
   const KParams& p = c.p;
   if (kDsH && (p.gate != kGateNone || p.gdn2))
     throw std::logic_error("linattn::cuda: bwd12_g1: bf16 dS' (rung 19) is for DeltaNet only");
-  auto kern = bwd12_g1<kHi, kVnLo, kLean, kDsH, kDwaH>;
+  if (kDvH && !bwdc::dv_bf16_ok(c))
+    throw std::logic_error("linattn::cuda: bwd12_g1: bf16 dv_new (rung 20) needs rung 18's range, V % 8 == 0 and an "
+                           "aligned ws.du0 (bwdc::dv_bf16_ok)");
+  auto kern = bwd12_g1<kHi, kVnLo, kLean, kDsH, kDwaH, kDvH>;
   constexpr std::size_t smem = g1_smem<kHi, kVnLo>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   bwdc::BwdOut o{c.do_, c.dq, c.dk, c.dv, c.dg, c.dbeta, c.db, c.dw};
@@ -373,6 +387,11 @@ void bwdc::bwd_v12_g1_lean(const BwdCall& c, bwdc::Profile& prof) { launch_g1<tr
 void bwdc::bwd_v12_g1_dsh(const BwdCall& c, bwdc::Profile& prof) { launch_g1<true, true, true, true>(c, prof); }
 void bwdc::bwd_v12_g1_dsh_dwah(const BwdCall& c, bwdc::Profile& prof) { launch_g1<true, true, true, true, true>(c, prof); }
 void bwdc::bwd_v12_g1_dwah(const BwdCall& c, bwdc::Profile& prof) { launch_g1<true, true, true, false, true>(c, prof); }
+// Rung 20's: bf16 dv_new as well (DeltaNet with bf16 dS', GDN with float32 dS').
+void bwdc::bwd_v12_g1_dsh_dvh(const BwdCall& c, bwdc::Profile& prof) {
+  launch_g1<true, true, true, true, false, true>(c, prof);
+}
+void bwdc::bwd_v12_g1_dvh(const BwdCall& c, bwdc::Profile& prof) { launch_g1<true, true, true, false, false, true>(c, prof); }
 
 void bwd_v12_launch(const BwdCall& c) {  // G1', then rung 10's G2 unchanged
   // The grid's x extent (a signed int index in the kernel): else rung 10 (one block per chunk).

@@ -254,6 +254,33 @@ __global__ void __launch_bounds__(kThreads) bwd3_extras_wide(KParams p) {
 // ------------------------------------------------------------------------------------------------
 // B1, B3: the state gradient, chunks in reverse, on tensor cores (v2_state's pattern).
 // ------------------------------------------------------------------------------------------------
+/// Rows i < Lc of the -dv_new tile sNdv (bf16 [64][LDV], columns v0 .. v0 + BV - 1) to dst[i HV + v0 + c] for
+/// v0 + c < V, sign flipped (backward rung 20: bf16_rn(dv_new) for G1'): one 16-byte load, four 32-bit XORs and
+/// one 16-byte store per 8-column octet where V % 8 == 0 and dst is 16-byte aligned, else item by item (unreachable
+/// in rung 20, whose launcher requires both; kept correct). dst is
+/// the chunk's first row for this head; HV = H V. Called between the barrier that completes sNdv and the next
+/// chunk's first barrier (before which sNdv is not written again).
+template <int BV, int LDV>
+__device__ __forceinline__ void dv_new_rows_store(const bf16* sNdv, bf16* dst, std::int64_t HV, int Lc, int V, int v0,
+                                                  int tid) {
+  constexpr int OPR = BV / 8;  // octets per row
+  static_assert(BV % 8 == 0 && LDV % 8 == 0, "16-byte octets in shared memory");
+  const bool wide = V % 8 == 0 && (reinterpret_cast<std::uintptr_t>(dst) & 15) == 0 && HV % 8 == 0;
+  for (int idx = tid; idx < 64 * OPR; idx += kThreads) {
+    const int r = idx / OPR, c8 = (idx % OPR) * 8, col = v0 + c8;
+    if (r >= Lc || col >= V) continue;
+    bf16* d = dst + r * HV + col;
+    const bf16* src = sNdv + r * LDV + c8;
+    if (wide) {
+      uint4 x = *reinterpret_cast<const uint4*>(src);
+      x.x ^= 0x80008000u, x.y ^= 0x80008000u, x.z ^= 0x80008000u, x.w ^= 0x80008000u;  // both halves' sign bits
+      __stwb(reinterpret_cast<uint4*>(d), x);
+    } else {
+      for (int e = 0; e < 8 && col + e < V; ++e) d[e] = __hneg(src[e]);
+    }
+  }
+}
+
 template <int KP, int BV>
 struct DsSmem {
   static constexpr int LDK = ldk(KP);
@@ -275,7 +302,11 @@ struct DsSmem {
 /// ws.dS, viewed as bf16 [chunks, H, K, V], copied by rows from the hi tile sSh that the products read anyway
 /// (state_hi_store_rows, 16-byte stores): the only operand G1' makes of dS', so G1' multiplies the same values with
 /// half the bytes. The recurrence itself is unchanged (dS' in float32 registers, hi + lo products).
-template <int KP, int BV, bool kDsH = false>
+/// kDvH (backward rung 20, bwd_v20_dvbf16.cu; DeltaNet and GDN): dv_new is also saved as its bf16 hi part, into
+/// the first half of ws.du0 viewed as bf16 [rows, V] (G2' writes du0 there only after G1' has read it), copied by
+/// rows from the -dv_new tile sNdv that B3 reads anyway, sign flipped (dv_new_rows_store): bf16_rn(dv_new), the only
+/// operand G1' makes of dv_new. The float32 dv_new is still stored (G2''s du0 takes its lo part too).
+template <int KP, int BV, bool kDsH = false, bool kDvH = false>
 __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, const bf16* do_,
                                                          const float* dht, float* dh0) {
   using S = DsSmem<KP, BV>;
@@ -400,16 +431,22 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
       mma_acc_two_b(st, aq, sDo, aw, sNdv, LDV, k0, 8 * sn0);  // Qg^T do + w_aux^T (-dv_new)
     }
     store_state_bf16();  // read by the next chunk after its first barrier
+    // kDvH: bf16_rn(dv_new) = -bf16_rn(-dv_new) (round to nearest even is odd-symmetric), rows < Lc. After B3's
+    // products, not before them (session 19 call 2: copied before B3, dstates took 0.56 -> 0.67 ms); sNdv is not
+    // written again before the next chunk's first barrier.
+    if constexpr (kDvH)
+      dv_new_rows_store<BV, LDV>(sNdv, reinterpret_cast<bf16*>(bw.du0) + (std::int64_t(tok0) * H + h) * V,
+                                 std::int64_t(H) * V, Lc, V, v0, tid);
   }
   state_frag_store(st, dh0, sbase, K, V, sm, sn0, v0, g8, t4);
 }
 
-template <int KP, int BV, bool kDsH = false>
+template <int KP, int BV, bool kDsH = false, bool kDvH = false>
 void launch_dstates(const BwdCall& c, void* tcws) {
   const KParams& p = c.p;
   constexpr int bytes = DsSmem<KP, BV>::bytes;
   static_assert(bytes <= 227 * 1024, "shared memory");
-  auto kern = bwd3_dstates<KP, BV, kDsH>;
+  auto kern = bwd3_dstates<KP, BV, kDsH, kDvH>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   kern<<<dim3(p.N, p.H, (p.V + BV - 1) / BV), kThreads, bytes, c.stream>>>(
       p, tcws, static_cast<const bf16*>(c.do_), c.dht, c.dh0);
@@ -497,7 +534,7 @@ void bwd_saved_states_layout(const KParams& p, std::size_t& ws_bytes, std::size_
 }
 
 void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool wide_extras, bool extras,
-                        bool g_only, bool ds_bf16) {
+                        bool g_only, bool ds_bf16, bool dv_bf16) {
   const KParams& p = c.p;
   const BWs bw = bwd_ws(p);
   // A training forward's saved workspace (c.saved_ws: rung 4's intra outputs, written by rung 7's intra
@@ -552,9 +589,17 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
     prof.mark();
   }
   const int bv = dstates_bv(p);
-  if (ds_bf16) {  // rung 19 (DeltaNet): dS' as its bf16 hi part, which only G1' reads
-    if (p.gate != kGateNone || p.gdn2)
-      throw std::logic_error("linattn::cuda: bwd_v3_front: ds_bf16 is for DeltaNet (GDN's dgamma needs float32 dS')");
+  if (ds_bf16 && (p.gate != kGateNone || p.gdn2))
+    throw std::logic_error("linattn::cuda: bwd_v3_front: ds_bf16 is for DeltaNet (GDN's dgamma needs float32 dS')");
+  if (dv_bf16 && (p.gate == kGateChannel || p.gdn2))
+    throw std::logic_error("linattn::cuda: bwd_v3_front: dv_bf16 is for DeltaNet and GDN (rung 20's G1')");
+  if (dv_bf16 && ds_bf16) {  // rung 20 (DeltaNet): dS' and dv_new as their bf16 hi parts, which only G1' reads
+    if (KP == 64) bv == 64 ? launch_dstates<64, 64, true, true>(c, tcws) : launch_dstates<64, 32, true, true>(c, tcws);
+    else bv == 64 ? launch_dstates<128, 64, true, true>(c, tcws) : launch_dstates<128, 32, true, true>(c, tcws);
+  } else if (dv_bf16) {  // rung 20 (GDN): dv_new's bf16 hi part; dS' in float32 (dgamma)
+    if (KP == 64) bv == 64 ? launch_dstates<64, 64, false, true>(c, tcws) : launch_dstates<64, 32, false, true>(c, tcws);
+    else bv == 64 ? launch_dstates<128, 64, false, true>(c, tcws) : launch_dstates<128, 32, false, true>(c, tcws);
+  } else if (ds_bf16) {  // rung 19 (DeltaNet): dS' as its bf16 hi part, which only G1' reads
     if (KP == 64) bv == 64 ? launch_dstates<64, 64, true>(c, tcws) : launch_dstates<64, 32, true>(c, tcws);
     else bv == 64 ? launch_dstates<128, 64, true>(c, tcws) : launch_dstates<128, 32, true>(c, tcws);
   } else if (KP == 64) {

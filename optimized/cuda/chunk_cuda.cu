@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "optimized/cuda/route.hpp"
 #include "optimized/cuda/versions.cuh"
 
 namespace linattn::cuda {
@@ -624,6 +625,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v17_hybrid: return "bwd_v17_hybrid";
     case BwdVersion::v18_lean: return "bwd_v18_lean";
     case BwdVersion::v19_dsbf16: return "bwd_v19_dsbf16";
+    case BwdVersion::v20_dvbf16: return "bwd_v20_dvbf16";
   }
   return "?";
 }
@@ -660,6 +662,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v17_hybrid, detail::bwd_v17_workspace_bytes, detail::bwd_v17_launch},
     {BwdVersion::v18_lean, detail::bwd_v18_workspace_bytes, detail::bwd_v18_launch},
     {BwdVersion::v19_dsbf16, detail::bwd_v19_workspace_bytes, detail::bwd_v19_launch},
+    {BwdVersion::v20_dvbf16, detail::bwd_v20_workspace_bytes, detail::bwd_v20_launch},
 };
 }  // namespace
 
@@ -675,7 +678,7 @@ const std::vector<BwdVersion>& saved_bwd_versions() {
                                             BwdVersion::v10_split, BwdVersion::v11_wyfast,  BwdVersion::v12_g1slab,
                                             BwdVersion::v13_g1g2, BwdVersion::v14_pchan, BwdVersion::v15_hionly,
                                             BwdVersion::v16_b9one, BwdVersion::v17_hybrid, BwdVersion::v18_lean,
-                                            BwdVersion::v19_dsbf16};
+                                            BwdVersion::v19_dsbf16, BwdVersion::v20_dvbf16};
   return v;
 }
 
@@ -703,8 +706,15 @@ void check_saved(const std::string& fn, const DeviceArgs& f, std::int64_t N, Bwd
 }
 }  // namespace
 
+namespace {
+thread_local const char* g_split_route = "";  // route.hpp
+}  // namespace
+const char* last_backward_split_route() { return g_split_route; }
+void detail::set_backward_split_route(const char* name) { g_split_route = name ? name : ""; }
+
 void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForward* saved) {
   const std::string fn = "linattn::cuda::backward_device";
+  detail::set_backward_split_route("");
   Plan pl = plan_call(a.fwd, fn);
   KParams& p = pl.p;
   const DeviceArgs& f = a.fwd;
@@ -734,7 +744,9 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
   // Since session 18: best = rung 19, rung 18 for DeltaNet with dS' handed from the dstates kernel to G1' in bf16,
   // bit for bit with rung 18 (GDN, KDA, GDN2 run rung 18; dw_aux in bf16 too only with LINATTN_BWD19_DWA_BF16=1;
   // RESULTS.md "Rung 19").
-  if (version == BwdVersion::best) version = BwdVersion::v19_dsbf16;
+  // Since session 19: best = rung 20, rung 19 with GDN's dv_new handed to G1' in bf16 too (DeltaNet: rung 19 unless
+  // LINATTN_BWD20_DN=1), bit for bit with rung 19 (RESULTS.md "Rung 20").
+  if (version == BwdVersion::best) version = BwdVersion::v20_dvbf16;
   const BwdRung* rung = nullptr;
   for (const BwdRung& r : kBwdLadder)
     if (r.version == version) rung = &r;

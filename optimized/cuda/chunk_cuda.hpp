@@ -207,12 +207,13 @@ ref::RecurrentOutput<float> chunk_gdn2(const Tensor<float>& q, const Tensor<floa
 // float32 (cumulative log-decays in float64) whatever the input type.
 // ------------------------------------------------------------------------------------------------
 
-/// The rungs of the backward ladder. `best` picks v19_dsbf16 since session 18 (v18_lean in sessions 11-17):
+/// The rungs of the backward ladder. `best` picks v20_dvbf16 since session 19 (v19_dsbf16 in session 18, v18_lean
+/// in sessions 11-17):
 /// v17_hybrid (DeltaNet and GDN on v13_g1g2's split kernels, KDA and GDN2 on v8_wide's, each with one bf16
 /// MMA per product except the two products whose float32 operand keeps its lo part) with DeltaNet's and
 /// GDN's E, Qg, Kd formed in the split kernels (v18) and DeltaNet's dS' handed from the dstates kernel to
-/// the state-side one in bf16 (v19), bit for bit with v17; like v3_async to v17 it runs v2_tensorcore outside its range: float32 inputs, K < 16
-/// or K > 128; RESULTS.md "Rung 17", "Rung 18" and "Rung 19", sessions 10-11 and 18 on the H200).
+/// the state-side one in bf16 (v19), and GDN's dv_new too (v20), bit for bit with v17; like v3_async to v17 it runs v2_tensorcore outside its range: float32 inputs, K < 16
+/// or K > 128; RESULTS.md "Rung 17" to "Rung 20", sessions 10-11, 18 and 19 on the H200).
 enum class BwdVersion : int {
   best = 0,
   v1_simple = 1,     ///< four plain FFMA kernels (prepare; states; state gradients; chunk gradients)
@@ -317,6 +318,10 @@ enum class BwdVersion : int {
                        ///< G2', DeltaNet and GDN: no faster); bit for bit with v18; GDN (without the knob),
                        ///< KDA, GDN2 and v18's fallbacks run v18. `best` since session 18: DeltaNet
                        ///< backward 3.92 -> 3.79 ms (RESULTS.md, "Rung 19")
+  v20_dvbf16 = 20,     ///< v19 with dv_new handed from the dstates kernel to G1' in bf16 as well (GDN; DeltaNet
+                       ///< only with LINATTN_BWD20_DN=1, measured slower; V % 8 == 0), the only part of it G1'
+                       ///< multiplies; bit for bit with v19; KDA, GDN2, DeltaNet and v19's fallbacks run v19.
+                       ///< `best` since session 19: GDN backward 4.56-4.60 -> 4.49-4.55 ms (RESULTS.md, "Rung 20")
 };
 
 const char* bwd_version_name(BwdVersion v);
@@ -443,8 +448,8 @@ class SavedForward {
 };
 
 /// The backward rungs that accept a SavedForward: those whose prepare writes forward rung 4's intra
-/// outputs (rung 4's intra kernel, or rung 7's for rungs 18 and 19 in their range and wherever v9_in_best; rung 7's
-/// kA kernel also writes lean_g) and, where v9_in_best, recomputes rung 9's lean states (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid, v18_lean, v19_dsbf16). Any other
+/// outputs (rung 4's intra kernel, or rung 7's for rungs 18 to 20 in their range and wherever v9_in_best; rung 7's
+/// kA kernel also writes lean_g) and, where v9_in_best, recomputes rung 9's lean states (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid, v18_lean, v19_dsbf16, v20_dvbf16). Any other
 /// rung, and rung 5 with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel), is refused.
 const std::vector<BwdVersion>& saved_bwd_versions();
 

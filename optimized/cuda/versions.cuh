@@ -240,6 +240,11 @@ void bwd_v18_launch(const BwdCall& c);
 std::size_t bwd_v19_workspace_bytes(const KParams& p);
 void bwd_v19_launch(const BwdCall& c);
 
+// bwd_v20_dvbf16.cu (rung 19 with dv_new handed from the dstates kernel to G1' in bf16 too, DeltaNet and GDN, the
+// only part of it G1' multiplies; bit for bit with rung 19; every other operator and fallback runs rung 19)
+std::size_t bwd_v20_workspace_bytes(const KParams& p);
+void bwd_v20_launch(const BwdCall& c);
+
 // Reused by the backward's rung 3 from the forward's tensor-core rungs (bf16 inputs, 16 <= K <= 128;
 // c.p.ws is the tensor-core workspace of tc_common.cuh, V2Ws):
 /// v3_async.cu: v3's intra-chunk kernel, which also writes A = (I + L)^-1 of every chunk to a_out

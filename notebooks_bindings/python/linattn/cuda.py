@@ -128,7 +128,11 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     4.47 -> 4.16 ms, GDN's 5.37 -> 4.88 at B=8 T=4096 H=16 K=V=128),
     'bwd_v19_dsbf16' (rung 18 for DeltaNet with the state gradient dS' handed from one kernel to the
     next in bf16, the only part of it the next kernel multiplies; rung 18's gradients bit for bit;
-    GDN, KDA and GDN2 run rung 18; the one 'best' picks since session 18).
+    GDN, KDA and GDN2 run rung 18; the one 'best' picked in session 18),
+    'bwd_v20_dvbf16' (rung 19 with the gradient of v_new also handed over in bf16, for GDN with V a
+    multiple of 8, and for DeltaNet only with LINATTN_BWD20_DN=1, where it measured slower; rung 19's
+    gradients bit for bit; KDA, GDN2, DeltaNet and other shapes run rung 19; the one 'best' picks
+    since session 19).
     output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"
     _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})

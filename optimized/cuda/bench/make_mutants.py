@@ -394,8 +394,8 @@ MUTANTS = [
      "    gemm64<false, false>(accQ, sdo, nullptr, kHi && p.mutant == 171 ? sdSh : sSh, lo_op<kHi>(sSl), m0, n0);",
      "bwd v15, G1' hi: dQg = do S^T reads the dS' tile instead of S (dq wrong)"),
     (172, "optimized/cuda/bwd_v12_g1slab.cu",
-     "          bwdc::put_op4<kHi>(sdvnh, sdvnl, i, c, rdvn[b]);",
-     "          bwdc::put_op4<kHi>(sdvnh, sdvnl, i, c, kHi && p.mutant == 172 ? rvn[b] : rdvn[b]);",
+     "          else bwdc::put_op4<kHi>(sdvnh, sdvnl, i, c, rdvn[b]);",
+     "          else bwdc::put_op4<kHi>(sdvnh, sdvnl, i, c, kHi && p.mutant == 172 ? rvn[b] : rdvn[b]);",
      "bwd v15, G1' hi, quad staging (V % 4 == 0): the dv_new hi tile holds v_new (dw_aux wrong: dk, dbeta)"),
     (173, "optimized/cuda/bwd_v12_g1slab.cu",
      "  gemm64<true, true>(aDkq, sZh, lo_op<kHi>(sZl), sQs, nullptr, m0, n0);",
@@ -844,6 +844,21 @@ MUTANTS = [
      "        if (r < Lc) bwdc::st_bf_pair(dwab + r * HK + kk + c, x0, x1, kk + c, K);",
      "        if (r < Lc && !(p.mutant == 265 && r == Lc - 1)) bwdc::st_bf_pair(dwab + r * HK + kk + c, x0, x1, kk + c, K);",
      "bwd v19, G1': the chunk's last row of bf16 dw_aux not stored (G2' reads the poison: DeltaNet and GDN)"),
+    # Session 19: backward rung 20 (bwd_v20_dvbf16.cu: dv_new stored in bf16 by bwd3_dstates<.., kDvH> into ws.du0's
+    # first half, read by G1''s kDvH). Each must fail test_cuda_backward's "CUDA v20 gradients equal v19 gradients
+    # bit for bit" (NaN-filled workspaces between the rungs: a row or column not copied reads NaN).
+    (266, "optimized/cuda/bwd_v3_async.cu",
+     "                                 std::int64_t(H) * V, Lc, V, v0, tid);",
+     "                                 std::int64_t(H) * V, Lc - (p.mutant == 266 ? 1 : 0), V, v0, tid);",
+     "bwd v20, dstates: the chunk's last row of bf16 dv_new not copied (G1' reads the poison)"),
+    (267, "optimized/cuda/bwd_v12_g1slab.cu",
+     "            if constexpr (kDvH) rdvb[b] = *reinterpret_cast<const uint2*>(dvb + x);",
+     "            if constexpr (kDvH) rdvb[b] = *reinterpret_cast<const uint2*>(dvb + x + (p.mutant == 267 && i + 1 < Lc ? HV : 0));",
+     "bwd v20, G1' quad staging: dv_new row i + 1 read for row i (dw_aux, hence dk, dbeta, wrong)"),
+    (268, "optimized/cuda/bwd_v3_async.cu",
+     "reinterpret_cast<bf16*>(bw.du0) + (std::int64_t(tok0) * H + h) * V,",
+     "reinterpret_cast<bf16*>(bw.du0) + (std::int64_t(tok0) * H + h) * V + (p.mutant == 268 ? 8 : 0),",
+     "bwd v20, dstates: bf16 dv_new copied 8 columns right (the tile's first 8 columns left as poison)"),
 ]
 
 HOOKS = [

@@ -1,0 +1,18 @@
+// optimized/cuda/route.hpp -- which split route the last CUDA backward took on this thread: a hook for tests and
+// benchmarks that must know whether a rung ran its own kernels or fell back to a lower rung (review20: without it,
+// a rung that silently fell back would pass its own bit-for-bit test against the rung it fell back to).
+#pragma once
+
+namespace linattn::cuda {
+
+/// The name that the last backward_device call on this thread passed to the split launcher (bwdc::bwd_split_launch,
+/// bwd_v10_split.cu: "bwd_v10" ... "bwd_v20", the rung whose G1 / G2 kernels ran), or "" if that call ran no split
+/// kernels (KDA, GDN2, rungs below 10, calls outside the split kernels' range, no chunks to launch).
+const char* last_backward_split_route();
+
+namespace detail {
+/// Set by backward_device ("" at its start) and by the split launcher (its rung's name, once it launches).
+void set_backward_split_route(const char* name);
+}  // namespace detail
+
+}  // namespace linattn::cuda
