@@ -24,16 +24,16 @@
 // LINATTN_BWD19_DWA_BF16 (rung 19's knob) is ignored by rung 20's own kernels; its fallback to rung 19 honours it.
 // Costs: the dstates kernel stores 134 MB more (bf16 dv_new beside the float32); G1' reads 268 MB less.
 //
-// Measured (H200, session 19 call 2, bench/logs_session19/; B=8 T=4096 H=16 K=V=128, one process with rungs 18 /
-// 19; the copy then ran between B1 and B3):
+// Measured (H200, session 19 call 2, bench/logs_session19/; B=8 T=4096 H=16 K=V=128, one process per operator with
+// rungs 19 and 20 (GDN: and 18; DeltaNet: and fla); the copy then ran between B1 and B3):
 //   GDN      G1' 1.66-1.70 -> 1.55-1.56 ms, dstates 0.60-0.62 -> 0.66-0.67; backward 4.564 / 4.600 (rungs 18 / 19)
 //            -> 4.494, saved with states 4.763 / 4.710 -> 4.674.
 //   DeltaNet G1' no faster (1.16-1.22 -> 1.17-1.20), dstates 0.56-0.60 -> 0.66-0.70: backward 3.742 -> 3.874, saved
 //            with states 3.914 -> 4.016 (fla 2.836 in the process).
-// Call 3 (the copy moved after B3's products, where it now is; no fla):
+// Call 3 (the copy moved after B3's products, where it now is; no fla; DeltaNet still on rung 20 by default then):
 //   GDN      G1' 1.68-1.69 -> 1.57-1.58, dstates 0.60-0.61 -> 0.67-0.68; backward 4.560 -> 4.545, saving forward +
 //            saved backward 5.133 -> 5.092, with states 4.767 -> 4.719: small, but faster on every path in both calls.
-//   DeltaNet still slower: dstates 0.56-0.59 -> 0.64-0.66, G1' 1.13-1.19 -> 1.19-1.20; backward 3.780 -> 3.872,
+//   DeltaNet still slower: dstates 0.56-0.59 -> 0.64-0.66 (+0.07-0.08), G1' 1.13-1.19 -> 1.19-1.20; backward 3.780 -> 3.872,
 //            with states 3.945 -> 4.029. The stores, not where they sit in the loop, cost dstates its time; DeltaNet's
 //            G1' (bf16 dS' since rung 19) did not gain from the fewer bytes as GDN's did.
 // So DeltaNet runs rung 19 unless LINATTN_BWD20_DN=1 (with it off, call 3: backward 3.801, with states 3.945, rung 19's

@@ -316,12 +316,13 @@ enum class BwdVersion : int {
   v19_dsbf16 = 19,     ///< v18 for DeltaNet with dS' handed from the dstates kernel to G1' in bf16, the only
                        ///< part of it G1' multiplies (with LINATTN_BWD19_DWA_BF16=1 also dw_aux, G1' ->
                        ///< G2', DeltaNet and GDN: no faster); bit for bit with v18; GDN (without the knob),
-                       ///< KDA, GDN2 and v18's fallbacks run v18. `best` since session 18: DeltaNet
+                       ///< KDA, GDN2 and v18's fallbacks run v18. `best` in session 18 (DeltaNet's path of v20 since): DeltaNet
                        ///< backward 3.92 -> 3.79 ms (RESULTS.md, "Rung 19")
   v20_dvbf16 = 20,     ///< v19 with dv_new handed from the dstates kernel to G1' in bf16 as well (GDN; DeltaNet
                        ///< only with LINATTN_BWD20_DN=1, measured slower; V % 8 == 0), the only part of it G1'
                        ///< multiplies; bit for bit with v19; KDA, GDN2, DeltaNet and v19's fallbacks run v19.
-                       ///< `best` since session 19: GDN backward 4.56-4.60 -> 4.49-4.55 ms (RESULTS.md, "Rung 20")
+                       ///< `best` since session 19: GDN backward 4.560 -> 4.545 ms (4.600 -> 4.494 with the copy
+                       ///< placed earlier; RESULTS.md, "Rung 20")
 };
 
 const char* bwd_version_name(BwdVersion v);

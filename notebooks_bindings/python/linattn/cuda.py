@@ -130,9 +130,9 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     next in bf16, the only part of it the next kernel multiplies; rung 18's gradients bit for bit;
     GDN, KDA and GDN2 run rung 18; the one 'best' picked in session 18),
     'bwd_v20_dvbf16' (rung 19 with the gradient of v_new also handed over in bf16, for GDN with V a
-    multiple of 8, and for DeltaNet only with LINATTN_BWD20_DN=1, where it measured slower; rung 19's
-    gradients bit for bit; KDA, GDN2, DeltaNet and other shapes run rung 19; the one 'best' picks
-    since session 19).
+    multiple of 8, an even B*T*H and do, v 8-byte aligned, and for DeltaNet only with
+    LINATTN_BWD20_DN=1, where it measured slower; rung 19's gradients bit for bit; KDA, GDN2,
+    DeltaNet and other calls run rung 19; the one 'best' picks since session 19).
     output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"
     _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})

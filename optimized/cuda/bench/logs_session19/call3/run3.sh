@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 19 call 3 (the last of the session; its first try got no machine, which cost 90 of the 659 s left, hence
-# END = 440): rung 20 after call 2 -- bf16 dv_new copied after B3's products (it ran
+# END = 440 by default; the run used END=449, run_reply.txt): rung 20 after call 2 -- bf16 dv_new copied after B3's products (it ran
 # between B1 and B3 in call 2, where DeltaNet's dstates took 0.56 -> 0.67 ms) and LINATTN_BWD20_DN=0 (DeltaNet on
 # rung 19); the route check (route.hpp). Its tests (bit test over LINATTN_BWD3_BV 32 / 64 and both LINATTN_BWD20_DN
 # settings), DeltaNet's and GDN's speed on rungs 19 / 20 (no fla: call 2 has fla's 2.836 ms), planted bugs 266-268
