@@ -393,9 +393,9 @@ std::vector<Case> pair_cases() {
 /// relative RMS (check_same_grads).
 /// poison_between: the process-wide workspaces are NaN-filled (cuda::poison_device_workspaces) before
 /// rung b runs, so that b reading a workspace array it did not write (but a wrote) cannot pass.
-template <class Ops>
 /// expect_route (review20): where set, the split route (route.hpp) that rung b's call must have taken, per case and
 /// operator, so that a rung which silently fell back to rung a cannot pass by comparing rung a with itself.
+template <class Ops>
 void check_rungs_agree(cuda::BwdVersion a, cuda::BwdVersion b, const std::vector<Case>& cases, const Ops& ops,
                        double chan_tol = 0, bool require_finite = false, bool poison_between = false,
                        const std::function<std::string(const Case&, Op)>& expect_route = {}) {
@@ -885,7 +885,38 @@ TEST_CASE("CUDA v18 gradients equal v17 gradients bit for bit") {
 
 namespace {
 std::vector<Case> review9_edge_cases();  // below (the edge cases of review9)
+
+/// Rung 19's bit test's cases, which rung 20's reuses: rung 13's bit cases, rung 15's tiny extreme-gate cases,
+/// review9's edge cases and K = V = 128.
+std::vector<Case> rung19_bit_cases() {
+  std::vector<Case> cases = rung13_bit_cases();
+  cases.push_back(fixed_case(1, 2, 1, 16, 2, GateMode::extreme, true, 38));
+  cases.push_back(fixed_case(1, 1, 1, 41, 10, GateMode::extreme, true, 39));
+  for (const Case& c : review9_edge_cases()) cases.push_back(c);
+  cases.push_back(fixed_case(1, 200, 2, 128, 128, GateMode::random, true, 60));
+  return cases;
 }
+
+/// The values a test loops a knob (environment variable) over: `values`, or only the caller's own setting when the
+/// environment already sets it (so a run can pin one).
+std::vector<std::string> knob_values(const char* name, std::vector<std::string> values) {
+  if (const char* v = std::getenv(name)) return {v};
+  return values;
+}
+
+/// Restores environment variable `name` (its value, or its absence) when the scope ends, however it ends.
+struct EnvRestore {
+  std::string name, value;
+  bool was_set;
+  explicit EnvRestore(const char* n) : name(n), was_set(std::getenv(n) != nullptr) {
+    if (was_set) value = std::getenv(n);
+  }
+  ~EnvRestore() {
+    if (was_set) setenv(name.c_str(), value.c_str(), 1);
+    else unsetenv(name.c_str());
+  }
+};
+}  // namespace
 
 TEST_CASE("CUDA v19 gradients equal v18 gradients bit for bit") {
   SKIP_WITHOUT_GPU();
@@ -898,32 +929,23 @@ TEST_CASE("CUDA v19 gradients equal v18 gradients bit for bit") {
   // two calls: rung 18's float32 dS' and dw_aux fill the same arrays, so a stray float32 read would otherwise pass.
   // Since review19 also review9's edge cases (K = 127 with V = 129: a partial 8-column group in the last value
   // tile of the dS' row copy; V = 256; V = 1; 41 short packed sequences, some empty) and K = V = 128.
-  std::vector<Case> cases = rung13_bit_cases();
-  cases.push_back(fixed_case(1, 2, 1, 16, 2, GateMode::extreme, true, 38));
-  cases.push_back(fixed_case(1, 1, 1, 41, 10, GateMode::extreme, true, 39));
-  for (const Case& c : review9_edge_cases()) cases.push_back(c);
-  cases.push_back(fixed_case(1, 200, 2, 128, 128, GateMode::random, true, 60));
+  const std::vector<Case> cases = rung19_bit_cases();
   // Both settings of LINATTN_BWD19_DWA_BF16 (dw_aux in bf16 too: off by default, measured no faster) and both
   // value tiles of the dstates kernel, LINATTN_BWD3_BV = 32 and 64 (these small cases would take 32 alone; the
   // benchmark shape takes 64), unless set.
   const std::vector<Op> scalar_ops = {Op::delta_rule, Op::gated_delta_rule};
-  const bool knob_set = std::getenv("LINATTN_BWD19_DWA_BF16") != nullptr;
-  const bool bv_set = std::getenv("LINATTN_BWD3_BV") != nullptr;
-  for (const char* bv : {"32", "64"}) {
-    if (!bv_set) setenv("LINATTN_BWD3_BV", bv, 1);
-    for (const char* dwa : {"0", "1"}) {
-      if (!knob_set) setenv("LINATTN_BWD19_DWA_BF16", dwa, 1);
-      const char* now = std::getenv("LINATTN_BWD19_DWA_BF16");
-      const char* nbv = std::getenv("LINATTN_BWD3_BV");
-      INFO("LINATTN_BWD19_DWA_BF16=" << (now ? now : "(unset)") << " LINATTN_BWD3_BV=" << (nbv ? nbv : "(unset)"));
-      check_rungs_agree(cuda::BwdVersion::v18_lean, cuda::BwdVersion::v19_dsbf16, cases, scalar_ops, 0,
-                        /*require_finite=*/true, /*poison_between=*/true);
-      if (knob_set) break;
+  {
+    EnvRestore keep_bv("LINATTN_BWD3_BV"), keep_dwa("LINATTN_BWD19_DWA_BF16");
+    for (const std::string& bv : knob_values("LINATTN_BWD3_BV", {"32", "64"})) {
+      setenv("LINATTN_BWD3_BV", bv.c_str(), 1);
+      for (const std::string& dwa : knob_values("LINATTN_BWD19_DWA_BF16", {"0", "1"})) {
+        setenv("LINATTN_BWD19_DWA_BF16", dwa.c_str(), 1);
+        INFO("LINATTN_BWD19_DWA_BF16=" << dwa << " LINATTN_BWD3_BV=" << bv);
+        check_rungs_agree(cuda::BwdVersion::v18_lean, cuda::BwdVersion::v19_dsbf16, cases, scalar_ops, 0,
+                          /*require_finite=*/true, /*poison_between=*/true);
+      }
     }
-    if (bv_set) break;
   }
-  if (!knob_set) unsetenv("LINATTN_BWD19_DWA_BF16");
-  if (!bv_set) unsetenv("LINATTN_BWD3_BV");
   check_rungs_agree(cuda::BwdVersion::v18_lean, cuda::BwdVersion::v19_dsbf16, pair_cases(), kOps, 0,
                     /*require_finite=*/true, /*poison_between=*/true);
 }
@@ -947,11 +969,7 @@ TEST_CASE("CUDA v20 gradients equal v19 gradients bit for bit") {
   // Both value tiles of the dstates kernel (LINATTN_BWD3_BV = 32, 64) unless set; dw_aux in float32
   // (LINATTN_BWD19_DWA_BF16 is rung 19's knob: rung 20's own kernels ignore it, its fallback to rung 19 does not;
   // the test runs with it off).
-  std::vector<Case> cases = rung13_bit_cases();
-  cases.push_back(fixed_case(1, 2, 1, 16, 2, GateMode::extreme, true, 38));
-  cases.push_back(fixed_case(1, 1, 1, 41, 10, GateMode::extreme, true, 39));
-  for (const Case& c : review9_edge_cases()) cases.push_back(c);
-  cases.push_back(fixed_case(1, 200, 2, 128, 128, GateMode::random, true, 60));
+  std::vector<Case> cases = rung19_bit_cases();
   cases.push_back(fixed_case(1, 194, 2, 36, 40, GateMode::random, true, 61, {0, 30, 97, 194}));
   cases.push_back(fixed_case(1, 70, 2, 64, 8, GateMode::extreme, true, 62));
   cases.push_back(fixed_case(1, 96, 2, 32, 64, GateMode::random, true, 63, {0, 1, 1, 9, 40, 41, 96}));
@@ -971,34 +989,28 @@ TEST_CASE("CUDA v20 gradients equal v19 gradients bit for bit") {
     if (c.V % 8 == 0 && (op == Op::delta_rule ? dn_on : even_rows)) return "bwd_v20";
     return op == Op::delta_rule ? "bwd_v19" : "bwd_v18";
   };
-  const char* dwa_was = std::getenv("LINATTN_BWD19_DWA_BF16");
-  const std::string dwa_keep = dwa_was ? dwa_was : "";
-  setenv("LINATTN_BWD19_DWA_BF16", "0", 1);
-  // Both settings of LINATTN_BWD20_DN (DeltaNet on rung 20's kernels or on rung 19) unless set; DeltaNet alone for
-  // the second (GDN's route does not depend on it).
-  const bool bv_set = std::getenv("LINATTN_BWD3_BV") != nullptr;
-  const bool dn_set = std::getenv("LINATTN_BWD20_DN") != nullptr;
-  for (const char* bv : {"32", "64"}) {
-    if (!bv_set) setenv("LINATTN_BWD3_BV", bv, 1);
-    for (const char* dn : {"1", "0"}) {
-      if (!dn_set) setenv("LINATTN_BWD20_DN", dn, 1);
-      const char* nbv = std::getenv("LINATTN_BWD3_BV");
-      const char* ndn = std::getenv("LINATTN_BWD20_DN");
-      INFO("LINATTN_BWD3_BV=" << (nbv ? nbv : "(unset)") << " LINATTN_BWD20_DN=" << (ndn ? ndn : "(unset)"));
-      const bool first = dn_set || std::strcmp(dn, "1") == 0;
-      check_rungs_agree(cuda::BwdVersion::v19_dsbf16, cuda::BwdVersion::v20_dvbf16, cases,
-                        first ? scalar_ops : std::vector<Op>{Op::delta_rule}, 0, /*require_finite=*/true,
-                        /*poison_between=*/true, v20_route);
-      if (dn_set) break;
+  {
+    EnvRestore keep_dwa("LINATTN_BWD19_DWA_BF16");
+    setenv("LINATTN_BWD19_DWA_BF16", "0", 1);
+    {
+      // Both settings of LINATTN_BWD20_DN (DeltaNet on rung 20's kernels or on rung 19) unless set; DeltaNet alone
+      // for the second (GDN's route does not depend on it).
+      EnvRestore keep_bv("LINATTN_BWD3_BV"), keep_dn("LINATTN_BWD20_DN");
+      for (const std::string& bv : knob_values("LINATTN_BWD3_BV", {"32", "64"})) {
+        setenv("LINATTN_BWD3_BV", bv.c_str(), 1);
+        const std::vector<std::string> dns = knob_values("LINATTN_BWD20_DN", {"1", "0"});
+        for (std::size_t i = 0; i < dns.size(); ++i) {
+          setenv("LINATTN_BWD20_DN", dns[i].c_str(), 1);
+          INFO("LINATTN_BWD3_BV=" << bv << " LINATTN_BWD20_DN=" << dns[i]);
+          check_rungs_agree(cuda::BwdVersion::v19_dsbf16, cuda::BwdVersion::v20_dvbf16, cases,
+                            i == 0 ? scalar_ops : std::vector<Op>{Op::delta_rule}, 0, /*require_finite=*/true,
+                            /*poison_between=*/true, v20_route);
+        }
+      }
     }
-    if (!dn_set) unsetenv("LINATTN_BWD20_DN");
-    if (bv_set) break;
+    check_rungs_agree(cuda::BwdVersion::v19_dsbf16, cuda::BwdVersion::v20_dvbf16, pair_cases(), kOps, 0,
+                      /*require_finite=*/true, /*poison_between=*/true, v20_route);
   }
-  if (!bv_set) unsetenv("LINATTN_BWD3_BV");
-  check_rungs_agree(cuda::BwdVersion::v19_dsbf16, cuda::BwdVersion::v20_dvbf16, pair_cases(), kOps, 0,
-                    /*require_finite=*/true, /*poison_between=*/true, v20_route);
-  if (dwa_was) setenv("LINATTN_BWD19_DWA_BF16", dwa_keep.c_str(), 1);
-  else unsetenv("LINATTN_BWD19_DWA_BF16");
   // The routes above must include both rung 20's own kernels and its fallbacks (so the check can fail both ways).
   int own = 0, fell = 0;  // (with LINATTN_BWD20_DN as it is now)
   for (const Case& c : cases)

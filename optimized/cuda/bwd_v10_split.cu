@@ -311,10 +311,10 @@ void bwdc::bwd_split_launch(const BwdCall& c, const char* name, void (*g1)(const
   if (!bwdc::in_rowbase_range(p)) return bwd_v6_launch(c);  // RowBase's 32-bit offsets, as rungs 7 and 8
   if (p.gate == kGateChannel || p.gdn2) return bwd_v8_launch(c);  // KDA, GDN2: not split (file comment)
   bwdc::Profile prof(c.stream, name);
-  if (p.num_chunks > 0) set_backward_split_route(name);  // route.hpp: this rung's G1 / G2 run
   bwdc::bwd_v3_front(c, prof, /*levels_intra=*/true, /*wide_extras=*/true, /*extras=*/true, g_only, ds_bf16,
                      dv_bf16);  // rung 8's front
   if (p.num_chunks > 0) {
+    set_backward_split_route(name);  // route.hpp: this rung's G1 / G2 run
     g1(c, prof);  // the state side: "grads" in the profile
     g2(c, prof);  // the WY side: "wy"
   }

@@ -453,6 +453,13 @@ void launch_dstates(const BwdCall& c, void* tcws) {
   LINATTN_CUDA_CHECK(cudaGetLastError());
 }
 
+/// launch_dstates at the key width KP (64 or 128: tc_pick_kp) and value tile bv (64 or 32: dstates_bv).
+template <bool kDsH, bool kDvH>
+void launch_dstates_kp_bv(const BwdCall& c, void* tcws, int KP, int bv) {
+  if (KP == 64) bv == 64 ? launch_dstates<64, 64, kDsH, kDvH>(c, tcws) : launch_dstates<64, 32, kDsH, kDvH>(c, tcws);
+  else bv == 64 ? launch_dstates<128, 64, kDsH, kDvH>(c, tcws) : launch_dstates<128, 32, kDsH, kDvH>(c, tcws);
+}
+
 /// Value columns per block of bwd3_dstates: LINATTN_BWD3_BV when it is 32 or 64 (any other value is
 /// ignored: the default applies); by default 64 when that still gives every SM a block, else 32 (as
 /// the forward's pick_bv, without its 16).
@@ -593,20 +600,11 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
     throw std::logic_error("linattn::cuda: bwd_v3_front: ds_bf16 is for DeltaNet (GDN's dgamma needs float32 dS')");
   if (dv_bf16 && (p.gate == kGateChannel || p.gdn2))
     throw std::logic_error("linattn::cuda: bwd_v3_front: dv_bf16 is for DeltaNet and GDN (rung 20's G1')");
-  if (dv_bf16 && ds_bf16) {  // rung 20 (DeltaNet): dS' and dv_new as their bf16 hi parts, which only G1' reads
-    if (KP == 64) bv == 64 ? launch_dstates<64, 64, true, true>(c, tcws) : launch_dstates<64, 32, true, true>(c, tcws);
-    else bv == 64 ? launch_dstates<128, 64, true, true>(c, tcws) : launch_dstates<128, 32, true, true>(c, tcws);
-  } else if (dv_bf16) {  // rung 20 (GDN): dv_new's bf16 hi part; dS' in float32 (dgamma)
-    if (KP == 64) bv == 64 ? launch_dstates<64, 64, false, true>(c, tcws) : launch_dstates<64, 32, false, true>(c, tcws);
-    else bv == 64 ? launch_dstates<128, 64, false, true>(c, tcws) : launch_dstates<128, 32, false, true>(c, tcws);
-  } else if (ds_bf16) {  // rung 19 (DeltaNet): dS' as its bf16 hi part, which only G1' reads
-    if (KP == 64) bv == 64 ? launch_dstates<64, 64, true>(c, tcws) : launch_dstates<64, 32, true>(c, tcws);
-    else bv == 64 ? launch_dstates<128, 64, true>(c, tcws) : launch_dstates<128, 32, true>(c, tcws);
-  } else if (KP == 64) {
-    bv == 64 ? launch_dstates<64, 64>(c, tcws) : launch_dstates<64, 32>(c, tcws);
-  } else {
-    bv == 64 ? launch_dstates<128, 64>(c, tcws) : launch_dstates<128, 32>(c, tcws);
-  }
+  // ds_bf16 (rung 19, DeltaNet): dS' as its bf16 hi part, which only G1' reads; dv_bf16 (rung 20): dv_new's too
+  if (dv_bf16 && ds_bf16) launch_dstates_kp_bv<true, true>(c, tcws, KP, bv);  // rung 20, DeltaNet
+  else if (dv_bf16) launch_dstates_kp_bv<false, true>(c, tcws, KP, bv);       // rung 20, GDN (float32 dS': dgamma)
+  else if (ds_bf16) launch_dstates_kp_bv<true, false>(c, tcws, KP, bv);       // rung 19
+  else launch_dstates_kp_bv<false, false>(c, tcws, KP, bv);
   prof.mark();
 }
 
