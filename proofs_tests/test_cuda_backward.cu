@@ -115,7 +115,8 @@ const cuda::BwdVersion kRungs[] = {cuda::BwdVersion::v1_simple, cuda::BwdVersion
                                    cuda::BwdVersion::v17_hybrid,
                                    cuda::BwdVersion::v18_lean,
                                    cuda::BwdVersion::v19_dsbf16,
-                                   cuda::BwdVersion::v20_dvbf16};
+                                   cuda::BwdVersion::v20_dvbf16,
+                                   cuda::BwdVersion::v21_duvsmem};
 
 /// Rungs 3 to 10 share rung 3's range (bf16 inputs, 16 <= K <= 128) and bounds.
 bool rung3_family(cuda::BwdVersion ver) {
@@ -132,7 +133,8 @@ bool rung3_family(cuda::BwdVersion ver) {
          ver == cuda::BwdVersion::v17_hybrid ||
          ver == cuda::BwdVersion::v18_lean ||
          ver == cuda::BwdVersion::v19_dsbf16 ||
-         ver == cuda::BwdVersion::v20_dvbf16;
+         ver == cuda::BwdVersion::v20_dvbf16 ||
+         ver == cuda::BwdVersion::v21_duvsmem;
 }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
 
@@ -1022,6 +1024,102 @@ TEST_CASE("CUDA v20 gradients equal v19 gradients bit for bit") {
 TEST_CASE("CUDA v20 chunked backward outside rung 3 range runs rung 2 bit for bit") {
   SKIP_WITHOUT_GPU();
   check_outside_range_is_rung2(cuda::BwdVersion::v20_dvbf16);
+}
+
+TEST_CASE("CUDA v21 chunked backward with dbeta's du0 v terms on chip equals the float64 reference backward for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::f32, cuda::BwdVersion::v21_duvsmem);
+}
+
+TEST_CASE("CUDA v21 chunked backward with dbeta's du0 v terms on chip and bfloat16 gates equals the reference backward on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::bf16, cuda::BwdVersion::v21_duvsmem);
+}
+
+TEST_CASE("CUDA v21 gradients equal v20 gradients bit for bit but dbeta within float32 summation order") {
+  SKIP_WITHOUT_GPU();
+  // Rung 21 (bwd_v21_duvsmem.cu) is rung 20 (for DeltaNet: its default, rung 19) with G2' forming dbeta's <du0, v>
+  // terms on chip instead of storing du0 to ws.du0 and reading it back with v. Every other G2' output (dv = beta du0,
+  // dk) comes from the same fragments and expressions, and the front and G1' are rung 20's: dq, dk, dv, dg, dh0 must
+  // equal rung 20's bit for bit. dbeta is the same float32 terms summed in another order (each lane's de k terms,
+  // then its two columns' du0 v sums over the value slabs, instead of the de k terms then every du0 v term in
+  // column order): held to rung 10's summation-order bounds (the test "CUDA v10 split chunked backward is rung 8 up
+  // to float32 summation order" derives them), 2e-5 stored as float32 (float32 gates) and 5e-4 stored as bf16,
+  // relative to max(rms(rung 20's dbeta), rms of its dq, dk and dv). Every gradient finite; dbeta must differ from
+  // rung 20's in some case with float32 gates (else rung 21's G2' did not run), and every call's route is checked
+  // (route.hpp). Cases: rung 20's bit test's (rung 13's bit cases, rung 15's extreme ones, review9's edge cases
+  // with V = 129, 256, 1, K = V = 128, V = 40 and V = 8 partial value tiles, an even-row packed batch), both value
+  // tiles of the dstates kernel, NaN-filled workspaces between the two rungs (rung 20 fills ws.du0: a stray read of
+  // it by rung 21 would show).
+  std::vector<Case> cases = rung19_bit_cases();
+  cases.push_back(fixed_case(1, 194, 2, 36, 40, GateMode::random, true, 61, {0, 30, 97, 194}));
+  cases.push_back(fixed_case(1, 70, 2, 64, 8, GateMode::extreme, true, 62));
+  cases.push_back(fixed_case(1, 96, 2, 32, 64, GateMode::random, true, 63, {0, 1, 1, 9, 40, 41, 96}));
+  // Rung 21's own kernels run for DeltaNet and GDN inside rung 18's range (bf16 inputs, 16 <= K <= 128 here);
+  // KDA and GDN2 run rung 20 (no split route).
+  auto v21_route = [](const Case& c, Op op) -> std::string {
+    const bool scalar = op == Op::delta_rule || op == Op::gated_delta_rule;
+    return scalar && c.K >= 16 && c.K <= 128 ? "bwd_v21" : "";
+  };
+  EnvRestore keep_bv("LINATTN_BWD3_BV"), keep_dn("LINATTN_BWD20_DN"), keep_dwa("LINATTN_BWD19_DWA_BF16");
+  unsetenv("LINATTN_BWD20_DN");  // rung 20's defaults: DeltaNet on rung 19, dw_aux in float32
+  unsetenv("LINATTN_BWD19_DWA_BF16");
+  std::map<std::string, double> worst;
+  bool dbeta_differs = false;
+  int own = 0;
+  for (const std::string& bv : knob_values("LINATTN_BWD3_BV", {"32", "64"})) {
+    setenv("LINATTN_BWD3_BV", bv.c_str(), 1);
+    for (const Case& cs : cases)
+      for (DType gdt : {DType::f32, DType::bf16})
+        for (Op op : kOps) {
+          BwdCase bc;
+          bc.c = cs;
+          const DevProblem d = as_device_sees(make_bwd_problem(op, bc), DType::bf16, gdt);
+          const auto x = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v20_dvbf16);
+          cuda::poison_device_workspaces();
+          const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v21_duvsmem);
+          const std::string route = cuda::last_backward_split_route();
+          INFO("bwd_v21_duvsmem vs bwd_v20_dvbf16, " << ref::op_name(op) << " gates " << dname(gdt) << " " << cs
+                                                     << " LINATTN_BWD3_BV=" << bv);
+          CHECK(route == v21_route(cs, op));
+          own += route == "bwd_v21";
+          for (const auto& [name, a, b] : {std::tuple{"dq", &x.dq, &y.dq}, {"dk", &x.dk, &y.dk}, {"dv", &x.dv, &y.dv},
+                                            {"dg", &x.dg, &y.dg}, {"db", &x.db, &y.db}, {"dw", &x.dw, &y.dw},
+                                            {"dh0", &x.dh0, &y.dh0}}) {
+            INFO(name << " bit for bit");
+            REQUIRE(a->defined() == b->defined());
+            if (!a->defined()) continue;
+            CHECK(std::memcmp(a->data(), b->data(), sizeof(float) * a->numel()) == 0);
+          }
+          REQUIRE(x.dbeta.defined() == y.dbeta.defined());
+          if (x.dbeta.defined()) {
+            const double r = rel_to(y.dbeta, x.dbeta, grad_floor(x)), bound = gdt == DType::bf16 ? 5e-4 : 2e-5;
+            INFO("dbeta: rms(v21 - v20) / max(rms(v20), floor) = " << r << ", bound " << bound);
+            CHECK(r <= bound);
+            const std::string key = std::string(ref::op_name(op)) + " dbeta gates " + dname(gdt);
+            worst[key] = std::max(worst[key], r);
+            if (gdt == DType::f32 && route == "bwd_v21")
+              dbeta_differs = dbeta_differs ||
+                              std::memcmp(x.dbeta.data(), y.dbeta.data(), sizeof(float) * x.dbeta.numel()) != 0;
+          }
+          for (const Tensor<float>* t : {&y.dq, &y.dk, &y.dv, &y.dg, &y.dbeta, &y.db, &y.dw, &y.dh0}) {
+            if (!t->defined()) continue;
+            bool finite = true;
+            for (index_t k = 0; k < t->numel(); ++k) finite = finite && std::isfinite(t->data()[k]);
+            CHECK(finite);
+          }
+        }
+  }
+  if (std::getenv("LINATTN_CUDA_BACKWARD_REPORT"))
+    for (const auto& [key, r] : worst) std::cout << "v21 vs v20 worst " << key << ": " << r << "\n";
+  CHECK(own > 0);
+  INFO("rung 21's dbeta equals rung 20's bit for bit on every case with float32 gates: did its G2' run?");
+  CHECK(dbeta_differs);
+}
+
+TEST_CASE("CUDA v21 chunked backward outside rung 3 range runs rung 2 bit for bit") {
+  SKIP_WITHOUT_GPU();
+  check_outside_range_is_rung2(cuda::BwdVersion::v21_duvsmem);
 }
 
 TEST_CASE("CUDA v18 lean chunked backward equals the float64 reference backward for every operator in bfloat16") {

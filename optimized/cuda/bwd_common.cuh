@@ -300,6 +300,9 @@ void bwd_v11_g2_dwah(const BwdCall& c, Profile& prof);
 /// float32 dS' (bwd_v12_g1_dvh). G2' is rung 18's (bwd_v11_g2_lean). Same ranges, and bwdc::dv_bf16_ok.
 void bwd_v12_g1_dsh_dvh(const BwdCall& c, Profile& prof);
 void bwd_v12_g1_dvh(const BwdCall& c, Profile& prof);
+/// Rung 21's G2' (bwd_v21_duvsmem.cu): rung 18's (bwd_v11_g2_lean) with dbeta's <du0, v> terms summed on chip
+/// (bwd11_wy's kDuV): ws.du0 neither written nor read, v not read again. Same range.
+void bwd_v11_g2_duv(const BwdCall& c, Profile& prof);
 /// Rung 17's chunk-gradient kernel for KDA and GDN2 (bwd_v4_tc_tail.cu's V17Mid: rung 15's V15Mid with
 /// kLoDpDu0, dP and du0 taking v_new's and dv_new's lo), then prof.mark(); rung 8's range.
 void bwd_v17_grads(const BwdCall& c, Profile& prof);

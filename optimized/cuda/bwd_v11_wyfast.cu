@@ -62,6 +62,12 @@ template <bool kHi>
 constexpr std::size_t g2_tile_bytes = kHi ? kG2TileBytes - sizeof(bf16) * 2 * kTile : kG2TileBytes;
 template <bool kHi>
 constexpr std::size_t g2_smem = kHi ? kG2HiSmem : kG2Smem;
+// Rung 21 (kDuV, bwd_v21_duvsmem.cu): dbeta's du0 v products [64][LDE] float32 (summed over the value slabs) after
+// dbeta's lane partials: 106,240 bytes in all, still 2 blocks per SM (2 x (106,240 + 1,024) = 214,528 <= 233,472).
+constexpr std::size_t kDuVBytes = sizeof(float) * C * LDE;
+template <bool kHi, bool kDuV>
+constexpr std::size_t g2_smem_all = g2_smem<kHi> + (kDuV ? kDuVBytes : 0);
+static_assert(g2_smem_all<true, true> == 106240, "bwd_v21_duvsmem.cu's shared-memory figure");
 // Rung 17 (kHi with kLo, bwd_v17_hybrid.cu): rung 15's tiles, and X's lo in tile 1 (A lo's, unused when
 // kHi; the de slab takes it only after B7) for the products in kLo: no more shared memory than rung 15.
 constexpr unsigned kLoDu0 = 1;  // du0 = A^T dv_new: hi*hi + hi*lo(dv_new) (the only bit so far)
@@ -217,9 +223,17 @@ __device__ __forceinline__ float2 ld_pair(const float* a, int col, int W) {
 /// from ws.E, which rung 18's front does not write: the same values, so the same gradients bit for bit.
 /// kDwaH (rung 19, with kLean): dw_aux read as the bf16 array G1' (bwd12_g1's kDwaH) leaves in ws.dwa's first half:
 /// the values its hi tile held in rung 18, so the same gradients bit for bit.
-template <class Tg, bool kHi = false, unsigned kLo = 0, bool kLean = false, bool kDwaH = false>
+/// kDuV (rung 21, with kLean): dbeta's <du0, v> terms (B10: dbeta = <de, k> + <du0, v>) formed on chip in the V
+/// slabs' epilogue, from du0's fragments and v staged exactly in the k slab's tile (free until B9), instead of du0
+/// stored to ws.du0 as float32 and read back with v at the end: 64 KB of float32 and 16 KB of v less per (chunk,
+/// head) at V = 128. Each thread adds its fragment's du0 v products into sDuV[row][c mod 64] (its own elements; the
+/// slabs in order), and each lane's dbeta sum takes sDuV[i][lane] and sDuV[i][lane + 32] after its de k terms.
+/// Every other output is bit for bit rung 18's; dbeta is the same terms in another float32 order. (A first version
+/// summed each row in registers and by shuffles: 56 bytes of spills at the 128-register cap.)
+template <class Tg, bool kHi = false, unsigned kLo = 0, bool kLean = false, bool kDwaH = false, bool kDuV = false>
 __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut out) {
   static_assert(!kDwaH || kLean, "kDwaH: rung 18's G2' reading bf16 dw_aux");
+  static_assert(!kDuV || kLean, "kDuV: rung 18's G2' with dbeta's <du0, v> on chip");
   // kLean's products are plain multiplies: with hi + lo staging (put_split's x - bf16(x)) the compiler could
   // contract one into an FMA (rung 9 uses __fmul_rn there), so kLean is for the hi-only instantiation only.
   static_assert(kHi || !kLean, "kLean needs kHi");
@@ -240,6 +254,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
   float* sbeta = sdG + C * 128;                                     // [C]
   double* sG = reinterpret_cast<double*>(sbeta + C);                // [C] G_i (0 for DeltaNet)
   float* sPa = reinterpret_cast<float*>(sG + C);                    // [C][32] dbeta's lane partials
+  float* sDuV = sPa + C * 32;                                       // kDuV: [C][LDE] du0 v, summed over slabs
 
   const int K = p.K, V = p.V, h = blockIdx.y;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -305,6 +320,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
 #pragma unroll
         for (int t = 0; t < 2; ++t) {
           const int o = tid + t * kThreads, i = o >> 3, c = 8 * (o & 7);
+          if constexpr (kDuV) *reinterpret_cast<uint4*>(sKs + i * LT + c) = w[t];  // v exactly (zeros outside)
           bf16 x[8];
           unpack8(w[t], x);
 #pragma unroll
@@ -326,6 +342,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
         for (int t = 0; t < kItems; ++t) {
           const int idx = tid + t * kThreads, i = idx >> 6;
           put_op<kHi>(sYh, sYl, i, idx & 63, __fmul_rn(sbeta[i], u[t]));  // u0 = beta v (F2), not fused
+          if constexpr (kDuV) sKs[i * LT + (idx & 63)] = __float2bfloat16_rn(u[t]);  // v exactly (bf16 input)
         }
       }
       __syncthreads();
@@ -333,10 +350,24 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
       float accU[4][4];
       zero(accU);
       gemm64<true, true>(accU, sAh, lo_op<kHi>(sAl), sXh, lo_op<kHi && !(kLo & kLoDu0)>(sXl), m0, n0);
-      bwdc::store_acc_pairs(du0b, HV, vv, V, Lc, evenV, accU, m0, n0);
-      bwdc::each_acc_pair(accU, m0, n0, [&](int j, int c, float x0, float x1) {
-        if (j < Lc) st_bf_pair(dvb + j * HV + vv + c, sbeta[j] * x0, sbeta[j] * x1, vv + c, V);  // B10: dv = beta du0
-      });
+      if constexpr (kDuV) {
+        // du0 v of this slab beside dv's stores (v zero outside Lc x V, as staged), into this thread's own elements
+        // of sDuV: set by the first slab, added to by the next ones
+        bwdc::each_acc_pair(accU, m0, n0, [&](int j, int c, float x0, float x1) {
+          const __nv_bfloat162 v2 = *reinterpret_cast<const __nv_bfloat162*>(sKs + j * LT + c);
+          float2 pr = make_float2(x0 * __low2float(v2), x1 * __high2float(v2));
+          float2* d = reinterpret_cast<float2*>(sDuV + j * LDE + c);
+          if (vv > 0) pr.x += d->x, pr.y += d->y;
+          *d = pr;
+          const float bj = sbeta[j];
+          if (j < Lc) st_bf_pair(dvb + j * HV + vv + c, bj * x0, bj * x1, vv + c, V);  // B10: dv = beta du0
+        });
+      } else {
+        bwdc::store_acc_pairs(du0b, HV, vv, V, Lc, evenV, accU, m0, n0);
+        bwdc::each_acc_pair(accU, m0, n0, [&](int j, int c, float x0, float x1) {
+          if (j < Lc) st_bf_pair(dvb + j * HV + vv + c, sbeta[j] * x0, sbeta[j] * x1, vv + c, V);  // B10: dv = beta du0
+        });
+      }
     }
   }
   // B6 and B8, K slabs: dA += dw_aux E^T;  dE = A^T dw_aux, kept in sdG (this thread's fragment elements)
@@ -500,7 +531,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
   constexpr int kRB = 4;
   for (int i0 = warp; i0 < Lc; i0 += kRB * (kThreads / 32)) {
     float du[kRB][4], vx[kRB][4];
-    if (V <= 128) {
+    if (V <= 128 && !kDuV) {
 #pragma unroll
       for (int j = 0; j < kRB; ++j)
 #pragma unroll
@@ -516,7 +547,10 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
       const int i = i0 + j * (kThreads / 32);
       if (i >= Lc) break;
       float a = sPa[i * 32 + lane];  // this lane's de k terms (written by this lane only)
-      if (V <= 128) {
+      if constexpr (kDuV) {
+        a += sDuV[i * LDE + lane];  // columns lane (+ 64, ...) and lane + 32 (+ 64, ...): every column once
+        a += sDuV[i * LDE + lane + 32];
+      } else if (V <= 128) {
 #pragma unroll
         for (int m = 0; m < 4; ++m)
           if (lane + 32 * m < V) a += du[j][m] * vx[j][m];
@@ -537,11 +571,11 @@ __global__ void __launch_bounds__(kThreads, 2) bwd11_wy(KParams p, bwdc::BwdOut 
   }
 }
 
-template <class Tg, bool kHi = false, unsigned kLo = 0, bool kLean = false, bool kDwaH = false>
+template <class Tg, bool kHi = false, unsigned kLo = 0, bool kLean = false, bool kDwaH = false, bool kDuV = false>
 void launch_wy(const BwdCall& c, bwdc::Profile& prof) {
   const KParams& p = c.p;
-  auto kern = bwd11_wy<Tg, kHi, kLo, kLean, kDwaH>;
-  constexpr std::size_t smem = g2_smem<kHi>;
+  auto kern = bwd11_wy<Tg, kHi, kLo, kLean, kDwaH, kDuV>;
+  constexpr std::size_t smem = g2_smem_all<kHi, kDuV>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   bwdc::BwdOut o{c.do_, c.dq, c.dk, c.dv, c.dg, c.dbeta, c.db, c.dw};
   kern<<<dim3(p.num_chunks, p.H), kThreads, smem, c.stream>>>(p, o);
@@ -576,6 +610,11 @@ void bwdc::bwd_v11_g2_lean(const BwdCall& c, bwdc::Profile& prof) {  // rung 18'
 void bwdc::bwd_v11_g2_dwah(const BwdCall& c, bwdc::Profile& prof) {  // rung 19's G2' (rung 18's, bf16 dw_aux)
   if (c.gate_dtype == 0) launch_wy<float, true, kLoDu0, true, true>(c, prof);
   else launch_wy<bf16, true, kLoDu0, true, true>(c, prof);
+}
+
+void bwdc::bwd_v11_g2_duv(const BwdCall& c, bwdc::Profile& prof) {  // rung 21's G2' (rung 18's, <du0, v> on chip)
+  if (c.gate_dtype == 0) launch_wy<float, true, kLoDu0, true, false, true>(c, prof);
+  else launch_wy<bf16, true, kLoDu0, true, false, true>(c, prof);
 }
 
 void bwd_v11_launch(const BwdCall& c) {  // rung 10's G1, then G2'

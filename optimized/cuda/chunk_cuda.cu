@@ -626,6 +626,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v18_lean: return "bwd_v18_lean";
     case BwdVersion::v19_dsbf16: return "bwd_v19_dsbf16";
     case BwdVersion::v20_dvbf16: return "bwd_v20_dvbf16";
+    case BwdVersion::v21_duvsmem: return "bwd_v21_duvsmem";
   }
   return "?";
 }
@@ -663,6 +664,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v18_lean, detail::bwd_v18_workspace_bytes, detail::bwd_v18_launch},
     {BwdVersion::v19_dsbf16, detail::bwd_v19_workspace_bytes, detail::bwd_v19_launch},
     {BwdVersion::v20_dvbf16, detail::bwd_v20_workspace_bytes, detail::bwd_v20_launch},
+    {BwdVersion::v21_duvsmem, detail::bwd_v21_workspace_bytes, detail::bwd_v21_launch},
 };
 }  // namespace
 
@@ -678,7 +680,7 @@ const std::vector<BwdVersion>& saved_bwd_versions() {
                                             BwdVersion::v10_split, BwdVersion::v11_wyfast,  BwdVersion::v12_g1slab,
                                             BwdVersion::v13_g1g2, BwdVersion::v14_pchan, BwdVersion::v15_hionly,
                                             BwdVersion::v16_b9one, BwdVersion::v17_hybrid, BwdVersion::v18_lean,
-                                            BwdVersion::v19_dsbf16, BwdVersion::v20_dvbf16};
+                                            BwdVersion::v19_dsbf16, BwdVersion::v20_dvbf16, BwdVersion::v21_duvsmem};
   return v;
 }
 
@@ -746,7 +748,10 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
   // RESULTS.md "Rung 19").
   // Since session 19: best = rung 20, rung 19 with GDN's dv_new handed to G1' in bf16 too (DeltaNet: rung 19 unless
   // LINATTN_BWD20_DN=1), bit for bit with rung 19 (RESULTS.md "Rung 20").
-  if (version == BwdVersion::best) version = BwdVersion::v20_dvbf16;
+  // Since session 20: best = rung 21, rung 20 (DeltaNet: its rung 19 path) with G2' forming dbeta's du0 v terms on
+  // chip, every gradient but dbeta bit for bit with rung 20 (session 20 call 2: DeltaNet backward 3.770 -> 3.601 ms,
+  // GDN 4.536 -> 4.447; RESULTS.md "Rung 21").
+  if (version == BwdVersion::best) version = BwdVersion::v21_duvsmem;
   const BwdRung* rung = nullptr;
   for (const BwdRung& r : kBwdLadder)
     if (r.version == version) rung = &r;

@@ -207,13 +207,15 @@ ref::RecurrentOutput<float> chunk_gdn2(const Tensor<float>& q, const Tensor<floa
 // float32 (cumulative log-decays in float64) whatever the input type.
 // ------------------------------------------------------------------------------------------------
 
-/// The rungs of the backward ladder. `best` picks v20_dvbf16 since session 19 (v19_dsbf16 in session 18, v18_lean
-/// in sessions 11-17):
+/// The rungs of the backward ladder. `best` picks v21_duvsmem since session 20 (v20_dvbf16 in session 19, v19_dsbf16
+/// in session 18, v18_lean in sessions 11-17):
 /// v17_hybrid (DeltaNet and GDN on v13_g1g2's split kernels, KDA and GDN2 on v8_wide's, each with one bf16
 /// MMA per product except the two products whose float32 operand keeps its lo part) with DeltaNet's and
 /// GDN's E, Qg, Kd formed in the split kernels (v18) and DeltaNet's dS' handed from the dstates kernel to
-/// the state-side one in bf16 (v19), and GDN's dv_new too (v20), bit for bit with v17; like v3_async to v17 it runs v2_tensorcore outside its range: float32 inputs, K < 16
-/// or K > 128; RESULTS.md "Rung 17" to "Rung 20", sessions 10-11, 18 and 19 on the H200).
+/// the state-side one in bf16 (v19), and GDN's dv_new too (v20), bit for bit with v17, and dbeta's du0 v terms formed
+/// on chip in the WY-side kernel (v21: dbeta in another float32 summation order); like v3_async to v17 it runs
+/// v2_tensorcore outside its range: float32 inputs, K < 16 or K > 128; RESULTS.md "Rung 17" to "Rung 21", sessions
+/// 10-11 and 18-20 on the H200).
 enum class BwdVersion : int {
   best = 0,
   v1_simple = 1,     ///< four plain FFMA kernels (prepare; states; state gradients; chunk gradients)
@@ -323,6 +325,11 @@ enum class BwdVersion : int {
                        ///< multiplies; bit for bit with v19; KDA, GDN2, DeltaNet and v19's fallbacks run v19.
                        ///< `best` since session 19: GDN backward 4.560 -> 4.545 ms (4.600 -> 4.494 with the copy
                        ///< placed earlier; RESULTS.md, "Rung 20")
+  v21_duvsmem = 21,    ///< v20 (DeltaNet: v19) with G2' summing dbeta's <du0, v> terms on chip instead of storing
+                       ///< du0 as float32 and reading it back with v; every gradient but dbeta bit for bit with
+                       ///< v20, dbeta in another float32 summation order; KDA, GDN2 and v20's fallbacks run v20
+                       ///< `best` since session 20: DeltaNet backward 3.770 -> 3.601 ms, GDN 4.536 -> 4.447
+                       ///< (RESULTS.md, "Rung 21")
 };
 
 const char* bwd_version_name(BwdVersion v);
@@ -450,7 +457,7 @@ class SavedForward {
 
 /// The backward rungs that accept a SavedForward: those whose prepare writes forward rung 4's intra
 /// outputs (rung 4's intra kernel, or rung 7's for rungs 18 to 20 in their range and wherever v9_in_best; rung 7's
-/// kA kernel also writes lean_g) and, where v9_in_best, recomputes rung 9's lean states (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid, v18_lean, v19_dsbf16, v20_dvbf16). Any other
+/// kA kernel also writes lean_g) and, where v9_in_best, recomputes rung 9's lean states (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid, v18_lean, v19_dsbf16, v20_dvbf16, v21_duvsmem). Any other
 /// rung, and rung 5 with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel), is refused.
 const std::vector<BwdVersion>& saved_bwd_versions();
 

@@ -245,6 +245,12 @@ void bwd_v19_launch(const BwdCall& c);
 std::size_t bwd_v20_workspace_bytes(const KParams& p);
 void bwd_v20_launch(const BwdCall& c);
 
+// bwd_v21_duvsmem.cu (rung 20 with G2' summing dbeta's <du0, v> on chip instead of through ws.du0: every gradient
+// but dbeta bit for bit with rung 20 (DeltaNet: rung 19), dbeta in another float32 order; KDA, GDN2 and the
+// fallbacks run rung 20)
+std::size_t bwd_v21_workspace_bytes(const KParams& p);
+void bwd_v21_launch(const BwdCall& c);
+
 // Reused by the backward's rung 3 from the forward's tensor-core rungs (bf16 inputs, 16 <= K <= 128;
 // c.p.ws is the tensor-core workspace of tc_common.cuh, V2Ws):
 /// v3_async.cu: v3's intra-chunk kernel, which also writes A = (I + L)^-1 of every chunk to a_out

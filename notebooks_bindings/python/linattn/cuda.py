@@ -132,7 +132,10 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     'bwd_v20_dvbf16' (rung 19 with the gradient of v_new also handed over in bf16, for GDN with V a
     multiple of 8, an even B*T*H and do, v 8-byte aligned, and for DeltaNet only with
     LINATTN_BWD20_DN=1, where it measured slower; rung 19's gradients bit for bit; KDA, GDN2,
-    DeltaNet and other calls run rung 19; the one 'best' picks since session 19).
+    DeltaNet and other calls run rung 19; the one 'best' picked in session 19),
+    'bwd_v21_duvsmem' (rung 20, for DeltaNet its rung 19 path, with dbeta's du0 v terms summed on
+    chip instead of through a float32 workspace array: rung 20's gradients bit for bit except dbeta,
+    which is summed in another float32 order; KDA, GDN2 and other calls run rung 20).
     output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"
     _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})

@@ -859,6 +859,25 @@ MUTANTS = [
      "reinterpret_cast<bf16*>(bw.du0) + (std::int64_t(tok0) * H + h) * V,",
      "reinterpret_cast<bf16*>(bw.du0) + (std::int64_t(tok0) * H + h) * V + (p.mutant == 268 ? 8 : 0),",
      "bwd v20, dstates: bf16 dv_new copied 8 columns right (the tile's first 8 columns left as poison)"),
+    # Session 20: backward rung 21 (bwd_v21_duvsmem.cu: G2''s kDuV forms dbeta's du0 v terms on chip). Each must fail
+    # test_cuda_backward's "CUDA v21 gradients equal v20 gradients bit for bit but dbeta within float32 summation
+    # order" (dbeta out of its bound).
+    (285, "optimized/cuda/bwd_v11_wyfast.cu",
+     "          if (vv > 0) pr.x += d->x, pr.y += d->y;",
+     "          if (vv > 0 && p.mutant != 285) pr.x += d->x, pr.y += d->y;",
+     "bwd v21, G2': the earlier value slabs' du0 v products overwritten, not added to (V > 64)"),
+    (286, "optimized/cuda/bwd_v11_wyfast.cu",
+     "          if constexpr (kDuV) *reinterpret_cast<uint4*>(sKs + i * LT + c) = w[t];  // v exactly (zeros outside)",
+     "          if constexpr (kDuV) *reinterpret_cast<uint4*>(sKs + ((i + (p.mutant == 286 ? 1 : 0)) & 63) * LT + c) = w[t];",
+     "bwd v21, G2' octet staging: row i's v staged as row i + 1's (dbeta's du0 v terms multiply the wrong row)"),
+    (287, "optimized/cuda/bwd_v11_wyfast.cu",
+     "        a += sDuV[i * LDE + lane + 32];",
+     "        if (p.mutant != 287) a += sDuV[i * LDE + lane + 32];",
+     "bwd v21, G2': dbeta without the du0 v sums of columns 32..63 (mod 64)"),
+    (288, "optimized/cuda/bwd_v11_wyfast.cu",
+     "          if constexpr (kDuV) sKs[i * LT + (idx & 63)] = __float2bfloat16_rn(u[t]);  // v exactly (bf16 input)",
+     "          if constexpr (kDuV) sKs[i * LT + ((idx & 63) ^ (p.mutant == 288 ? 1 : 0))] = __float2bfloat16_rn(u[t]);",
+     "bwd v21, G2' scalar staging (V % 8 != 0): v's column pairs swapped"),
 ]
 
 HOOKS = [
