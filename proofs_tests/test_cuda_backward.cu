@@ -116,7 +116,8 @@ const cuda::BwdVersion kRungs[] = {cuda::BwdVersion::v1_simple, cuda::BwdVersion
                                    cuda::BwdVersion::v18_lean,
                                    cuda::BwdVersion::v19_dsbf16,
                                    cuda::BwdVersion::v20_dvbf16,
-                                   cuda::BwdVersion::v21_duvsmem};
+                                   cuda::BwdVersion::v21_duvsmem,
+                                   cuda::BwdVersion::v22_kq8};
 
 /// Rungs 3 to 10 share rung 3's range (bf16 inputs, 16 <= K <= 128) and bounds.
 bool rung3_family(cuda::BwdVersion ver) {
@@ -134,7 +135,8 @@ bool rung3_family(cuda::BwdVersion ver) {
          ver == cuda::BwdVersion::v18_lean ||
          ver == cuda::BwdVersion::v19_dsbf16 ||
          ver == cuda::BwdVersion::v20_dvbf16 ||
-         ver == cuda::BwdVersion::v21_duvsmem;
+         ver == cuda::BwdVersion::v21_duvsmem ||
+         ver == cuda::BwdVersion::v22_kq8;
 }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
 
@@ -899,6 +901,16 @@ std::vector<Case> rung19_bit_cases() {
   return cases;
 }
 
+/// Rung 20's bit test's cases, which rungs 21 and 22 reuse: rung 19's, and for rung 20's row copy partial value tiles
+/// V = 40 and V = 8, and an even-row packed batch of short sequences (GDN's bf16 dv_new needs an even B T H).
+std::vector<Case> rung20_bit_cases() {
+  std::vector<Case> cases = rung19_bit_cases();
+  cases.push_back(fixed_case(1, 194, 2, 36, 40, GateMode::random, true, 61, {0, 30, 97, 194}));
+  cases.push_back(fixed_case(1, 70, 2, 64, 8, GateMode::extreme, true, 62));
+  cases.push_back(fixed_case(1, 96, 2, 32, 64, GateMode::random, true, 63, {0, 1, 1, 9, 40, 41, 96}));
+  return cases;
+}
+
 /// The values a test loops a knob (environment variable) over: `values`, or only the caller's own setting when the
 /// environment already sets it (so a run can pin one).
 std::vector<std::string> knob_values(const char* name, std::vector<std::string> values) {
@@ -971,10 +983,7 @@ TEST_CASE("CUDA v20 gradients equal v19 gradients bit for bit") {
   // Both value tiles of the dstates kernel (LINATTN_BWD3_BV = 32, 64) unless set; dw_aux in float32
   // (LINATTN_BWD19_DWA_BF16 is rung 19's knob: rung 20's own kernels ignore it, its fallback to rung 19 does not;
   // the test runs with it off).
-  std::vector<Case> cases = rung19_bit_cases();
-  cases.push_back(fixed_case(1, 194, 2, 36, 40, GateMode::random, true, 61, {0, 30, 97, 194}));
-  cases.push_back(fixed_case(1, 70, 2, 64, 8, GateMode::extreme, true, 62));
-  cases.push_back(fixed_case(1, 96, 2, 32, 64, GateMode::random, true, 63, {0, 1, 1, 9, 40, 41, 96}));
+  const std::vector<Case> cases = rung20_bit_cases();
   const std::vector<Op> scalar_ops = {Op::delta_rule, Op::gated_delta_rule};
   // The route rung 20 must take (route.hpp), from bwdc::dv_bf16_ok's conditions worked out here: bf16 inputs with
   // 16 <= K <= 128 (rung 3's range), DeltaNet or GDN, V % 8 == 0, and the workspace's float32 arrays 16-byte
@@ -1051,10 +1060,7 @@ TEST_CASE("CUDA v21 gradients equal v20 gradients bit for bit but dbeta within f
   // with V = 129, 256, 1, K = V = 128, V = 40 and V = 8 partial value tiles, an even-row packed batch), both value
   // tiles of the dstates kernel, NaN-filled workspaces between the two rungs (rung 20 fills ws.du0: a stray read of
   // it by rung 21 would show).
-  std::vector<Case> cases = rung19_bit_cases();
-  cases.push_back(fixed_case(1, 194, 2, 36, 40, GateMode::random, true, 61, {0, 30, 97, 194}));
-  cases.push_back(fixed_case(1, 70, 2, 64, 8, GateMode::extreme, true, 62));
-  cases.push_back(fixed_case(1, 96, 2, 32, 64, GateMode::random, true, 63, {0, 1, 1, 9, 40, 41, 96}));
+  const std::vector<Case> cases = rung20_bit_cases();
   // Rung 21's own kernels run for DeltaNet and GDN inside rung 18's range (bf16 inputs, 16 <= K <= 128 here);
   // KDA and GDN2 run rung 20 (no split route).
   auto v21_route = [](const Case& c, Op op) -> std::string {
@@ -1120,6 +1126,49 @@ TEST_CASE("CUDA v21 gradients equal v20 gradients bit for bit but dbeta within f
 TEST_CASE("CUDA v21 chunked backward outside rung 3 range runs rung 2 bit for bit") {
   SKIP_WITHOUT_GPU();
   check_outside_range_is_rung2(cuda::BwdVersion::v21_duvsmem);
+}
+
+TEST_CASE("CUDA v22 chunked backward with G1' octet k and q staging equals the float64 reference backward for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::f32, cuda::BwdVersion::v22_kq8);
+}
+
+TEST_CASE("CUDA v22 chunked backward with G1' octet k and q staging and bfloat16 gates equals the reference backward on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::bf16, cuda::BwdVersion::v22_kq8);
+}
+
+TEST_CASE("CUDA v22 gradients equal v21 gradients bit for bit") {
+  SKIP_WITHOUT_GPU();
+  // Rung 22 (bwd_v22_kq8.cu) is rung 21 with G1' staging B9's k and q slabs by 16-byte octets where K % 8 == 0 (and
+  // rung 21's two-byte staging elsewhere): the same values in the same tiles, so every gradient must equal rung 21's
+  // bit for bit, and be finite. Rung 20's bit cases (K = 128, 64, 32, 72 take the octets, including partial last
+  // chunks and the slab rows past Lc; K = 100, 36, 18, 22, 127, 41, 17 rung 21's staging), both value tiles of the
+  // dstates kernel, NaN-filled workspaces between the rungs, and each call's route checked (route.hpp): rung 22's own
+  // kernels for DeltaNet and GDN inside rung 18's range, none for KDA and GDN2 (rung 21, i.e. 20).
+  const std::vector<Case> cases = rung20_bit_cases();
+  auto v22_route = [](const Case& c, Op op) -> std::string {
+    const bool scalar = op == Op::delta_rule || op == Op::gated_delta_rule;
+    return scalar && c.K >= 16 && c.K <= 128 ? "bwd_v22" : "";
+  };
+  EnvRestore keep_bv("LINATTN_BWD3_BV");
+  for (const std::string& bv : knob_values("LINATTN_BWD3_BV", {"32", "64"})) {
+    setenv("LINATTN_BWD3_BV", bv.c_str(), 1);
+    INFO("LINATTN_BWD3_BV=" << bv);
+    check_rungs_agree(cuda::BwdVersion::v21_duvsmem, cuda::BwdVersion::v22_kq8, cases, kOps, 0, /*require_finite=*/true,
+                      /*poison_between=*/true, v22_route);
+  }
+  // The cases must reach both staging paths inside rung 22's own kernels.
+  int oct = 0, items = 0;
+  for (const Case& c : cases)
+    if (c.K >= 16 && c.K <= 128) (c.K % 8 == 0 ? oct : items) += 1;
+  CHECK(oct > 0);
+  CHECK(items > 0);
+}
+
+TEST_CASE("CUDA v22 chunked backward outside rung 3 range runs rung 2 bit for bit") {
+  SKIP_WITHOUT_GPU();
+  check_outside_range_is_rung2(cuda::BwdVersion::v22_kq8);
 }
 
 TEST_CASE("CUDA v18 lean chunked backward equals the float64 reference backward for every operator in bfloat16") {

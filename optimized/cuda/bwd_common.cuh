@@ -303,6 +303,11 @@ void bwd_v12_g1_dvh(const BwdCall& c, Profile& prof);
 /// Rung 21's G2' (bwd_v21_duvsmem.cu): rung 18's (bwd_v11_g2_lean) with dbeta's <du0, v> terms summed on chip
 /// (bwd11_wy's kDuV): ws.du0 neither written nor read, v not read again. Same range.
 void bwd_v11_g2_duv(const BwdCall& c, Profile& prof);
+/// Rung 22's G1' (bwd_v22_kq8.cu): rung 21's (bwd_v12_g1_dsh for DeltaNet, bwd_v12_g1_dvh or bwd_v12_g1_lean for GDN)
+/// with B9's k and q slabs staged by 16-byte octets where K % 8 == 0 (bwd12_g1's kKq8). Same ranges.
+void bwd_v12_g1_dsh_kq8(const BwdCall& c, Profile& prof);
+void bwd_v12_g1_dvh_kq8(const BwdCall& c, Profile& prof);
+void bwd_v12_g1_lean_kq8(const BwdCall& c, Profile& prof);
 /// Rung 17's chunk-gradient kernel for KDA and GDN2 (bwd_v4_tc_tail.cu's V17Mid: rung 15's V15Mid with
 /// kLoDpDu0, dP and du0 taking v_new's and dv_new's lo), then prof.mark(); rung 8's range.
 void bwd_v17_grads(const BwdCall& c, Profile& prof);

@@ -95,12 +95,17 @@ constexpr std::size_t g1_smem = kHi ? (kVnLo ? kG1HySmem : kG1HiSmem) : kG1Smem;
 /// kDvH (rung 20, DeltaNet and GDN): dv_new comes as bf16 too (bwd3_dstates<.., kDvH> stores bf16_rn(dv_new), the
 /// rounding of put_op4<true> / put_op<true>, into ws.du0's first half; the launcher checks bwdc::dv_bf16_ok) and is
 /// copied to its hi tile as it is. The same tile, so the same gradients bit for bit.
-template <bool kHi, bool kVnLo = false, bool kLean = false, bool kDsH = false, bool kDwaH = false, bool kDvH = false>
+/// kKq8 (rung 22, with kLean): B9's k and q slabs staged by 16-byte octets (one load round trip; rung 12's staging
+/// takes two, each of 8 two-byte loads per array and thread) where K % 8 == 0 and k, q are 16-byte aligned; the same
+/// exact bf16 values in the same tiles, so the same gradients bit for bit.
+template <bool kHi, bool kVnLo = false, bool kLean = false, bool kDsH = false, bool kDwaH = false, bool kDvH = false,
+          bool kKq8 = false>
 __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut out) {
   static_assert(kHi || !kLean, "kLean needs kHi (its formed Qg, Kd are plain products; see bwd11_wy)");
   static_assert(!kDsH || (kHi && kLean), "kDsH: rung 18's G1' reading bf16 dS'");
   static_assert(!kDwaH || (kHi && kLean), "kDwaH: rung 18's G1' storing bf16 dw_aux");
   static_assert(!kDvH || (kHi && kLean), "kDvH: rung 18's G1' reading bf16 dv_new");
+  static_assert(!kKq8 || (kHi && kLean), "kKq8: rung 18's G1' staging k and q by octets");
   using bwdc::each_acc;
   using bwdc::gemm64;
   using bwdc::lo_op;
@@ -277,9 +282,28 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
   });
   {
     const bf16 *kb = rb.base(static_cast<const bf16*>(p.k), K), *qb = rb.base(static_cast<const bf16*>(p.q), K);
+    // kKq8: octet o = tid + t * kThreads (t < 2) is row o >> 3, columns 8 (o & 7) .. + 7 of the slab; with K % 8 == 0
+    // (so H K too) and aligned bases an octet is wholly inside K or wholly outside, and 16-byte aligned.
+    const bool oct = kKq8 && K % 8 == 0 && bwdc::aligned(kb, 16) && bwdc::aligned(qb, 16);
     constexpr int kItems = C * C / kThreads, kB = 8;
+    if (oct) {
+      uint4 wk[2], wq[2];
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        const int o = tid + t * kThreads, j = o >> 3, d = 8 * (o & 7);
+        const bool inside = j < Lc && kk + d < K;  // (the octet wholly inside K or outside)
+        wk[t] = inside ? *reinterpret_cast<const uint4*>(kb + j * HK + kk + d) : make_uint4(0u, 0u, 0u, 0u);
+        wq[t] = inside ? *reinterpret_cast<const uint4*>(qb + j * HK + kk + d) : make_uint4(0u, 0u, 0u, 0u);
+      }
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        const int o = tid + t * kThreads, j = o >> 3, d = 8 * (o & 7);
+        *reinterpret_cast<uint4*>(sKs + j * LT + d) = wk[t];
+        *reinterpret_cast<uint4*>(sQs + j * LT + d) = wq[t];
+      }
+    }
 #pragma unroll 1
-    for (int t0 = 0; t0 < kItems; t0 += kB) {
+    for (int t0 = 0; t0 < (oct ? 0 : kItems); t0 += kB) {
       bf16 rk[kB], rq[kB];
 #pragma unroll
       for (int b = 0; b < kB; ++b) {
@@ -356,7 +380,8 @@ __global__ void __launch_bounds__(kThreads, 2) bwd12_g1(KParams p, bwdc::BwdOut 
   }
 }
 
-template <bool kHi, bool kVnLo = false, bool kLean = false, bool kDsH = false, bool kDwaH = false, bool kDvH = false>
+template <bool kHi, bool kVnLo = false, bool kLean = false, bool kDsH = false, bool kDwaH = false, bool kDvH = false,
+          bool kKq8 = false>
 void launch_g1(const BwdCall& c, bwdc::Profile& prof) {
   const KParams& p = c.p;
   if (kDsH && (p.gate != kGateNone || p.gdn2))
@@ -364,7 +389,7 @@ void launch_g1(const BwdCall& c, bwdc::Profile& prof) {
   if (kDvH && !bwdc::dv_bf16_ok(c))
     throw std::logic_error("linattn::cuda: bwd12_g1: bf16 dv_new (rung 20) needs rung 18's range, V % 8 == 0 and an "
                            "aligned ws.du0 (bwdc::dv_bf16_ok)");
-  auto kern = bwd12_g1<kHi, kVnLo, kLean, kDsH, kDwaH, kDvH>;
+  auto kern = bwd12_g1<kHi, kVnLo, kLean, kDsH, kDwaH, kDvH, kKq8>;
   constexpr std::size_t smem = g1_smem<kHi, kVnLo>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   bwdc::BwdOut o{c.do_, c.dq, c.dk, c.dv, c.dg, c.dbeta, c.db, c.dw};
@@ -392,6 +417,16 @@ void bwdc::bwd_v12_g1_dsh_dvh(const BwdCall& c, bwdc::Profile& prof) {
   launch_g1<true, true, true, true, false, true>(c, prof);
 }
 void bwdc::bwd_v12_g1_dvh(const BwdCall& c, bwdc::Profile& prof) { launch_g1<true, true, true, false, false, true>(c, prof); }
+// Rung 22's: rung 21's three G1' (DeltaNet bf16 dS'; GDN bf16 dv_new, or rung 18's) with k and q staged by octets.
+void bwdc::bwd_v12_g1_dsh_kq8(const BwdCall& c, bwdc::Profile& prof) {
+  launch_g1<true, true, true, true, false, false, true>(c, prof);
+}
+void bwdc::bwd_v12_g1_dvh_kq8(const BwdCall& c, bwdc::Profile& prof) {
+  launch_g1<true, true, true, false, false, true, true>(c, prof);
+}
+void bwdc::bwd_v12_g1_lean_kq8(const BwdCall& c, bwdc::Profile& prof) {
+  launch_g1<true, true, true, false, false, false, true>(c, prof);
+}
 
 void bwd_v12_launch(const BwdCall& c) {  // G1', then rung 10's G2 unchanged
   // The grid's x extent (a signed int index in the kernel): else rung 10 (one block per chunk).

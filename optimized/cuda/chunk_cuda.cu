@@ -627,6 +627,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v19_dsbf16: return "bwd_v19_dsbf16";
     case BwdVersion::v20_dvbf16: return "bwd_v20_dvbf16";
     case BwdVersion::v21_duvsmem: return "bwd_v21_duvsmem";
+    case BwdVersion::v22_kq8: return "bwd_v22_kq8";
   }
   return "?";
 }
@@ -665,6 +666,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v19_dsbf16, detail::bwd_v19_workspace_bytes, detail::bwd_v19_launch},
     {BwdVersion::v20_dvbf16, detail::bwd_v20_workspace_bytes, detail::bwd_v20_launch},
     {BwdVersion::v21_duvsmem, detail::bwd_v21_workspace_bytes, detail::bwd_v21_launch},
+    {BwdVersion::v22_kq8, detail::bwd_v22_workspace_bytes, detail::bwd_v22_launch},
 };
 }  // namespace
 
@@ -680,7 +682,8 @@ const std::vector<BwdVersion>& saved_bwd_versions() {
                                             BwdVersion::v10_split, BwdVersion::v11_wyfast,  BwdVersion::v12_g1slab,
                                             BwdVersion::v13_g1g2, BwdVersion::v14_pchan, BwdVersion::v15_hionly,
                                             BwdVersion::v16_b9one, BwdVersion::v17_hybrid, BwdVersion::v18_lean,
-                                            BwdVersion::v19_dsbf16, BwdVersion::v20_dvbf16, BwdVersion::v21_duvsmem};
+                                            BwdVersion::v19_dsbf16, BwdVersion::v20_dvbf16, BwdVersion::v21_duvsmem,
+                                            BwdVersion::v22_kq8};
   return v;
 }
 

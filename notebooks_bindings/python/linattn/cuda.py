@@ -135,7 +135,10 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     DeltaNet and other calls run rung 19; the one 'best' picked in session 19),
     'bwd_v21_duvsmem' (rung 20, for DeltaNet its rung 19 path, with dbeta's du0 v terms summed on
     chip instead of through a float32 workspace array: rung 20's gradients bit for bit except dbeta,
-    which is summed in another float32 order; KDA, GDN2 and other calls run rung 20).
+    which is summed in another float32 order; KDA, GDN2 and other calls run rung 20; the one 'best'
+    picks since session 20),
+    'bwd_v22_kq8' (rung 21 with one kernel's k and q tiles loaded 16 bytes at a time; rung 21's
+    gradients bit for bit by design; written in session 20 but not yet run on a GPU).
     output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"
     _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})

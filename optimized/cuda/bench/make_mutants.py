@@ -878,6 +878,16 @@ MUTANTS = [
      "          if constexpr (kDuV) sKs[i * LT + (idx & 63)] = __float2bfloat16_rn(u[t]);  // v exactly (bf16 input)",
      "          if constexpr (kDuV) sKs[i * LT + ((idx & 63) ^ (p.mutant == 288 ? 1 : 0))] = __float2bfloat16_rn(u[t]);",
      "bwd v21, G2' scalar staging (V % 8 != 0): v's column pairs swapped"),
+    # Session 20: backward rung 22 (bwd_v22_kq8.cu: G1''s kKq8 stages k and q by octets). Each must fail
+    # test_cuda_backward's "CUDA v22 gradients equal v21 gradients bit for bit" (written before any GPU run).
+    (289, "optimized/cuda/bwd_v12_g1slab.cu",
+     "        wk[t] = inside ? *reinterpret_cast<const uint4*>(kb + j * HK + kk + d) : make_uint4(0u, 0u, 0u, 0u);",
+     "        wk[t] = inside ? *reinterpret_cast<const uint4*>(kb + j * HK + kk + d + (p.mutant == 289 && d == 0 ? 8 : 0)) : make_uint4(0u, 0u, 0u, 0u);",
+     "bwd v22, G1' octet staging: the first k octet of every row read 8 columns right"),
+    (290, "optimized/cuda/bwd_v12_g1slab.cu",
+     "        *reinterpret_cast<uint4*>(sQs + j * LT + d) = wq[t];",
+     "        if (!(p.mutant == 290 && j == Lc - 1)) *reinterpret_cast<uint4*>(sQs + j * LT + d) = wq[t];",
+     "bwd v22, G1' octet staging: the chunk's last row of q not staged (stale shared memory)"),
 ]
 
 HOOKS = [

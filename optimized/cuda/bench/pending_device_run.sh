@@ -1,38 +1,69 @@
 #!/usr/bin/env bash
-# optimized/cuda/bench/pending_device_run.sh -- the first device call of the session after session 19.
-# (Session 18's pending script, run as session 19's call 1, is kept as bench/logs_session19/call1/run1.sh.)
-# Session 19 (bench/logs_session19/) left unrun:
-#   1. the committed default of backward rung 20 (`best`): DeltaNet on rung 19 unless LINATTN_BWD20_DN=1, GDN on rung
-#      20's kernels. Call 3 ran binaries whose default put DeltaNet on rung 20's kernels; the flip is host code and the
-#      test's route expectation only. Here every test_cuda_backward case (about 330 s) and test_cuda_saved case (45 s)
-#      on the committed tree;
-#   2. a completed sanitizer run of the committed dstates kernel (the copy of bf16 dv_new after B3's products):
-#      memcheck of rung 20's bit test at 64 value columns (call 2's memcheck was of the copy before B3), and racecheck
-#      while time is left (killed at its bound in calls 1 and 3);
-#   3. bench_forward's GDN row at B=1 T=32768 (call 1 ran out of time after DeltaNet's).
+# optimized/cuda/bench/pending_device_run.sh -- the first device call of the session after session 20.
+# (Session 19's pending script, run as session 20's call 1, is kept as bench/logs_session20/call1/run1.sh.)
+# Session 20 (bench/logs_session20/) left unrun on backward rung 21 (`best`, bwd_v21_duvsmem.cu):
+#   1. the two test_cuda_backward cases its call 3 did not finish (determinism, killed at the bound; bad arguments, not
+#      reached); every other case passed there, and every test_cuda_saved case;
+#   2. a completed racecheck: of the bit test it was killed at its bound in calls 1 and 3 (as in sessions 18-19), so
+#      here first on one small backward call per operator through bench_backward.py (B=1 T=256 H=2 K=V=128: two value
+#      slabs, every kernel of rung 21's DeltaNet and GDN paths, saved paths included), then the bit test while time is
+#      left;
+#   3. rung 22 (bwd_v22_kq8.cu, written after the device time was spent; never run): its tests (bit for bit with rung
+#      21), its speed beside rung 21 (DeltaNet and GDN, no fla), and planted bugs 289-290 with the unmutated tree (0);
+#   4. an Nsight Compute profile of DeltaNet's three backward kernels on rung 21 at the benchmark shape (G1' bwd12_g1,
+#      G2' bwd11_wy, the dstates kernel bwd3_dstates) for the structural work RESULTS.md "Status (session 20)" names;
+#      summarise with bench/ncu_sass_summary.py --epochs on the .sass.csv files.
 # Needs .cudabin/bins.tar.xz (test_cuda_backward, test_cuda_saved, liblinattn_cuda_capi.so, stripped, built at HEAD;
-# `xz -9e`) and .fla; carry `.cudabin .fla`. Usage on the device: bash optimized/cuda/bench/pending_device_run.sh.
+# `xz -9e`) and .cudabin/mutants.tar.xz (test_cuda_backward of `python3 optimized/cuda/bench/make_mutants.py
+# /tmp/linattn_mutants_cuda`'s tree, built with `cmake --build /tmp/linattn_mutants_cuda/build --target
+# test_cuda_backward`); carry `.cudabin`. Usage on the device: bash optimized/cuda/bench/pending_device_run.sh.
 set -u
-OUT=${OUT:-/tmp/out}; END=${END:-580}
+OUT=${OUT:-/tmp/out}; END=${END:-560}
 source optimized/cuda/bench/call_lib.sh
 unpack
-export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/triton_cache; mkdir -p $TRITON_CACHE_DIR
+mkdir -p /tmp/t
+export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv > /tmp/l/env.log
-timeout $(left 340) /tmp/b/test_cuda_backward --durations yes > /tmp/l/backward.log 2>&1
-note "test_cuda_backward (every test case) rc $?: $(res /tmp/l/backward.log)"
-timeout $(left 60) /tmp/b/test_cuda_saved --durations yes > /tmp/l/saved.log 2>&1
-note "test_cuda_saved (every test case) rc $?: $(res /tmp/l/saved.log)"
+timeout $(left 60) /tmp/b/test_cuda_backward 'CUDA chunked backward is deterministic*','CUDA chunked backward rejects*' \
+  --durations yes > /tmp/l/last2.log 2>&1
+note "test_cuda_backward determinism, bad arguments rc $?: $(res /tmp/l/last2.log)"
 cp /tmp/l/summary.log "$OUT/"
-BIT='CUDA v20 gradients equal v19 gradients bit for bit'
-LINATTN_BWD3_BV=64 LINATTN_BWD20_DN=0 timeout $(left 90) compute-sanitizer --tool memcheck --error-exitcode 9 \
-  /tmp/b/test_cuda_backward "$BIT" > /tmp/l/san20_memcheck.log 2>&1
-note "memcheck rung 20 bit test rc $?: $(res /tmp/l/san20_memcheck.log) | $(grep -E 'ERROR SUMMARY' /tmp/l/san20_memcheck.log | tail -1)"
-timeout $(left 60) python3 optimized/cuda/bench/bench_forward.py --lib /tmp/b/liblinattn_cuda_capi.so --fla .fla \
-  --shapes 1x32768x16x128x128 --ops gated_delta_rule --versions 0 --rep 40 --rounds 1 > /tmp/l/fbench.log 2>&1
-note "bench_forward GDN at B=1, best and fla rc $?"
-grep -E "rung 10|fla" /tmp/l/fbench.log | head -4 >> /tmp/l/summary.log
+timeout $(left 60) /tmp/b/test_cuda_backward "CUDA v22*" --durations yes > /tmp/l/v22.log 2>&1
+note "test_cuda_backward 'CUDA v22*' rc $?: $(res /tmp/l/v22.log)"
+for ops in delta_rule gated_delta_rule; do
+  timeout $(left 60) python3 optimized/cuda/bench/bench_backward.py --lib /tmp/b/liblinattn_cuda_capi.so \
+    --ops $ops --bwd-versions 21,22 --rep 30 --json /tmp/l/bbench_$ops.json > /tmp/l/bbench_$ops.log 2>&1
+  note "bench_backward $ops, rungs 21, 22 (no fla) rc $?"
+  grep -E "backward|saving|kernels" /tmp/l/bbench_$ops.log | grep -v "^summary" >> /tmp/l/summary.log
+done
+mkdir -p /tmp/m && tar -xJf .cudabin/mutants.tar.xz -C /tmp/m
+for n in 289 290 0; do
+  LINATTN_BWD3_BV=64 LINATTN_MUTANT=$n timeout $(left 40) /tmp/m/test_cuda_backward "CUDA v22 gradients equal v21*" \
+    > /tmp/l/mut_$n.log 2>&1
+  note "mutant $n (v22 bit test, BV 64): rc $? $(res /tmp/l/mut_$n.log)"
+done
 cp /tmp/l/summary.log "$OUT/"
-LINATTN_BWD3_BV=64 LINATTN_BWD20_DN=0 timeout $(left 200) compute-sanitizer --tool racecheck --error-exitcode 9 \
-  /tmp/b/test_cuda_backward "$BIT" > /tmp/l/san20_racecheck.log 2>&1
-note "racecheck rung 20 bit test rc $?: $(res /tmp/l/san20_racecheck.log) | $(grep -E 'RACECHECK SUMMARY' /tmp/l/san20_racecheck.log | tail -1)"
+timeout $(left 150) compute-sanitizer --tool racecheck --error-exitcode 9 python3 optimized/cuda/bench/bench_backward.py \
+  --lib /tmp/b/liblinattn_cuda_capi.so --shapes 1x256x2x128x128 --ops delta_rule,gated_delta_rule --bwd-versions 21 \
+  --rep 1 --slow-rep 1 > /tmp/l/san21_racecheck_small.log 2>&1
+note "racecheck rung 21, one small call per operator rc $?: $(grep -E 'RACECHECK SUMMARY' /tmp/l/san21_racecheck_small.log | tail -1)"
+cp /tmp/l/summary.log "$OUT/"
+SEC="--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section InstructionStats --section SourceCounters"
+prof() {  # report name, kernel regex
+  timeout $(left 60) ncu --clock-control none -k regex:$2 --launch-skip 1 --launch-count 1 $SEC -o /tmp/t/$1 \
+    python3 optimized/cuda/bench/bench_backward.py --lib /tmp/b/liblinattn_cuda_capi.so --ops delta_rule \
+    --bwd-versions 21 --rep 2 --slow-rep 2 > /tmp/t/$1.run.txt 2>&1
+  note "ncu $1 rc $?"
+  ncu -i /tmp/t/$1.ncu-rep --page details > /tmp/l/$1.details.txt 2>&1
+  ncu -i /tmp/t/$1.ncu-rep --page source --csv --print-source sass > /tmp/l/$1.sass.csv 2>&1
+  grep -E "Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy" /tmp/l/$1.details.txt | head -4 >> /tmp/l/summary.log
+}
+prof dn21_g1 bwd12_g1
+prof dn21_g2 bwd11_wy
+prof dn21_dstates bwd3_dstates
+cp /tmp/l/summary.log "$OUT/"
+BIT='CUDA v21 gradients equal v20 gradients bit for bit but dbeta*'
+LINATTN_BWD3_BV=64 timeout $(left 200) compute-sanitizer --tool racecheck --error-exitcode 9 \
+  /tmp/b/test_cuda_backward "$BIT" > /tmp/l/san21_racecheck.log 2>&1
+note "racecheck rung 21 bit test (BV 64) rc $?: $(res /tmp/l/san21_racecheck.log) | $(grep -E 'RACECHECK SUMMARY' /tmp/l/san21_racecheck.log | tail -1)"
 finish

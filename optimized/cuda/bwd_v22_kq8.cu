@@ -1,0 +1,37 @@
+// optimized/cuda/bwd_v22_kq8.cu -- rung 22 of the CUDA backward ladder: rung 21 (bwd_v21_duvsmem.cu) with the state-side
+// kernel G1' staging B9's k and q slabs by 16-byte octets (issue 6; written in session 20 after that session's device
+// time was spent: not yet run on a GPU, so not `best`).
+//
+// Why: G1' (bwd12_g1, bwd_v12_g1slab.cu) stages its 64 x 64 slabs of k and q for B9's P half (dq^P = M2 k, dk^P =
+// scale M2^T q) by two-byte loads: 16 per array and thread, in two batches of 8, so two dependent global round trips
+// between two barriers, while the block's tensor cores wait. Rung 21 showed that a phase of dependent loads in one of
+// these kernels costs time out of proportion to its bytes (G2''s du0 read-back: 0.15 ms for DeltaNet). Here one batch
+// of four 16-byte loads per thread (two of k, two of q) replaces them where K % 8 == 0 and k, q are 16-byte aligned;
+// elsewhere rung 21's staging runs.
+//
+// What changes against rung 21: G1' only (bwd12_g1<.., kKq8 = true>: DeltaNet bwd_v12_g1_dsh_kq8, GDN
+// bwd_v12_g1_dvh_kq8 or bwd_v12_g1_lean_kq8), the same values into the same tiles. So every gradient equals rung 21's
+// bit for bit (proofs_tests/test_cuda_backward.cu, "CUDA v22 gradients equal v21 gradients bit for bit", which also
+// checks each call's route: route.hpp). KDA, GDN2 and every fallback run rung 21.
+//
+// Range: rung 18's (bwdc::in_rung18_range), as rung 21. Workspace: rung 3's.
+#include "optimized/cuda/bwd_common.cuh"
+
+namespace linattn::cuda::detail {
+
+std::size_t bwd_v22_workspace_bytes(const KParams& p) { return bwd_v3_workspace_bytes(p); }
+
+void bwd_v22_launch(const BwdCall& c) {
+  const KParams& p = c.p;
+  if (p.N == 0) return;
+  if (!bwdc::in_rung18_range(c)) return bwd_v21_launch(c);  // KDA, GDN2 and rung 18's fallbacks: rung 21 (i.e. 20)
+  if (p.gate == kGateNone)  // DeltaNet: rung 19's front (bf16 dS')
+    return bwdc::bwd_split_launch(c, "bwd_v22", bwdc::bwd_v12_g1_dsh_kq8, bwdc::bwd_v11_g2_duv, /*g_only=*/true,
+                                  /*ds_bf16=*/true);
+  if (bwdc::dv_bf16_ok(c))  // GDN: rung 20's front (bf16 dv_new)
+    return bwdc::bwd_split_launch(c, "bwd_v22", bwdc::bwd_v12_g1_dvh_kq8, bwdc::bwd_v11_g2_duv, /*g_only=*/true,
+                                  /*ds_bf16=*/false, /*dv_bf16=*/true);
+  bwdc::bwd_split_launch(c, "bwd_v22", bwdc::bwd_v12_g1_lean_kq8, bwdc::bwd_v11_g2_duv, /*g_only=*/true);  // rung 18's
+}
+
+}  // namespace linattn::cuda::detail
