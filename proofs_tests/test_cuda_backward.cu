@@ -1,6 +1,6 @@
 // proofs_tests/test_cuda_backward.cu -- the CUDA chunked backward (optimized/cuda: rung 1
 // bwd_v1_simple.cu, rung 2 bwd_v2_tensorcore.cu, rung 3 bwd_v3_async.cu, rung 4 bwd_v4_tc_tail.cu,
-// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu, rung 8 bwd_v8_wide.cu, rung 9 bwd_v9_noextras.cu, rung 10 bwd_v10_split.cu, rung 11 bwd_v11_wyfast.cu, rung 12 bwd_v12_g1slab.cu, rung 13 bwd_v13_g1g2.cu, rung 15 bwd_v15_hionly.cu, rung 16 bwd_v16_b9one.cu, rung 17 bwd_v17_hybrid.cu, rung 18 bwd_v18_lean.cu, rung 19 bwd_v19_dsbf16.cu, rung 20 bwd_v20_dvbf16.cu; host API
+// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu, rung 8 bwd_v8_wide.cu, rung 9 bwd_v9_noextras.cu, rung 10 bwd_v10_split.cu, rung 11 bwd_v11_wyfast.cu, rung 12 bwd_v12_g1slab.cu, rung 13 bwd_v13_g1g2.cu, rung 15 bwd_v15_hionly.cu, rung 16 bwd_v16_b9one.cu, rung 17 bwd_v17_hybrid.cu, rung 18 bwd_v18_lean.cu, rung 19 bwd_v19_dsbf16.cu, rung 20 bwd_v20_dvbf16.cu, rung 21 bwd_v21_duvsmem.cu, rung 22 bwd_v22_kq8.cu; host API
 // cuda::chunk_backward) equals the
 // float64 reference backward
 // (reference/recurrent_backward.hpp, itself proven by finite differences in
@@ -1045,6 +1045,79 @@ TEST_CASE("CUDA v21 chunked backward with dbeta's du0 v terms on chip and bfloat
   prop_matches_reference(DType::bf16, DType::bf16, cuda::BwdVersion::v21_duvsmem);
 }
 
+namespace {
+/// Rung 21's route (route.hpp): its own kernels for DeltaNet and GDN inside rung 18's range (bf16 inputs, 16 <= K <=
+/// 128 in these tests), none for KDA and GDN2 (rung 20).
+std::string v21_route(const Case& c, Op op) {
+  const bool scalar = op == Op::delta_rule || op == Op::gated_delta_rule;
+  return scalar && c.K >= 16 && c.K <= 128 ? "bwd_v21" : "";
+}
+
+/// What check_v21_near_v20 saw: the worst dbeta ratios, whether dbeta differed from rung 20's with float32 gates on
+/// rung 21's own route, and how many calls took that route.
+struct V21Tally {
+  std::map<std::string, double> worst;
+  bool dbeta_differs = false;
+  int own = 0;
+};
+
+/// Rung 21 against rung 20 on `cases` for `ops`, both gate dtypes, at the current LINATTN_BWD3_BV: every gradient but
+/// dbeta bit for bit, dbeta within rung 10's summation-order bounds (2e-5 stored as float32, 5e-4 as bf16, relative to
+/// max(rms(rung 20), rms of its dq, dk, dv)), every gradient finite, each call's route checked; NaN-filled workspaces
+/// between the two rungs. The test "CUDA v21 gradients equal v20 gradients bit for bit but dbeta within float32
+/// summation order" says why.
+void check_v21_near_v20(const std::vector<Case>& cases, const std::vector<Op>& ops, V21Tally& t) {
+  for (const Case& cs : cases)
+    for (DType gdt : {DType::f32, DType::bf16})
+      for (Op op : ops) {
+        BwdCase bc;
+        bc.c = cs;
+        const DevProblem d = as_device_sees(make_bwd_problem(op, bc), DType::bf16, gdt);
+        const auto x = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v20_dvbf16);
+        cuda::poison_device_workspaces();
+        const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v21_duvsmem);
+        const std::string route = cuda::last_backward_split_route();
+        INFO("bwd_v21_duvsmem vs bwd_v20_dvbf16, " << ref::op_name(op) << " gates " << dname(gdt) << " " << cs
+                                                   << " LINATTN_BWD3_BV=" << (std::getenv("LINATTN_BWD3_BV") ? std::getenv("LINATTN_BWD3_BV") : "unset"));
+        CHECK(route == v21_route(cs, op));
+        t.own += route == "bwd_v21";
+        for (const auto& [name, a, b] : {std::tuple{"dq", &x.dq, &y.dq}, {"dk", &x.dk, &y.dk}, {"dv", &x.dv, &y.dv},
+                                          {"dg", &x.dg, &y.dg}, {"db", &x.db, &y.db}, {"dw", &x.dw, &y.dw},
+                                          {"dh0", &x.dh0, &y.dh0}}) {
+          INFO(name << " bit for bit");
+          REQUIRE(a->defined() == b->defined());
+          if (!a->defined()) continue;
+          CHECK(std::memcmp(a->data(), b->data(), sizeof(float) * a->numel()) == 0);
+        }
+        REQUIRE(x.dbeta.defined() == y.dbeta.defined());
+        if (x.dbeta.defined()) {
+          const double r = rel_to(y.dbeta, x.dbeta, grad_floor(x)), bound = gdt == DType::bf16 ? 5e-4 : 2e-5;
+          INFO("dbeta: rms(v21 - v20) / max(rms(v20), floor) = " << r << ", bound " << bound);
+          CHECK(r <= bound);
+          const std::string key = std::string(ref::op_name(op)) + " dbeta gates " + dname(gdt);
+          t.worst[key] = std::max(t.worst[key], r);
+          if (gdt == DType::f32 && route == "bwd_v21")
+            t.dbeta_differs = t.dbeta_differs ||
+                            std::memcmp(x.dbeta.data(), y.dbeta.data(), sizeof(float) * x.dbeta.numel()) != 0;
+        }
+        for (const Tensor<float>* g : {&y.dq, &y.dk, &y.dv, &y.dg, &y.dbeta, &y.db, &y.dw, &y.dh0}) {
+          if (!g->defined()) continue;
+          bool finite = true;
+          for (index_t k = 0; k < g->numel(); ++k) finite = finite && std::isfinite(g->data()[k]);
+          CHECK(finite);
+        }
+      }
+}
+
+/// Rung 22's route: "bwd_v22_kq8" where its launcher picks G1''s octet staging (K % 8 == 0), "bwd_v22" where rung
+/// 21's staging runs inside rung 22's kernels, for DeltaNet and GDN inside rung 18's range; none for KDA and GDN2.
+std::string v22_route(const Case& c, Op op) {
+  const bool scalar = op == Op::delta_rule || op == Op::gated_delta_rule;
+  if (!scalar || c.K < 16 || c.K > 128) return "";
+  return c.K % 8 == 0 ? "bwd_v22_kq8" : "bwd_v22";
+}
+}  // namespace
+
 TEST_CASE("CUDA v21 gradients equal v20 gradients bit for bit but dbeta within float32 summation order") {
   SKIP_WITHOUT_GPU();
   // Rung 21 (bwd_v21_duvsmem.cu) is rung 20 (for DeltaNet: its default, rung 19) with G2' forming dbeta's <du0, v>
@@ -1058,69 +1131,22 @@ TEST_CASE("CUDA v21 gradients equal v20 gradients bit for bit but dbeta within f
   // rung 20's in some case with float32 gates (else rung 21's G2' did not run), and every call's route is checked
   // (route.hpp). Cases: rung 20's bit test's (rung 13's bit cases, rung 15's extreme ones, review9's edge cases
   // with V = 129, 256, 1, K = V = 128, V = 40 and V = 8 partial value tiles, an even-row packed batch), both value
-  // tiles of the dstates kernel, NaN-filled workspaces between the two rungs (rung 20 fills ws.du0: a stray read of
-  // it by rung 21 would show).
+  // tiles of the dstates kernel, NaN-filled workspaces between the two rungs (a stray read of ws.du0, which rung 21's
+  // G2' no longer writes, would read NaN; GDN's dstates kernel still hands bf16 dv_new to G1' through its first half).
   const std::vector<Case> cases = rung20_bit_cases();
-  // Rung 21's own kernels run for DeltaNet and GDN inside rung 18's range (bf16 inputs, 16 <= K <= 128 here);
-  // KDA and GDN2 run rung 20 (no split route).
-  auto v21_route = [](const Case& c, Op op) -> std::string {
-    const bool scalar = op == Op::delta_rule || op == Op::gated_delta_rule;
-    return scalar && c.K >= 16 && c.K <= 128 ? "bwd_v21" : "";
-  };
   EnvRestore keep_bv("LINATTN_BWD3_BV"), keep_dn("LINATTN_BWD20_DN"), keep_dwa("LINATTN_BWD19_DWA_BF16");
   unsetenv("LINATTN_BWD20_DN");  // rung 20's defaults: DeltaNet on rung 19, dw_aux in float32
   unsetenv("LINATTN_BWD19_DWA_BF16");
-  std::map<std::string, double> worst;
-  bool dbeta_differs = false;
-  int own = 0;
+  V21Tally t;
   for (const std::string& bv : knob_values("LINATTN_BWD3_BV", {"32", "64"})) {
     setenv("LINATTN_BWD3_BV", bv.c_str(), 1);
-    for (const Case& cs : cases)
-      for (DType gdt : {DType::f32, DType::bf16})
-        for (Op op : kOps) {
-          BwdCase bc;
-          bc.c = cs;
-          const DevProblem d = as_device_sees(make_bwd_problem(op, bc), DType::bf16, gdt);
-          const auto x = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v20_dvbf16);
-          cuda::poison_device_workspaces();
-          const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v21_duvsmem);
-          const std::string route = cuda::last_backward_split_route();
-          INFO("bwd_v21_duvsmem vs bwd_v20_dvbf16, " << ref::op_name(op) << " gates " << dname(gdt) << " " << cs
-                                                     << " LINATTN_BWD3_BV=" << bv);
-          CHECK(route == v21_route(cs, op));
-          own += route == "bwd_v21";
-          for (const auto& [name, a, b] : {std::tuple{"dq", &x.dq, &y.dq}, {"dk", &x.dk, &y.dk}, {"dv", &x.dv, &y.dv},
-                                            {"dg", &x.dg, &y.dg}, {"db", &x.db, &y.db}, {"dw", &x.dw, &y.dw},
-                                            {"dh0", &x.dh0, &y.dh0}}) {
-            INFO(name << " bit for bit");
-            REQUIRE(a->defined() == b->defined());
-            if (!a->defined()) continue;
-            CHECK(std::memcmp(a->data(), b->data(), sizeof(float) * a->numel()) == 0);
-          }
-          REQUIRE(x.dbeta.defined() == y.dbeta.defined());
-          if (x.dbeta.defined()) {
-            const double r = rel_to(y.dbeta, x.dbeta, grad_floor(x)), bound = gdt == DType::bf16 ? 5e-4 : 2e-5;
-            INFO("dbeta: rms(v21 - v20) / max(rms(v20), floor) = " << r << ", bound " << bound);
-            CHECK(r <= bound);
-            const std::string key = std::string(ref::op_name(op)) + " dbeta gates " + dname(gdt);
-            worst[key] = std::max(worst[key], r);
-            if (gdt == DType::f32 && route == "bwd_v21")
-              dbeta_differs = dbeta_differs ||
-                              std::memcmp(x.dbeta.data(), y.dbeta.data(), sizeof(float) * x.dbeta.numel()) != 0;
-          }
-          for (const Tensor<float>* t : {&y.dq, &y.dk, &y.dv, &y.dg, &y.dbeta, &y.db, &y.dw, &y.dh0}) {
-            if (!t->defined()) continue;
-            bool finite = true;
-            for (index_t k = 0; k < t->numel(); ++k) finite = finite && std::isfinite(t->data()[k]);
-            CHECK(finite);
-          }
-        }
+    check_v21_near_v20(cases, std::vector<Op>(std::begin(kOps), std::end(kOps)), t);
   }
   if (std::getenv("LINATTN_CUDA_BACKWARD_REPORT"))
-    for (const auto& [key, r] : worst) std::cout << "v21 vs v20 worst " << key << ": " << r << "\n";
-  CHECK(own > 0);
+    for (const auto& [key, r] : t.worst) std::cout << "v21 vs v20 worst " << key << ": " << r << "\n";
+  CHECK(t.own > 0);
   INFO("rung 21's dbeta equals rung 20's bit for bit on every case with float32 gates: did its G2' run?");
-  CHECK(dbeta_differs);
+  CHECK(t.dbeta_differs);
 }
 
 TEST_CASE("CUDA v21 chunked backward outside rung 3 range runs rung 2 bit for bit") {
@@ -1142,15 +1168,14 @@ TEST_CASE("CUDA v22 gradients equal v21 gradients bit for bit") {
   SKIP_WITHOUT_GPU();
   // Rung 22 (bwd_v22_kq8.cu) is rung 21 with G1' staging B9's k and q slabs by 16-byte octets where K % 8 == 0 (and
   // rung 21's two-byte staging elsewhere): the same values in the same tiles, so every gradient must equal rung 21's
-  // bit for bit, and be finite. Rung 20's bit cases (K = 128, 64, 32, 72 take the octets, including partial last
-  // chunks and the slab rows past Lc; K = 100, 36, 18, 22, 127, 41, 17 rung 21's staging), both value tiles of the
+  // bit for bit, and be finite. Rung 20's bit cases (K a multiple of 8 -- 128, 72, 64, 48, 40, 32, 24, 16 -- takes
+  // the octets, including partial last chunks and the slab rows past Lc, and K = 72's second slab of 8 columns; the
+  // other K -- 100, 41, 36, 22, 18, 17, 127 -- rung 21's staging inside rung 22's kernel), both value tiles of the
   // dstates kernel, NaN-filled workspaces between the rungs, and each call's route checked (route.hpp): rung 22's own
-  // kernels for DeltaNet and GDN inside rung 18's range, none for KDA and GDN2 (rung 21, i.e. 20).
+  // kernels for DeltaNet and GDN inside rung 18's range, named for the staging the launcher picked ("bwd_v22_kq8" where
+  // K % 8 == 0), none for KDA and GDN2 (rung 21, i.e. 20). Whether the kernel then really loads octets is not visible
+  // in the bits (the same values either way): planted bugs 289 and 290 in the octet path show that it runs.
   const std::vector<Case> cases = rung20_bit_cases();
-  auto v22_route = [](const Case& c, Op op) -> std::string {
-    const bool scalar = op == Op::delta_rule || op == Op::gated_delta_rule;
-    return scalar && c.K >= 16 && c.K <= 128 ? "bwd_v22" : "";
-  };
   EnvRestore keep_bv("LINATTN_BWD3_BV");
   for (const std::string& bv : knob_values("LINATTN_BWD3_BV", {"32", "64"})) {
     setenv("LINATTN_BWD3_BV", bv.c_str(), 1);
@@ -1158,10 +1183,12 @@ TEST_CASE("CUDA v22 gradients equal v21 gradients bit for bit") {
     check_rungs_agree(cuda::BwdVersion::v21_duvsmem, cuda::BwdVersion::v22_kq8, cases, kOps, 0, /*require_finite=*/true,
                       /*poison_between=*/true, v22_route);
   }
-  // The cases must reach both staging paths inside rung 22's own kernels.
+  // The routes checked above must include both staging paths of rung 22's own kernels.
   int oct = 0, items = 0;
-  for (const Case& c : cases)
-    if (c.K >= 16 && c.K <= 128) (c.K % 8 == 0 ? oct : items) += 1;
+  for (const Case& c : cases) {
+    const std::string r = v22_route(c, Op::delta_rule);
+    oct += r == "bwd_v22_kq8", items += r == "bwd_v22";
+  }
   CHECK(oct > 0);
   CHECK(items > 0);
 }
@@ -1169,6 +1196,24 @@ TEST_CASE("CUDA v22 gradients equal v21 gradients bit for bit") {
 TEST_CASE("CUDA v22 chunked backward outside rung 3 range runs rung 2 bit for bit") {
   SKIP_WITHOUT_GPU();
   check_outside_range_is_rung2(cuda::BwdVersion::v22_kq8);
+}
+
+TEST_CASE("CUDA v21 and v22 on two small cases per scalar operator for the sanitizers") {
+  SKIP_WITHOUT_GPU();
+  // The bit tests of rungs 19-22 run too many calls for compute-sanitizer's racecheck to finish within a device
+  // call's bound (killed in sessions 18-20). This one runs the same checks on two small cases, DeltaNet and GDN,
+  // both gate dtypes: K = V = 128 over 150 tokens (two value slabs of G2''s du0 v products, two key slabs of G1''s
+  // octet staging, a partial last chunk) and K = 36, V = 20 (G2''s scalar v staging, G1''s two-byte k and q staging).
+  // Rung 21 against rung 20 as in its bit test (every gradient but dbeta bit for bit, dbeta within float32
+  // summation order), rung 22 against rung 21 bit for bit, routes checked, NaN-filled workspaces between the rungs.
+  const std::vector<Case> cases = {fixed_case(1, 150, 1, 128, 128, GateMode::random, true, 70),
+                                   fixed_case(1, 70, 1, 36, 20, GateMode::random, true, 71)};
+  const std::vector<Op> ops = {Op::delta_rule, Op::gated_delta_rule};
+  V21Tally t;
+  check_v21_near_v20(cases, ops, t);
+  CHECK(t.own == int(cases.size() * 2 * ops.size()));
+  check_rungs_agree(cuda::BwdVersion::v21_duvsmem, cuda::BwdVersion::v22_kq8, cases, ops, 0, /*require_finite=*/true,
+                    /*poison_between=*/true, v22_route);
 }
 
 TEST_CASE("CUDA v18 lean chunked backward equals the float64 reference backward for every operator in bfloat16") {

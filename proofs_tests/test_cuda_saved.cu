@@ -561,7 +561,7 @@ TEST_CASE("CUDA saved backward refuses every backward rung outside saved_bwd_ver
   using Catch::Matchers::Contains;
   const std::vector<BwdVersion> listed = cuda::saved_bwd_versions();
   auto is_listed = [&](BwdVersion v) { return std::find(listed.begin(), listed.end(), v) != listed.end(); };
-  // best (= rung 20 since session 19) and the rungs whose prepare writes rung 4's intra outputs are listed; rungs 1-4 are not.
+  // best (= rung 21 since session 20) and the rungs whose prepare writes rung 4's intra outputs are listed; rungs 1-4 are not.
   CHECK(is_listed(BwdVersion::best));
   CHECK(is_listed(BwdVersion::v8_wide));
   for (BwdVersion v : {BwdVersion::v1_simple, BwdVersion::v2_tensorcore, BwdVersion::v3_async, BwdVersion::v4_tc_tail})

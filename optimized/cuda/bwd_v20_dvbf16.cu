@@ -1,6 +1,6 @@
 // optimized/cuda/bwd_v20_dvbf16.cu -- rung 20 of the CUDA backward ladder: rung 19 (bwd_v19_dsbf16.cu) with the
 // gradient of v_new, dv_new, also handed from the dstates kernel to G1' in bf16: GDN by default, DeltaNet with
-// LINATTN_BWD20_DN=1 (measured slower for it; below) (issue 6; written and run in session 19, `best` since then:
+// LINATTN_BWD20_DN=1 (measured slower for it; below) (issue 6; written and run in session 19, `best` in session 19:
 // for GDN a small gain, for DeltaNet rung 19 itself).
 //
 // Why: G1' (bwd12_g1, bwd_v12_g1slab.cu) multiplies only dv_new's bf16 hi part (dw_aux = -dv_new S^T, since rung

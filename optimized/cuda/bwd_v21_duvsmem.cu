@@ -9,11 +9,15 @@
 // bandwidth, so bytes it does not move are candidate time.
 //
 // What changes against rung 20 (KDA, GDN2 and every fallback run rung 20, i.e. 19 or 18):
-//   G2'  bwd11_wy<.., kDuV = true> (bwd_v11_g2_duv): in each value slab's epilogue every thread sums du0 v over its
-//        fragment's columns for its two rows (v staged exactly, as bf16, in the k slab's tile, which is free until
-//        B9), the four lanes of a row group add theirs by shuffles, and one lane per (row, warp half) accumulates
-//        into a [64][2] float32 array over the slabs (512 bytes of shared memory more: 88,320, still 2 blocks per
-//        SM). dbeta = (the de k lane sums, reduced as before) + both halves. ws.du0 is neither written nor read.
+//   G2'  bwd11_wy<.., kDuV = true> (bwd_v11_g2_duv): v is staged exactly (bf16) in the k slab's tile, which is free
+//        until B9. In each value slab's epilogue every thread multiplies its du0 fragment by v and adds the products
+//        into its own elements of a [64][72] float32 array (set by the first slab, added to by the next; 18,432 bytes
+//        of shared memory more: 106,240, still 2 blocks per SM). Each lane's dbeta sum takes its de k terms, then that
+//        array's columns lane and lane + 32, and the warp reduces as before. ws.du0 is neither written nor read.
+//        (A first version summed each row in registers and by shuffles: 56 bytes of spills, never run.)
+//        Inf / NaN: the padded columns c >= V (V % 64 != 0) add du0 x 0, which is NaN where A holds an Inf (rung 20
+//        summed only c < V), so such a dbeta can be NaN where rung 20's is +-Inf; the host API refuses non-finite
+//        inputs, and A of finite inputs is finite.
 //   DeltaNet runs rung 19's front and G1' (bf16 dS'; rung 20's bf16 dv_new measured slower for it), GDN rung 20's
 //   (bf16 dv_new in ws.du0's first half where bwdc::dv_bf16_ok holds, else rung 18's).
 // Every gradient but dbeta is rung 20's bit for bit; dbeta is the same float32 terms summed in another order

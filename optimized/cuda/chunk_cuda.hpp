@@ -327,7 +327,7 @@ enum class BwdVersion : int {
                        ///< placed earlier; RESULTS.md, "Rung 20")
   v21_duvsmem = 21,    ///< v20 (DeltaNet: v19) with G2' summing dbeta's <du0, v> terms on chip instead of storing
                        ///< du0 as float32 and reading it back with v; every gradient but dbeta bit for bit with
-                       ///< v20, dbeta in another float32 summation order; KDA, GDN2 and v20's fallbacks run v20
+                       ///< v20, dbeta in another float32 summation order; KDA, GDN2 and v20's fallbacks run v20.
                        ///< `best` since session 20: DeltaNet backward 3.770 -> 3.601 ms, GDN 4.536 -> 4.447
                        ///< (RESULTS.md, "Rung 21")
   v22_kq8 = 22,        ///< v21 with G1' staging B9's k and q slabs by 16-byte octets (K % 8 == 0) instead of
@@ -459,7 +459,7 @@ class SavedForward {
 };
 
 /// The backward rungs that accept a SavedForward: those whose prepare writes forward rung 4's intra
-/// outputs (rung 4's intra kernel, or rung 7's for rungs 18 to 20 in their range and wherever v9_in_best; rung 7's
+/// outputs (rung 4's intra kernel, or rung 7's for rungs 18 to 22 in their range and wherever v9_in_best; rung 7's
 /// kA kernel also writes lean_g) and, where v9_in_best, recomputes rung 9's lean states (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid, v18_lean, v19_dsbf16, v20_dvbf16, v21_duvsmem, v22_kq8). Any other
 /// rung, and rung 5 with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel), is refused.
 const std::vector<BwdVersion>& saved_bwd_versions();

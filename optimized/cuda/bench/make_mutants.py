@@ -882,8 +882,8 @@ MUTANTS = [
     # test_cuda_backward's "CUDA v22 gradients equal v21 gradients bit for bit" (written before any GPU run).
     (289, "optimized/cuda/bwd_v12_g1slab.cu",
      "        wk[t] = inside ? *reinterpret_cast<const uint4*>(kb + j * HK + kk + d) : make_uint4(0u, 0u, 0u, 0u);",
-     "        wk[t] = inside ? *reinterpret_cast<const uint4*>(kb + j * HK + kk + d + (p.mutant == 289 && d == 0 ? 8 : 0)) : make_uint4(0u, 0u, 0u, 0u);",
-     "bwd v22, G1' octet staging: the first k octet of every row read 8 columns right"),
+     "        wk[t] = inside ? *reinterpret_cast<const uint4*>(kb + j * HK + kk + (p.mutant == 289 && kk + (d ^ 8) < K ? (d ^ 8) : d)) : make_uint4(0u, 0u, 0u, 0u);",
+     "bwd v22, G1' octet staging: k's octets swapped in pairs within the slab (0 <-> 1, 2 <-> 3, ...) where both are inside K"),
     (290, "optimized/cuda/bwd_v12_g1slab.cu",
      "        *reinterpret_cast<uint4*>(sQs + j * LT + d) = wq[t];",
      "        if (!(p.mutant == 290 && j == Lc - 1)) *reinterpret_cast<uint4*>(sQs + j * LT + d) = wq[t];",
