@@ -163,13 +163,14 @@ ref::RecurrentGrads<float> cuda_backward(const DevProblem& d, DType dt, DType gd
 
 /// y's gradients equal x's: the same set defined and, for each, bit for bit -- or, with tol > 0,
 /// within tol relative RMS (the differences printed under LINATTN_CUDA_BACKWARD_REPORT, after
-/// `what`). The caller's INFO names the case.
+/// `what`). The caller's INFO names the case. `skip`: one gradient left to the caller (rung 21's dbeta).
 void check_same_grads(const ref::RecurrentGrads<float>& x, const ref::RecurrentGrads<float>& y, double tol = 0,
-                      const std::string& what = "") {
+                      const std::string& what = "", const std::string& skip = "") {
   const std::tuple<const char*, const Tensor<float>*, const Tensor<float>*> grads[] = {
       {"dq", &x.dq, &y.dq},          {"dk", &x.dk, &y.dk}, {"dv", &x.dv, &y.dv}, {"dg", &x.dg, &y.dg},
       {"dbeta", &x.dbeta, &y.dbeta}, {"db", &x.db, &y.db}, {"dw", &x.dw, &y.dw}, {"dh0", &x.dh0, &y.dh0}};
   for (const auto& [name, a, c] : grads) {
+    if (name == skip) continue;
     INFO(name);
     REQUIRE(a->defined() == c->defined());
     if (!a->defined()) continue;
@@ -182,6 +183,16 @@ void check_same_grads(const ref::RecurrentGrads<float>& x, const ref::RecurrentG
       if (std::getenv("LINATTN_CUDA_BACKWARD_REPORT") && cmp.rel_rms > 0)
         std::cout << what << ", " << name << ": " << cmp.str() << "\n";
     }
+  }
+}
+
+/// Every gradient y defines is finite (NaN on both sides compares equal bit for bit: this rules it out).
+void check_all_finite(const ref::RecurrentGrads<float>& y) {
+  for (const Tensor<float>* t : {&y.dq, &y.dk, &y.dv, &y.dg, &y.dbeta, &y.db, &y.dw, &y.dh0}) {
+    if (!t->defined()) continue;
+    bool finite = true;
+    for (index_t k = 0; k < t->numel(); ++k) finite = finite && std::isfinite(t->data()[k]);
+    CHECK(finite);
   }
 }
 
@@ -420,12 +431,7 @@ void check_rungs_agree(cuda::BwdVersion a, cuda::BwdVersion b, const std::vector
                          std::string(cuda::bwd_version_name(b)) + " vs " + cuda::bwd_version_name(a) + ", " +
                              ref::op_name(op) + " gates " + dname(gdt));
         if (!require_finite) continue;  // NaN on both sides compares equal: require_finite rules it out
-        for (const Tensor<float>* t : {&y.dq, &y.dk, &y.dv, &y.dg, &y.dbeta, &y.db, &y.dw, &y.dh0}) {
-          if (!t->defined()) continue;
-          bool finite = true;
-          for (index_t k = 0; k < t->numel(); ++k) finite = finite && std::isfinite(t->data()[k]);
-          CHECK(finite);
-        }
+        check_all_finite(y);
       }
 }
 
@@ -697,12 +703,7 @@ void check_split_near_v8(cuda::BwdVersion ver, const std::vector<Case>& cases, c
           worst[key] = std::max(worst[key], r);
           if (std::string(name) == "dg") dg_differs = dg_differs || std::memcmp(a->data(), b->data(), sizeof(float) * a->numel()) != 0;
         }
-        for (const Tensor<float>* t : {&y.dq, &y.dk, &y.dv, &y.dg, &y.dbeta, &y.db, &y.dw, &y.dh0}) {
-          if (!t->defined()) continue;
-          bool finite = true;
-          for (index_t k = 0; k < t->numel(); ++k) finite = finite && std::isfinite(t->data()[k]);
-          CHECK(finite);
-        }
+        check_all_finite(y);
       }
   if (std::getenv("LINATTN_CUDA_BACKWARD_REPORT"))
     for (const auto& [key, r] : worst) std::cout << vname << " vs v8 worst " << label << key << ": " << r << "\n";
@@ -1081,14 +1082,7 @@ void check_v21_near_v20(const std::vector<Case>& cases, const std::vector<Op>& o
                                                    << " LINATTN_BWD3_BV=" << (std::getenv("LINATTN_BWD3_BV") ? std::getenv("LINATTN_BWD3_BV") : "unset"));
         CHECK(route == v21_route(cs, op));
         t.own += route == "bwd_v21";
-        for (const auto& [name, a, b] : {std::tuple{"dq", &x.dq, &y.dq}, {"dk", &x.dk, &y.dk}, {"dv", &x.dv, &y.dv},
-                                          {"dg", &x.dg, &y.dg}, {"db", &x.db, &y.db}, {"dw", &x.dw, &y.dw},
-                                          {"dh0", &x.dh0, &y.dh0}}) {
-          INFO(name << " bit for bit");
-          REQUIRE(a->defined() == b->defined());
-          if (!a->defined()) continue;
-          CHECK(std::memcmp(a->data(), b->data(), sizeof(float) * a->numel()) == 0);
-        }
+        check_same_grads(x, y, 0, "", "dbeta");  // every gradient but dbeta bit for bit
         REQUIRE(x.dbeta.defined() == y.dbeta.defined());
         if (x.dbeta.defined()) {
           const double r = rel_to(y.dbeta, x.dbeta, grad_floor(x)), bound = gdt == DType::bf16 ? 5e-4 : 2e-5;
@@ -1100,12 +1094,7 @@ void check_v21_near_v20(const std::vector<Case>& cases, const std::vector<Op>& o
             t.dbeta_differs = t.dbeta_differs ||
                             std::memcmp(x.dbeta.data(), y.dbeta.data(), sizeof(float) * x.dbeta.numel()) != 0;
         }
-        for (const Tensor<float>* g : {&y.dq, &y.dk, &y.dv, &y.dg, &y.dbeta, &y.db, &y.dw, &y.dh0}) {
-          if (!g->defined()) continue;
-          bool finite = true;
-          for (index_t k = 0; k < g->numel(); ++k) finite = finite && std::isfinite(g->data()[k]);
-          CHECK(finite);
-        }
+        check_all_finite(y);
       }
 }
 
@@ -1316,12 +1305,7 @@ TEST_CASE("CUDA v14 slab G1 gives the one-block G1 gradients bit for bit for KDA
         const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v14_pchan);
         INFO("bwd_v14_pchan slab G1 vs one-block G1, " << ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
         check_same_grads(x, y);
-        for (const Tensor<float>* t : {&y.dq, &y.dk, &y.dv, &y.dg, &y.dbeta, &y.db, &y.dw, &y.dh0}) {
-          if (!t->defined()) continue;
-          bool finite = true;
-          for (index_t k = 0; k < t->numel(); ++k) finite = finite && std::isfinite(t->data()[k]);
-          CHECK(finite);
-        }
+        check_all_finite(y);
       }
 }
 

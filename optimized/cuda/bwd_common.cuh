@@ -320,6 +320,11 @@ void bwd_v17_grads(const BwdCall& c, Profile& prof);
 void bwd_split_launch(const BwdCall& c, const char* name, void (*g1)(const BwdCall&, Profile&),
                       void (*g2)(const BwdCall&, Profile&), bool g_only = false, bool ds_bf16 = false,
                       bool dv_bf16 = false);
+/// Rungs 21 and 22's split route (bwd_v21_duvsmem.cu), for a call inside rung 18's range (the caller checks it): the
+/// front without extras, then g1 and rung 21's G2' (bwd_v11_g2_duv), profiled as `name`. g1 is g1_dn for DeltaNet (with
+/// bf16 dS': ds_bf16), g1_gdn_dvh for GDN where bwdc::dv_bf16_ok holds (with bf16 dv_new: dv_bf16), else g1_gdn_lean.
+void bwd_duv_split_launch(const BwdCall& c, const char* name, void (*g1_dn)(const BwdCall&, Profile&),
+                          void (*g1_gdn_dvh)(const BwdCall&, Profile&), void (*g1_gdn_lean)(const BwdCall&, Profile&));
 
 // ------------------------------------------------------------------------------------------------
 // Rung 2's chunk-gradient kernel bwd_grads_tc (B2, B4-B11 per (chunk, head); bwd_v2_tensorcore.cu's

@@ -32,18 +32,23 @@ namespace linattn::cuda::detail {
 
 std::size_t bwd_v21_workspace_bytes(const KParams& p) { return bwd_v3_workspace_bytes(p); }
 
+void bwdc::bwd_duv_split_launch(const BwdCall& c, const char* name, void (*g1_dn)(const BwdCall&, Profile&),
+                                void (*g1_gdn_dvh)(const BwdCall&, Profile&),
+                                void (*g1_gdn_lean)(const BwdCall&, Profile&)) {
+  if (c.p.gate == kGateNone)  // DeltaNet: rung 19's front (bf16 dS')
+    return bwd_split_launch(c, name, g1_dn, bwd_v11_g2_duv, /*g_only=*/true, /*ds_bf16=*/true);
+  if (dv_bf16_ok(c))  // GDN: rung 20's front (bf16 dv_new)
+    return bwd_split_launch(c, name, g1_gdn_dvh, bwd_v11_g2_duv, /*g_only=*/true, /*ds_bf16=*/false,
+                            /*dv_bf16=*/true);
+  bwd_split_launch(c, name, g1_gdn_lean, bwd_v11_g2_duv, /*g_only=*/true);  // GDN elsewhere: rung 18's front
+}
+
 void bwd_v21_launch(const BwdCall& c) {
-  const KParams& p = c.p;
-  if (p.N == 0) return;
+  if (c.p.N == 0) return;
   // KDA, GDN2 and rung 18's fallbacks: rung 20 as it is
   if (!bwdc::in_rung18_range(c)) return bwd_v20_launch(c);
-  if (p.gate == kGateNone)  // DeltaNet: rung 19's front and G1' (bf16 dS')
-    return bwdc::bwd_split_launch(c, "bwd_v21", bwdc::bwd_v12_g1_dsh, bwdc::bwd_v11_g2_duv, /*g_only=*/true,
-                                  /*ds_bf16=*/true);
-  if (bwdc::dv_bf16_ok(c))  // GDN: rung 20's front and G1' (bf16 dv_new)
-    return bwdc::bwd_split_launch(c, "bwd_v21", bwdc::bwd_v12_g1_dvh, bwdc::bwd_v11_g2_duv, /*g_only=*/true,
-                                  /*ds_bf16=*/false, /*dv_bf16=*/true);
-  bwdc::bwd_split_launch(c, "bwd_v21", bwdc::bwd_v12_g1_lean, bwdc::bwd_v11_g2_duv, /*g_only=*/true);  // rung 18's
+  // rung 19's G1' for DeltaNet (bf16 dS'), rung 20's for GDN (bf16 dv_new), else rung 18's
+  bwdc::bwd_duv_split_launch(c, "bwd_v21", bwdc::bwd_v12_g1_dsh, bwdc::bwd_v12_g1_dvh, bwdc::bwd_v12_g1_lean);
 }
 
 }  // namespace linattn::cuda::detail

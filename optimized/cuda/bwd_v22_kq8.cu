@@ -27,14 +27,9 @@ void bwd_v22_launch(const BwdCall& c) {
   if (!bwdc::in_rung18_range(c)) return bwd_v21_launch(c);  // KDA, GDN2 and rung 18's fallbacks: rung 21 (i.e. 20)
   // The route's name says which staging G1' takes: octets where K % 8 == 0 (q and k are 16-byte aligned: both APIs
   // require it, chunk_cuda.cu), else rung 21's two-byte loads inside rung 22's kernel (route.hpp; the test checks it).
-  const char* name = p.K % 8 == 0 ? "bwd_v22_kq8" : "bwd_v22";
-  if (p.gate == kGateNone)  // DeltaNet: rung 19's front (bf16 dS')
-    return bwdc::bwd_split_launch(c, name, bwdc::bwd_v12_g1_dsh_kq8, bwdc::bwd_v11_g2_duv, /*g_only=*/true,
-                                  /*ds_bf16=*/true);
-  if (bwdc::dv_bf16_ok(c))  // GDN: rung 20's front (bf16 dv_new)
-    return bwdc::bwd_split_launch(c, name, bwdc::bwd_v12_g1_dvh_kq8, bwdc::bwd_v11_g2_duv, /*g_only=*/true,
-                                  /*ds_bf16=*/false, /*dv_bf16=*/true);
-  bwdc::bwd_split_launch(c, name, bwdc::bwd_v12_g1_lean_kq8, bwdc::bwd_v11_g2_duv, /*g_only=*/true);  // rung 18's
+  // rung 21's routing with the kKq8 G1's
+  bwdc::bwd_duv_split_launch(c, p.K % 8 == 0 ? "bwd_v22_kq8" : "bwd_v22", bwdc::bwd_v12_g1_dsh_kq8,
+                             bwdc::bwd_v12_g1_dvh_kq8, bwdc::bwd_v12_g1_lean_kq8);
 }
 
 }  // namespace linattn::cuda::detail
