@@ -1,6 +1,6 @@
 // proofs_tests/test_cuda_backward.cu -- the CUDA chunked backward (optimized/cuda: rung 1
 // bwd_v1_simple.cu, rung 2 bwd_v2_tensorcore.cu, rung 3 bwd_v3_async.cu, rung 4 bwd_v4_tc_tail.cu,
-// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu, rung 8 bwd_v8_wide.cu, rung 9 bwd_v9_noextras.cu, rung 10 bwd_v10_split.cu, rung 11 bwd_v11_wyfast.cu, rung 12 bwd_v12_g1slab.cu, rung 13 bwd_v13_g1g2.cu, rung 15 bwd_v15_hionly.cu, rung 16 bwd_v16_b9one.cu, rung 17 bwd_v17_hybrid.cu, rung 18 bwd_v18_lean.cu, rung 19 bwd_v19_dsbf16.cu, rung 20 bwd_v20_dvbf16.cu, rung 21 bwd_v21_duvsmem.cu, rung 22 bwd_v22_kq8.cu; host API
+// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu, rung 8 bwd_v8_wide.cu, rung 9 bwd_v9_noextras.cu, rung 10 bwd_v10_split.cu, rung 11 bwd_v11_wyfast.cu, rung 12 bwd_v12_g1slab.cu, rung 13 bwd_v13_g1g2.cu, rung 15 bwd_v15_hionly.cu, rung 16 bwd_v16_b9one.cu, rung 17 bwd_v17_hybrid.cu, rung 18 bwd_v18_lean.cu, rung 19 bwd_v19_dsbf16.cu, rung 20 bwd_v20_dvbf16.cu, rung 21 bwd_v21_duvsmem.cu, rung 22 bwd_v22_kq8.cu, rung 23 bwd_v23_dsone.cu; host API
 // cuda::chunk_backward) equals the
 // float64 reference backward
 // (reference/recurrent_backward.hpp, itself proven by finite differences in
@@ -117,7 +117,8 @@ const cuda::BwdVersion kRungs[] = {cuda::BwdVersion::v1_simple, cuda::BwdVersion
                                    cuda::BwdVersion::v19_dsbf16,
                                    cuda::BwdVersion::v20_dvbf16,
                                    cuda::BwdVersion::v21_duvsmem,
-                                   cuda::BwdVersion::v22_kq8};
+                                   cuda::BwdVersion::v22_kq8,
+                                   cuda::BwdVersion::v23_dsone};
 
 /// Rungs 3 to 10 share rung 3's range (bf16 inputs, 16 <= K <= 128) and bounds.
 bool rung3_family(cuda::BwdVersion ver) {
@@ -136,7 +137,8 @@ bool rung3_family(cuda::BwdVersion ver) {
          ver == cuda::BwdVersion::v19_dsbf16 ||
          ver == cuda::BwdVersion::v20_dvbf16 ||
          ver == cuda::BwdVersion::v21_duvsmem ||
-         ver == cuda::BwdVersion::v22_kq8;
+         ver == cuda::BwdVersion::v22_kq8 ||
+         ver == cuda::BwdVersion::v23_dsone;
 }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
 
@@ -1203,6 +1205,74 @@ TEST_CASE("CUDA v21 and v22 on two small cases per scalar operator for the sanit
   CHECK(t.own == int(cases.size() * 2 * ops.size()));
   check_rungs_agree(cuda::BwdVersion::v21_duvsmem, cuda::BwdVersion::v22_kq8, cases, ops, 0, /*require_finite=*/true,
                     /*poison_between=*/true, v22_route);
+}
+
+TEST_CASE("CUDA v23 chunked backward with a single-stage dstates kernel equals the float64 reference backward for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::f32, cuda::BwdVersion::v23_dsone);
+}
+
+TEST_CASE("CUDA v23 chunked backward with a single-stage dstates kernel and bfloat16 gates equals the reference backward on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::bf16, cuda::BwdVersion::v23_dsone);
+}
+
+namespace {
+/// Rung 23's route (route.hpp): its own kernels for DeltaNet and GDN inside rung 18's range (bf16 inputs, 16 <= K <=
+/// 128 in these tests), named for G1''s staging as rung 22's ("bwd_v23_kq8" where K % 8 == 0); none for KDA and GDN2
+/// (rung 21, i.e. 20).
+std::string v23_route(const Case& c, Op op) {
+  const bool scalar = op == Op::delta_rule || op == Op::gated_delta_rule;
+  if (!scalar || c.K < 16 || c.K > 128) return "";
+  return c.K % 8 == 0 ? "bwd_v23_kq8" : "bwd_v23";
+}
+
+/// Rung 23 against rung 22 bit for bit (every gradient, dh0 included), finite, routes checked, NaN-filled workspaces
+/// between the rungs, with LINATTN_BWD3_BV unset (rung 23's own default value tile: 32 at K > 64, rung 21's 64 at the
+/// small batches here) and then 32 and 64, unless the caller pins it.
+void check_v23_equals_v22(const std::vector<Case>& cases, const std::vector<Op>& ops) {
+  EnvRestore keep_bv("LINATTN_BWD3_BV");
+  for (const std::string& bv : knob_values("LINATTN_BWD3_BV", {"", "32", "64"})) {
+    if (bv.empty()) unsetenv("LINATTN_BWD3_BV");
+    else setenv("LINATTN_BWD3_BV", bv.c_str(), 1);
+    INFO("LINATTN_BWD3_BV=" << (bv.empty() ? "unset" : bv));
+    check_rungs_agree(cuda::BwdVersion::v22_kq8, cuda::BwdVersion::v23_dsone, cases, ops, 0,
+                      /*require_finite=*/true, /*poison_between=*/true, v23_route);
+  }
+}
+}  // namespace
+
+TEST_CASE("CUDA v23 gradients equal v22 gradients bit for bit") {
+  SKIP_WITHOUT_GPU();
+  // Rung 23 (bwd_v23_dsone.cu) is rung 22 with the dstates kernel holding one stage of its w_aux, Qg and Kd tiles
+  // instead of two (bwd3_dstates' kOne): each chunk's tiles arrive in two cp.async groups at other points of the
+  // chunk loop, the products are the same in the same order. So every gradient, dh0 (the dstates kernel's own output)
+  // included, must equal rung 22's bit for bit and be finite. A tile awaited too late, overwritten too early or
+  // loaded for the wrong chunk changes the values in a case with several chunks: rung 20's bit cases (1 to 4 chunks
+  // per sequence, packed batches, partial last chunks, V = 8 .. 256, K = 16 .. 128 on both key widths of the kernel),
+  // and one sequence of 1000 tokens (16 chunks) at K = V = 128, each at the default value tile and at 32 and 64
+  // columns. Routes are checked (route.hpp): rung 23's own kernels for DeltaNet and GDN inside rung 18's range, named
+  // for G1''s staging as rung 22's, none for KDA and GDN2 (rung 21, i.e. 20). Planted bugs 291 (w_aux, Qg of the wrong chunk) and 292 (Kd from Qg's
+  // array) show that the single-stage path runs.
+  std::vector<Case> cases = rung20_bit_cases();
+  cases.push_back(fixed_case(1, 1000, 2, 128, 128, GateMode::random, true, 73));
+  check_v23_equals_v22(cases, std::vector<Op>(std::begin(kOps), std::end(kOps)));
+}
+
+TEST_CASE("CUDA v23 chunked backward outside rung 3 range runs rung 2 bit for bit") {
+  SKIP_WITHOUT_GPU();
+  check_outside_range_is_rung2(cuda::BwdVersion::v23_dsone);
+}
+
+TEST_CASE("CUDA v23 on two small cases per scalar operator for the sanitizers") {
+  SKIP_WITHOUT_GPU();
+  // Rung 23's bit test on two small cases that still take several chunks through the single-stage pipeline (so that
+  // racecheck sees each tile reused): K = V = 128 over 300 tokens (5 chunks, the last partial; the KP = 128 kernel)
+  // and K = 36, V = 20 over 200 tokens (4 chunks; KP = 64, a partial value tile). DeltaNet and GDN, both gate dtypes,
+  // at the default value tile and at 32 and 64.
+  const std::vector<Case> cases = {fixed_case(1, 300, 1, 128, 128, GateMode::random, true, 74),
+                                   fixed_case(1, 200, 1, 36, 20, GateMode::random, true, 75)};
+  check_v23_equals_v22(cases, {Op::delta_rule, Op::gated_delta_rule});
 }
 
 TEST_CASE("CUDA v18 lean chunked backward equals the float64 reference backward for every operator in bfloat16") {

@@ -234,9 +234,11 @@ inline bool dv_bf16_ok(const BwdCall& c) {
 /// saves dS' as its bf16 hi part into ws.dS's first half (bwd3_dstates' kDsH), for bwd_v12_g1_dsh and
 /// bwd_v12_g1_dsh_dwah. dv_bf16 (rung 20; DeltaNet and GDN, else std::logic_error): the dstates kernel also saves
 /// dv_new's bf16 hi part into ws.du0's first half (bwd3_dstates' kDvH), for bwd_v12_g1_dvh / bwd_v12_g1_dsh_dvh;
-/// the caller checks rung 20's alignment (bwdc::dv_bf16_ok).
+/// the caller checks rung 20's alignment (bwdc::dv_bf16_ok). ds_one (rung 23): the dstates kernel with one stage of its
+/// w_aux, Qg, Kd tiles (bwd3_dstates' kOne: two blocks per SM, the same values), with ds_bf16 or dv_bf16 or neither.
 void bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra = false, bool wide_extras = false,
-                  bool extras = true, bool g_only = false, bool ds_bf16 = false, bool dv_bf16 = false);
+                  bool extras = true, bool g_only = false, bool ds_bf16 = false, bool dv_bf16 = false,
+                  bool ds_one = false);
 /// Rung 4's chunk-gradient kernel (bwd_v4_tc_tail.cu: bwd_grads_tc with B7 and B9 on tensor cores),
 /// then prof.mark(); reads the workspace bwd_v3_front leaves. batch_loads: rung 5's variant (V5Mid:
 /// stagings, tail and V4Mid's B9 slabs load in batches, the per-channel float32 B9 unrolled;
@@ -317,14 +319,17 @@ void bwd_v17_grads(const BwdCall& c, Profile& prof);
 /// g_only: the front without the extras kernel (bwd_v3_front's g_only; rung 18's kLean g1 and g2).
 /// ds_bf16: bwd_v3_front's (rung 19, DeltaNet; g1 must then read bf16 dS': bwd_v12_g1_dsh).
 /// dv_bf16: bwd_v3_front's (rung 20, DeltaNet and GDN; g1 must then read bf16 dv_new: bwd_v12_g1_(dsh_)dvh).
+/// ds_one: bwd_v3_front's (rung 23: the single-stage dstates kernel).
 void bwd_split_launch(const BwdCall& c, const char* name, void (*g1)(const BwdCall&, Profile&),
                       void (*g2)(const BwdCall&, Profile&), bool g_only = false, bool ds_bf16 = false,
-                      bool dv_bf16 = false);
+                      bool dv_bf16 = false, bool ds_one = false);
 /// Rungs 21 and 22's split route (bwd_v21_duvsmem.cu), for a call inside rung 18's range (the caller checks it): the
 /// front without extras, then g1 and rung 21's G2' (bwd_v11_g2_duv), profiled as `name`. g1 is g1_dn for DeltaNet (with
 /// bf16 dS': ds_bf16), g1_gdn_dvh for GDN where bwdc::dv_bf16_ok holds (with bf16 dv_new: dv_bf16), else g1_gdn_lean.
+/// ds_one (rung 23): the front's single-stage dstates kernel (bwd_v3_front's ds_one).
 void bwd_duv_split_launch(const BwdCall& c, const char* name, void (*g1_dn)(const BwdCall&, Profile&),
-                          void (*g1_gdn_dvh)(const BwdCall&, Profile&), void (*g1_gdn_lean)(const BwdCall&, Profile&));
+                          void (*g1_gdn_dvh)(const BwdCall&, Profile&), void (*g1_gdn_lean)(const BwdCall&, Profile&),
+                          bool ds_one = false);
 
 // ------------------------------------------------------------------------------------------------
 // Rung 2's chunk-gradient kernel bwd_grads_tc (B2, B4-B11 per (chunk, head); bwd_v2_tensorcore.cu's

@@ -281,15 +281,18 @@ __device__ __forceinline__ void dv_new_rows_store(const bf16* sNdv, bf16* dst, s
   }
 }
 
-template <int KP, int BV>
+/// kOne (rung 23): one stage of the w_aux, Qg and Kd tiles instead of two (NS), so that two blocks fit an SM at KP = 128,
+/// BV = 32 (107,520 bytes; two stages: 159,744, one block). P, do and exp(G_C) keep two stages.
+template <int KP, int BV, bool kOne = false>
 struct DsSmem {
   static constexpr int LDK = ldk(KP);
   static constexpr int LDV = BV + 8;
   static constexpr int tileK = 64 * LDK * 2;
-  static constexpr int sW = 0;                          // [2] bf16 [64][LDK] w_aux
-  static constexpr int sQg = sW + 2 * tileK;            // [2] bf16 [64][LDK] scale q . exp(G)
-  static constexpr int sKd = sQg + 2 * tileK;           // [2] bf16 [64][LDK] k . exp(G_C - G)
-  static constexpr int sP = sKd + 2 * tileK;            // [2] bf16 [64][72]
+  static constexpr int NS = kOne ? 1 : 2;               // stages of the three [64][LDK] tiles
+  static constexpr int sW = 0;                          // [NS] bf16 [64][LDK] w_aux
+  static constexpr int sQg = sW + NS * tileK;           // [NS] bf16 [64][LDK] scale q . exp(G)
+  static constexpr int sKd = sQg + NS * tileK;          // [NS] bf16 [64][LDK] k . exp(G_C - G)
+  static constexpr int sP = sKd + NS * tileK;           // [2] bf16 [64][72]
   static constexpr int sDo = sP + 2 * 64 * 72 * 2;      // [2] bf16 [64][LDV] do
   static constexpr int sgC = sDo + 2 * 64 * LDV * 2;    // [2] f32 [KP] exp(G_C)
   static constexpr int sSh = sgC + 2 * KP * 4;          // bf16 [KP][LDV] dS', hi part
@@ -306,10 +309,14 @@ struct DsSmem {
 /// the first half of ws.du0 viewed as bf16 [rows, V] (G2' writes du0 there only after G1' has read it), copied by
 /// rows from the -dv_new tile sNdv that B3 reads anyway, sign flipped (dv_new_rows_store): bf16_rn(dv_new), the only
 /// operand G1' makes of dv_new. The float32 dv_new is still stored (G2''s du0 takes its lo part too).
-template <int KP, int BV, bool kDsH = false, bool kDvH = false>
+/// kOne (backward rung 23, bwd_v23_dsone.cu): w_aux, Qg and Kd in one stage (DsSmem), two blocks per SM; each chunk's
+/// loads in two cp.async groups instead of one: Kd, P, do, exp(G_C) (issue_a, into the free stage of P, do, exp(G_C)
+/// and into sKd once B1 has read it) and w_aux, Qg (issue_b, once B3 has read them; awaited before B3). The same
+/// products in the same order, so the same values bit for bit; one barrier more per chunk.
+template <int KP, int BV, bool kDsH = false, bool kDvH = false, bool kOne = false>
 __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, const bf16* do_,
-                                                         const float* dht, float* dh0) {
-  using S = DsSmem<KP, BV>;
+                                                                      const float* dht, float* dh0) {
+  using S = DsSmem<KP, BV, kOne>;
   constexpr int LDK = S::LDK, LDV = S::LDV;
   extern __shared__ __align__(16) char smem[];
   bf16* sSh = reinterpret_cast<bf16*>(smem + S::sSh);
@@ -341,16 +348,27 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
   auto store_state_bf16 = [&]() { state_frag_store_hilo<LDV>(st, sSh, sSl, sm, sn0, g8, t4); };
   store_state_bf16();
 
-  auto issue = [&](int ci) {  // chunk ci's tiles into stage ci & 1 (zero-filled outside the chunk)
+  // kOne: one [64][LDK] tile of the workspace array a (w_aux, Qg or Kd) of block cw, as cp_async_wqk_tiles does each
+  constexpr int PK = KP / 8, RS = kThreads / PK;
+  auto issue_tile = [&](bf16* d, const bf16* a, std::int64_t cw) {
+    const int d8 = (tid % PK) * 8, i0 = tid / PK;
+#pragma unroll
+    for (int it = 0; it < 64 / RS; ++it) cp_async16(d + (i0 + it * RS) * LDK + d8, a + (cw * 64 + i0 + it * RS) * KP + d8);
+  };
+  auto issue = [&](int ci) {  // chunk ci's tiles into stage ci & 1 (zero-filled outside the chunk); kOne: issue_a
     const int stg = ci & 1, tok0 = t_begin + ci * C, Lc = min(C, t_end - tok0);
     const std::int64_t cw = std::int64_t(c_first + ci) * H + h;
-    bf16* dW = reinterpret_cast<bf16*>(smem + S::sW + stg * S::tileK);
-    bf16* dQ = reinterpret_cast<bf16*>(smem + S::sQg + stg * S::tileK);
-    bf16* dK = reinterpret_cast<bf16*>(smem + S::sKd + stg * S::tileK);
     bf16* dP = reinterpret_cast<bf16*>(smem + S::sP + stg * 64 * 72 * 2);
     bf16* dD = reinterpret_cast<bf16*>(smem + S::sDo + stg * 64 * LDV * 2);
     float* dG = reinterpret_cast<float*>(smem + S::sgC + stg * KP * 4);
-    cp_async_wqk_tiles<KP, true>(dW, dQ, dK, tw, cw, tid);
+    if constexpr (kOne) {
+      issue_tile(reinterpret_cast<bf16*>(smem + S::sKd), tw.kd, cw);  // w_aux and Qg: issue_b
+    } else {
+      bf16* dW = reinterpret_cast<bf16*>(smem + S::sW + stg * S::tileK);
+      bf16* dQ = reinterpret_cast<bf16*>(smem + S::sQg + stg * S::tileK);
+      bf16* dK = reinterpret_cast<bf16*>(smem + S::sKd + stg * S::tileK);
+      cp_async_wqk_tiles<KP, true>(dW, dQ, dK, tw, cw, tid);
+    }
     cp_async_p_tile(dP, tw.P, cw, tid);
     cp_async_gc<KP>(dG, tw.gC, cw, tid);
     constexpr int PV = BV / 8, RV = kThreads / PV;  // a fixed column per thread, rows RV apart
@@ -371,15 +389,26 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
     cp_async_commit();
   };
 
+  auto issue_b = [&](int ci) {  // kOne: chunk ci's w_aux and Qg tiles, one cp.async group
+    const std::int64_t cw = std::int64_t(c_first + ci) * H + h;
+    issue_tile(reinterpret_cast<bf16*>(smem + S::sW), tw.w, cw);
+    issue_tile(reinterpret_cast<bf16*>(smem + S::sQg), tw.qg, cw);
+    cp_async_commit();
+  };
+
   if (nchunks > 0) issue(nchunks - 1);
+  if (kOne && nchunks > 0) issue_b(nchunks - 1);
   for (int ci = nchunks - 1; ci >= 0; --ci) {
     const int stg = ci & 1, tok0 = t_begin + ci * C, Lc = min(C, t_end - tok0);
-    cp_async_wait<0>();
+    // kOne: the groups in flight are issue(ci) then issue_b(ci); wait for the first only
+    if constexpr (kOne) cp_async_wait<1>();
+    else cp_async_wait<0>();
     __syncthreads();  // stage stg landed for every thread; the previous chunk fully done
-    if (ci > 0) issue(ci - 1);
-    const bf16* sW = reinterpret_cast<const bf16*>(smem + S::sW + stg * S::tileK);
-    const bf16* sQg = reinterpret_cast<const bf16*>(smem + S::sQg + stg * S::tileK);
-    const bf16* sKd = reinterpret_cast<const bf16*>(smem + S::sKd + stg * S::tileK);
+    if (!kOne && ci > 0) issue(ci - 1);
+    const int wst = kOne ? 0 : stg;  // the stage of w_aux, Qg, Kd
+    const bf16* sW = reinterpret_cast<const bf16*>(smem + S::sW + wst * S::tileK);
+    const bf16* sQg = reinterpret_cast<const bf16*>(smem + S::sQg + wst * S::tileK);
+    const bf16* sKd = reinterpret_cast<const bf16*>(smem + S::sKd + wst * S::tileK);
     const bf16* sP = reinterpret_cast<const bf16*>(smem + S::sP + stg * 64 * 72 * 2);
     const bf16* sDo = reinterpret_cast<const bf16*>(smem + S::sDo + stg * 64 * LDV * 2);
     const float* sgC = reinterpret_cast<const float*>(smem + S::sgC + stg * KP * 4);
@@ -419,7 +448,9 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
         if (ii < Lc) st_pair(bw.dvn + (std::int64_t(tok0 + ii) * H + h) * V + cc, dv[nt][2 * hh], dv[nt][2 * hh + 1], cc, V);
       }
     }
-    __syncthreads();  // -dv_new complete in sNdv; every read of sSh / sSl done
+    if constexpr (kOne) cp_async_wait<0>();  // issue_b(ci): w_aux, Qg, for B3
+    __syncthreads();  // -dv_new complete in sNdv; every read of sSh / sSl done (kOne: and of sKd; w_aux, Qg landed)
+    if (kOne && ci > 0) issue(ci - 1);  // Kd into the tile B1 has read, P, do, exp(G_C) into the other stage
 
     // B3: dS = Diag(exp(G_C)) dS' + Qg^T do + w_aux^T (-dv_new) (rows 16 sm.., n-tiles sn0..).
     state_frag_decay(st, sgC, sm, g8);
@@ -437,16 +468,21 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
     if constexpr (kDvH)
       dv_new_rows_store<BV, LDV>(sNdv, reinterpret_cast<bf16*>(bw.du0) + (std::int64_t(tok0) * H + h) * V,
                                  std::int64_t(H) * V, Lc, V, v0, tid);
+    if (kOne && ci > 0) {
+      __syncthreads();  // every read of sW / sQg done
+      issue_b(ci - 1);  // awaited after the next chunk's B1
+    }
   }
   state_frag_store(st, dh0, sbase, K, V, sm, sn0, v0, g8, t4);
 }
 
-template <int KP, int BV, bool kDsH = false, bool kDvH = false>
+template <int KP, int BV, bool kDsH = false, bool kDvH = false, bool kOne = false>
 void launch_dstates(const BwdCall& c, void* tcws) {
   const KParams& p = c.p;
-  constexpr int bytes = DsSmem<KP, BV>::bytes;
+  constexpr int bytes = DsSmem<KP, BV, kOne>::bytes;
   static_assert(bytes <= 227 * 1024, "shared memory");
-  auto kern = bwd3_dstates<KP, BV, kDsH, kDvH>;
+  static_assert(!kOne || KP != 128 || BV != 32 || 2 * (bytes + 1024) <= 228 * 1024, "kOne: two blocks per SM");
+  auto kern = bwd3_dstates<KP, BV, kDsH, kDvH, kOne>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   kern<<<dim3(p.N, p.H, (p.V + BV - 1) / BV), kThreads, bytes, c.stream>>>(
       p, tcws, static_cast<const bf16*>(c.do_), c.dht, c.dh0);
@@ -454,20 +490,23 @@ void launch_dstates(const BwdCall& c, void* tcws) {
 }
 
 /// launch_dstates at the key width KP (64 or 128: tc_pick_kp) and value tile bv (64 or 32: dstates_bv).
-template <bool kDsH, bool kDvH>
+template <bool kDsH, bool kDvH, bool kOne = false>
 void launch_dstates_kp_bv(const BwdCall& c, void* tcws, int KP, int bv) {
-  if (KP == 64) bv == 64 ? launch_dstates<64, 64, kDsH, kDvH>(c, tcws) : launch_dstates<64, 32, kDsH, kDvH>(c, tcws);
-  else bv == 64 ? launch_dstates<128, 64, kDsH, kDvH>(c, tcws) : launch_dstates<128, 32, kDsH, kDvH>(c, tcws);
+  if (KP == 64)
+    bv == 64 ? launch_dstates<64, 64, kDsH, kDvH, kOne>(c, tcws) : launch_dstates<64, 32, kDsH, kDvH, kOne>(c, tcws);
+  else
+    bv == 64 ? launch_dstates<128, 64, kDsH, kDvH, kOne>(c, tcws) : launch_dstates<128, 32, kDsH, kDvH, kOne>(c, tcws);
 }
 
 /// Value columns per block of bwd3_dstates: LINATTN_BWD3_BV when it is 32 or 64 (any other value is
 /// ignored: the default applies); by default 64 when that still gives every SM a block, else 32 (as
-/// the forward's pick_bv, without its 16).
-int dstates_bv(const KParams& p) {
+/// the forward's pick_bv, without its 16). one (rung 23's single-stage kernel, kOne): 32 by default at KP = 128.
+int dstates_bv(const KParams& p, bool one = false) {
   if (const char* env = std::getenv("LINATTN_BWD3_BV")) {
     const int bv = std::atoi(env);
     if (bv == 32 || bv == 64) return bv;
   }
+  if (one && tc_pick_kp(p.K) == 128) return 32;  // rung 23 at KP = 128: two blocks per SM (DsSmem)
   return long(p.N) * p.H * ((p.V + 63) / 64) >= 132 ? 64 : 32;
 }
 
@@ -541,7 +580,7 @@ void bwd_saved_states_layout(const KParams& p, std::size_t& ws_bytes, std::size_
 }
 
 void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool wide_extras, bool extras,
-                        bool g_only, bool ds_bf16, bool dv_bf16) {
+                        bool g_only, bool ds_bf16, bool dv_bf16, bool ds_one) {
   const KParams& p = c.p;
   const BWs bw = bwd_ws(p);
   // A training forward's saved workspace (c.saved_ws: rung 4's intra outputs, written by rung 7's intra
@@ -595,13 +634,19 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
     else if (!saved_states) tc_state_bwd_launch(fc, KP, bw.S, bw.vn);
     prof.mark();
   }
-  const int bv = dstates_bv(p);
+  const int bv = dstates_bv(p, ds_one);
   if (ds_bf16 && (p.gate != kGateNone || p.gdn2))
     throw std::logic_error("linattn::cuda: bwd_v3_front: ds_bf16 is for DeltaNet (GDN's dgamma needs float32 dS')");
   if (dv_bf16 && (p.gate == kGateChannel || p.gdn2))
     throw std::logic_error("linattn::cuda: bwd_v3_front: dv_bf16 is for DeltaNet and GDN (rung 20's G1')");
   // ds_bf16 (rung 19, DeltaNet): dS' as its bf16 hi part, which only G1' reads; dv_bf16 (rung 20): dv_new's too
-  if (dv_bf16 && ds_bf16) launch_dstates_kp_bv<true, true>(c, tcws, KP, bv);  // rung 20, DeltaNet
+  // ds_one (rung 23): the single-stage kernel (kOne) for rung 21's three fronts
+  if (ds_one && ds_bf16 && dv_bf16)
+    throw std::logic_error("linattn::cuda: bwd_v3_front: ds_one takes bf16 dS' or bf16 dv_new, not both (rung 21's fronts)");
+  if (ds_one && ds_bf16) launch_dstates_kp_bv<true, false, true>(c, tcws, KP, bv);  // rung 23, DeltaNet
+  else if (ds_one && dv_bf16) launch_dstates_kp_bv<false, true, true>(c, tcws, KP, bv);  // rung 23, GDN
+  else if (ds_one) launch_dstates_kp_bv<false, false, true>(c, tcws, KP, bv);  // rung 23, GDN outside dv_bf16_ok
+  else if (dv_bf16 && ds_bf16) launch_dstates_kp_bv<true, true>(c, tcws, KP, bv);  // rung 20, DeltaNet
   else if (dv_bf16) launch_dstates_kp_bv<false, true>(c, tcws, KP, bv);       // rung 20, GDN (float32 dS': dgamma)
   else if (ds_bf16) launch_dstates_kp_bv<true, false>(c, tcws, KP, bv);       // rung 19
   else launch_dstates_kp_bv<false, false>(c, tcws, KP, bv);

@@ -628,6 +628,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v20_dvbf16: return "bwd_v20_dvbf16";
     case BwdVersion::v21_duvsmem: return "bwd_v21_duvsmem";
     case BwdVersion::v22_kq8: return "bwd_v22_kq8";
+    case BwdVersion::v23_dsone: return "bwd_v23_dsone";
   }
   return "?";
 }
@@ -667,6 +668,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v20_dvbf16, detail::bwd_v20_workspace_bytes, detail::bwd_v20_launch},
     {BwdVersion::v21_duvsmem, detail::bwd_v21_workspace_bytes, detail::bwd_v21_launch},
     {BwdVersion::v22_kq8, detail::bwd_v22_workspace_bytes, detail::bwd_v22_launch},
+    {BwdVersion::v23_dsone, detail::bwd_v23_workspace_bytes, detail::bwd_v23_launch},
 };
 }  // namespace
 
@@ -683,7 +685,7 @@ const std::vector<BwdVersion>& saved_bwd_versions() {
                                             BwdVersion::v13_g1g2, BwdVersion::v14_pchan, BwdVersion::v15_hionly,
                                             BwdVersion::v16_b9one, BwdVersion::v17_hybrid, BwdVersion::v18_lean,
                                             BwdVersion::v19_dsbf16, BwdVersion::v20_dvbf16, BwdVersion::v21_duvsmem,
-                                            BwdVersion::v22_kq8};
+                                            BwdVersion::v22_kq8, BwdVersion::v23_dsone};
   return v;
 }
 

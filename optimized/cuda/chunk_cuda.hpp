@@ -333,6 +333,8 @@ enum class BwdVersion : int {
   v22_kq8 = 22,        ///< v21 with G1' staging B9's k and q slabs by 16-byte octets (K % 8 == 0) instead of
                        ///< two-byte loads; bit for bit with v21 by design. Written in session 20 after its device
                        ///< time was spent: not yet run on a GPU, not `best` (RESULTS.md, "Rung 22")
+  v23_dsone = 23,      ///< v22 with the dstates kernel holding one stage of its w_aux, Qg, Kd tiles (two blocks per
+                       ///< SM at K > 64, value tiles of 32); bit for bit with v22 by design (RESULTS.md, "Rung 23")
 };
 
 const char* bwd_version_name(BwdVersion v);
@@ -459,8 +461,8 @@ class SavedForward {
 };
 
 /// The backward rungs that accept a SavedForward: those whose prepare writes forward rung 4's intra
-/// outputs (rung 4's intra kernel, or rung 7's for rungs 18 to 22 in their range and wherever v9_in_best; rung 7's
-/// kA kernel also writes lean_g) and, where v9_in_best, recomputes rung 9's lean states (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid, v18_lean, v19_dsbf16, v20_dvbf16, v21_duvsmem, v22_kq8). Any other
+/// outputs (rung 4's intra kernel, or rung 7's for rungs 18 to 23 in their range and wherever v9_in_best; rung 7's
+/// kA kernel also writes lean_g) and, where v9_in_best, recomputes rung 9's lean states (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid, v18_lean, v19_dsbf16, v20_dvbf16, v21_duvsmem, v22_kq8, v23_dsone). Any other
 /// rung, and rung 5 with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel), is refused.
 const std::vector<BwdVersion>& saved_bwd_versions();
 

@@ -256,6 +256,11 @@ void bwd_v21_launch(const BwdCall& c);
 std::size_t bwd_v22_workspace_bytes(const KParams& p);
 void bwd_v22_launch(const BwdCall& c);
 
+// bwd_v23_dsone.cu (rung 22 with the dstates kernel holding one stage of its w_aux, Qg, Kd tiles, two blocks per SM:
+// bit for bit with rung 22; KDA, GDN2 and the fallbacks run rung 21)
+std::size_t bwd_v23_workspace_bytes(const KParams& p);
+void bwd_v23_launch(const BwdCall& c);
+
 // Reused by the backward's rung 3 from the forward's tensor-core rungs (bf16 inputs, 16 <= K <= 128;
 // c.p.ws is the tensor-core workspace of tc_common.cuh, V2Ws):
 /// v3_async.cu: v3's intra-chunk kernel, which also writes A = (I + L)^-1 of every chunk to a_out

@@ -180,7 +180,7 @@ def main():
     ap.add_argument("--fla", default=None)
     ap.add_argument("--shapes", default="8x4096x16x128x128")
     ap.add_argument("--ops", default=",".join(OPS))
-    ap.add_argument("--bwd-versions", default="2,3", help="backward rungs, comma-separated (1 = bwd_v1_simple, 2 = bwd_v2_tensorcore, 3 = bwd_v3_async, 4 = bwd_v4_tc_tail, 5 = bwd_v5_levels_front, 6 = bwd_v6_tc_b9, 7 = bwd_v7_rowbase, 8 = bwd_v8_wide, 9 = bwd_v9_noextras, 10 = bwd_v10_split, 11 = bwd_v11_wyfast, 12 = bwd_v12_g1slab, 13 = bwd_v13_g1g2, 14 = bwd_v14_pchan, 15 = bwd_v15_hionly, 16 = bwd_v16_b9one, 17 = bwd_v17_hybrid, best in session 10, 18 = bwd_v18_lean, best in sessions 11-17, 19 = bwd_v19_dsbf16, best in session 18, 20 = bwd_v20_dvbf16, best in session 19, 21 = bwd_v21_duvsmem, best since session 20, 22 = bwd_v22_kq8, not yet run)")
+    ap.add_argument("--bwd-versions", default="2,3", help="backward rungs, comma-separated (1 = bwd_v1_simple, 2 = bwd_v2_tensorcore, 3 = bwd_v3_async, 4 = bwd_v4_tc_tail, 5 = bwd_v5_levels_front, 6 = bwd_v6_tc_b9, 7 = bwd_v7_rowbase, 8 = bwd_v8_wide, 9 = bwd_v9_noextras, 10 = bwd_v10_split, 11 = bwd_v11_wyfast, 12 = bwd_v12_g1slab, 13 = bwd_v13_g1g2, 14 = bwd_v14_pchan, 15 = bwd_v15_hionly, 16 = bwd_v16_b9one, 17 = bwd_v17_hybrid, best in session 10, 18 = bwd_v18_lean, best in sessions 11-17, 19 = bwd_v19_dsbf16, best in session 18, 20 = bwd_v20_dvbf16, best in session 19, 21 = bwd_v21_duvsmem, best since session 20, 22 = bwd_v22_kq8, 23 = bwd_v23_dsone)")
     ap.add_argument("--fwd-version", type=int, default=0, help="forward rung for fwd + bwd (0 = best)")
     ap.add_argument("--rep", type=int, default=200)
     ap.add_argument("--slow-rep", type=int, default=40, help="rep for calls slower than 20 ms")

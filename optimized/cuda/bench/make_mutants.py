@@ -888,6 +888,16 @@ MUTANTS = [
      "        *reinterpret_cast<uint4*>(sQs + j * LT + d) = wq[t];",
      "        if (!(p.mutant == 290 && j == Lc - 1)) *reinterpret_cast<uint4*>(sQs + j * LT + d) = wq[t];",
      "bwd v22, G1' octet staging: the chunk's last row of q not staged (stale shared memory)"),
+    # Session 21: backward rung 23 (bwd_v23_dsone.cu: the dstates kernel's kOne, one stage of w_aux, Qg, Kd). Each
+    # must fail test_cuda_backward's "CUDA v23 gradients equal v22 gradients bit for bit" (written before any GPU run).
+    (291, "optimized/cuda/bwd_v3_async.cu",
+     "      issue_b(ci - 1);  // awaited after the next chunk's B1",
+     "      issue_b(p.mutant == 291 ? ci : ci - 1);  // awaited after the next chunk's B1",
+     "bwd v23, dstates kOne: w_aux and Qg of the current chunk reloaded instead of the next one's (B3 of every chunk but the last multiplies the wrong tiles)"),
+    (292, "optimized/cuda/bwd_v3_async.cu",
+     "      issue_tile(reinterpret_cast<bf16*>(smem + S::sKd), tw.kd, cw);  // w_aux and Qg: issue_b",
+     "      issue_tile(reinterpret_cast<bf16*>(smem + S::sKd), p.mutant == 292 ? tw.qg : tw.kd, cw);  // w_aux and Qg: issue_b",
+     "bwd v23, dstates kOne: Kd's tile loaded from Qg (B1's dv_new wrong)"),
 ]
 
 HOOKS = [
