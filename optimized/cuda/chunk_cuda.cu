@@ -756,7 +756,7 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
   // Since session 20: best = rung 21, rung 20 (DeltaNet: its rung 19 path) with G2' forming dbeta's du0 v terms on
   // chip, every gradient but dbeta bit for bit with rung 20 (session 20 call 2: DeltaNet backward 3.770 -> 3.601 ms,
   // GDN 4.536 -> 4.447; RESULTS.md "Rung 21").
-  if (version == BwdVersion::best) version = BwdVersion::v21_duvsmem;
+  if (version == BwdVersion::best) version = BwdVersion::v22_kq8;  // since session 21
   const BwdRung* rung = nullptr;
   for (const BwdRung& r : kBwdLadder)
     if (r.version == version) rung = &r;

@@ -207,13 +207,14 @@ ref::RecurrentOutput<float> chunk_gdn2(const Tensor<float>& q, const Tensor<floa
 // float32 (cumulative log-decays in float64) whatever the input type.
 // ------------------------------------------------------------------------------------------------
 
-/// The rungs of the backward ladder. `best` picks v21_duvsmem since session 20 (v20_dvbf16 in session 19, v19_dsbf16
-/// in session 18, v18_lean in sessions 11-17):
+/// The rungs of the backward ladder. `best` picks v22_kq8 since session 21 (v21_duvsmem in session 20, v20_dvbf16 in
+/// session 19, v19_dsbf16 in session 18, v18_lean in sessions 11-17):
 /// v17_hybrid (DeltaNet and GDN on v13_g1g2's split kernels, KDA and GDN2 on v8_wide's, each with one bf16
 /// MMA per product except the two products whose float32 operand keeps its lo part) with DeltaNet's and
 /// GDN's E, Qg, Kd formed in the split kernels (v18) and DeltaNet's dS' handed from the dstates kernel to
 /// the state-side one in bf16 (v19), and GDN's dv_new too (v20), bit for bit with v17, and dbeta's du0 v terms formed
-/// on chip in the WY-side kernel (v21: dbeta in another float32 summation order); like v3_async to v17 it runs
+/// on chip in the WY-side kernel (v21: dbeta in another float32 summation order), and the state-side kernel's k, q
+/// slabs staged by 16-byte octets (v22, bit for bit with v21); like v3_async to v17 it runs
 /// v2_tensorcore outside its range: float32 inputs, K < 16 or K > 128; RESULTS.md "Rung 17" to "Rung 21", sessions
 /// 10-11 and 18-20 on the H200).
 enum class BwdVersion : int {
@@ -331,10 +332,11 @@ enum class BwdVersion : int {
                        ///< `best` since session 20: DeltaNet backward 3.770 -> 3.601 ms, GDN 4.536 -> 4.447
                        ///< (RESULTS.md, "Rung 21")
   v22_kq8 = 22,        ///< v21 with G1' staging B9's k and q slabs by 16-byte octets (K % 8 == 0) instead of
-                       ///< two-byte loads; bit for bit with v21 by design. Written in session 20 after its device
-                       ///< time was spent: not yet run on a GPU, not `best` (RESULTS.md, "Rung 22")
+                       ///< two-byte loads; bit for bit with v21. `best` since session 21: DeltaNet saved with states
+                       ///< 3.800 -> 3.763 and 3.831 -> 3.777 ms, GDN 4.642 -> 4.590 and 4.675 -> 4.574 (RESULTS.md, "Rung 22")
   v23_dsone = 23,      ///< v22 with the dstates kernel holding one stage of its w_aux, Qg, Kd tiles (two blocks per
-                       ///< SM at K > 64, value tiles of 32); bit for bit with v22 by design (RESULTS.md, "Rung 23")
+                       ///< SM at K > 64, value tiles of 32); bit for bit with v22; measured slower in session 21
+                       ///< (dstates 0.568 -> 0.616-0.684 ms DeltaNet), not `best` (RESULTS.md, "Rung 23")
 };
 
 const char* bwd_version_name(BwdVersion v);

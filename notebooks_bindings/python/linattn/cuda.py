@@ -136,12 +136,12 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     'bwd_v21_duvsmem' (rung 20, for DeltaNet its rung 19 path, with dbeta's du0 v terms summed on
     chip instead of through a float32 workspace array: rung 20's gradients bit for bit except dbeta,
     which is summed in another float32 order; KDA, GDN2 and other calls run rung 20; the one 'best'
-    picks since session 20),
+    picked in session 20),
     'bwd_v22_kq8' (rung 21 with one kernel's k and q tiles loaded 16 bytes at a time; rung 21's
-    gradients bit for bit by design; written in session 20 but not yet run on a GPU),
+    gradients bit for bit; the one 'best' picks since session 21),
     'bwd_v23_dsone' (rung 22 with the reverse-recurrence kernel keeping one stage of three of its
     tiles instead of two, so that two of its blocks share an SM; rung 22's gradients bit for bit by
-    design; written in session 21).
+    design; measured slower than rung 22 in session 21).
     output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"
     _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})
