@@ -1,6 +1,7 @@
 // optimized/cuda/bwd_v23_dsone.cu -- rung 23 of the CUDA backward ladder: rung 22 (bwd_v22_kq8.cu, i.e. rung 21 with
 // G1''s octet k, q staging) with the dstates kernel holding one stage of its w_aux, Qg and Kd tiles instead of two, so
-// that two of its blocks share an SM (issue 6; written in session 21).
+// that two of its blocks share an SM (issue 6; written and run in session 21: bit for bit with rung 22 but slower, so not
+// `best`; optimized/cuda/RESULTS.md, "Rung 23").
 //
 // Why: the dstates kernel (bwd3_dstates, bwd_v3_async.cu: the reverse recurrence B1, B3 over a sequence's chunks, one
 // block per (sequence, head, BV value columns)) took 0.56-0.61 ms for DeltaNet at B=8 T=4096 H=16 K=V=128 against fla's
@@ -17,12 +18,16 @@
 //
 // Value tile: 32 columns by default at K > 64 (two blocks per SM; 64 would need 136 KB, one block), rung 21's pick at
 // K <= 64 (bwd_v3_async.cu's dstates_bv); LINATTN_BWD3_BV (32 or 64) sets it for both rungs. Registers (ptxas -v,
-// CUDA 12, sm_90a): 64-126 per thread for the KP = 128, BV = 32 instantiations, under the 128 that two blocks of 256
+// nvcc 13.0, sm_90a): 64-126 per thread for the KP = 128, BV = 32 instantiations, under the 128 that two blocks of 256
 // threads allow; no launch bound forces it (a min-blocks bound changed the existing instantiations' allocation).
 //
 // What changes against rung 22: the dstates kernel only (bwd3_dstates<.., kOne = true>, bwd_v3_front's ds_one); G1'
 // is rung 22's, G2' rung 21's. KDA, GDN2 and every fallback run rung 21. Range: rung 18's (bwdc::in_rung18_range).
 // Workspace: rung 3's.
+//
+// Measured (H200, session 21 call 2, bench/logs_session21/; B=8 T=4096 H=16 K=V=128): the dstates kernel took 0.568 ->
+// 0.616-0.684 ms for DeltaNet and 0.671 -> 0.78-0.82 for GDN. Occupancy doubled (24 %), but at 32 value columns four
+// blocks per head re-read the same w_aux, Qg, Kd and P tiles (DRAM 59 % -> 70 %); the wider tile matters more.
 #include "optimized/cuda/bwd_common.cuh"
 
 namespace linattn::cuda::detail {

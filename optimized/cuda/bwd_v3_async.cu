@@ -315,7 +315,7 @@ struct DsSmem {
 /// products in the same order, so the same values bit for bit; one barrier more per chunk.
 template <int KP, int BV, bool kDsH = false, bool kDvH = false, bool kOne = false>
 __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, const bf16* do_,
-                                                                      const float* dht, float* dh0) {
+                                                         const float* dht, float* dh0) {
   using S = DsSmem<KP, BV, kOne>;
   constexpr int LDK = S::LDK, LDV = S::LDV;
   extern __shared__ __align__(16) char smem[];
