@@ -1252,8 +1252,8 @@ TEST_CASE("CUDA v23 gradients equal v22 gradients bit for bit") {
   // per sequence, packed batches, partial last chunks, V = 8 .. 256, K = 16 .. 128 on both key widths of the kernel),
   // and one sequence of 1000 tokens (16 chunks) at K = V = 128, each at the default value tile and at 32 and 64
   // columns. Routes are checked (route.hpp): rung 23's own kernels for DeltaNet and GDN inside rung 18's range, named
-  // for G1''s staging as rung 22's, none for KDA and GDN2 (rung 21, i.e. 20). Planted bugs 291 (w_aux, Qg of the wrong chunk) and 292 (Kd from Qg's
-  // array) show that the single-stage path runs.
+  // for G1''s staging as rung 22's, none for KDA and GDN2 (rung 21, i.e. 20). Planted bugs 291 (w_aux, Qg of the
+  // wrong chunk) and 292 (Kd from Qg's array) show that the single-stage path runs.
   std::vector<Case> cases = rung20_bit_cases();
   cases.push_back(fixed_case(1, 1000, 2, 128, 128, GateMode::random, true, 73));
   check_v23_equals_v22(cases, std::vector<Op>(std::begin(kOps), std::end(kOps)));
