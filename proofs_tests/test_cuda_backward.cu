@@ -1207,6 +1207,46 @@ TEST_CASE("CUDA v21 and v22 on two small cases per scalar operator for the sanit
                     /*poison_between=*/true, v22_route);
 }
 
+TEST_CASE("CUDA dstates kernel with its value tile first in the grid gives the same gradients bit for bit") {
+  SKIP_WITHOUT_GPU();
+  // LINATTN_BWD3_VFIRST=1 (session 22's trial, bwd_v3_async.cu's launch_dstates) launches the dstates kernel over
+  // (value tiles, sequences, heads) instead of (sequences, heads, value tiles), so that a head's value tiles run side
+  // by side and share their K-side reads through L2. Each block computes what it computed before, so every gradient of
+  // `best` (every operator: all run the dstates kernel) must equal the default order's bit for bit, and be finite; the
+  // hook last_dstates_grid (route.hpp) shows which order each call launched, so the test cannot pass by running the
+  // default twice. Rung 20's bit cases (two value tiles at V = 128 and V = 200, partial tiles at V = 40, 8, 129; packed
+  // batches of up to 66 sequences), both value-tile widths, NaN-filled workspaces between the two runs.
+  const std::vector<Case> cases = rung20_bit_cases();
+  EnvRestore keep_bv("LINATTN_BWD3_BV"), keep_vf("LINATTN_BWD3_VFIRST");
+  int calls = 0, others = 0;
+  for (const std::string& bv : knob_values("LINATTN_BWD3_BV", {"32", "64"})) {
+    setenv("LINATTN_BWD3_BV", bv.c_str(), 1);
+    for (const Case& cs : cases)
+      for (DType gdt : {DType::f32, DType::bf16})
+        for (Op op : kOps) {
+          BwdCase bc;
+          bc.c = cs;
+          const DevProblem d = as_device_sees(make_bwd_problem(op, bc), DType::bf16, gdt);
+          INFO("LINATTN_BWD3_BV=" << bv << " " << ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
+          unsetenv("LINATTN_BWD3_VFIRST");
+          const auto x = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::best);
+          const std::string gx = cuda::last_dstates_grid();
+          cuda::poison_device_workspaces();
+          setenv("LINATTN_BWD3_VFIRST", "1", 1);
+          const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::best);
+          const std::string gy = cuda::last_dstates_grid();
+          // "" on both sides where `best` runs no dstates kernel (outside rung 3's range: rung 2)
+          CHECK(gx == (gy.empty() ? "" : "sequence-first"));
+          CHECK((gy.empty() || gy == "value-first"));
+          check_same_grads(x, y);
+          check_all_finite(y);
+          calls += !gy.empty(), others += gy.empty();
+        }
+  }
+  INFO("calls with the dstates kernel " << calls << ", without " << others);
+  CHECK(calls > others);  // most of the cases are inside rung 3's range
+}
+
 TEST_CASE("CUDA v23 chunked backward with a single-stage dstates kernel equals the float64 reference backward for every operator in bfloat16") {
   SKIP_WITHOUT_GPU();
   prop_matches_reference(DType::bf16, DType::f32, cuda::BwdVersion::v23_dsone);

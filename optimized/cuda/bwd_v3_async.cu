@@ -48,6 +48,7 @@
 #include <stdexcept>
 
 #include "optimized/cuda/bwd_common.cuh"
+#include "optimized/cuda/route.hpp"
 #include "optimized/cuda/tc_common.cuh"
 
 namespace linattn::cuda::detail {
@@ -315,7 +316,7 @@ struct DsSmem {
 /// products in the same order, so the same values bit for bit; one barrier more per chunk.
 template <int KP, int BV, bool kDsH = false, bool kDvH = false, bool kOne = false>
 __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, const bf16* do_,
-                                                         const float* dht, float* dh0) {
+                                                         const float* dht, float* dh0, bool vfirst) {
   using S = DsSmem<KP, BV, kOne>;
   constexpr int LDK = S::LDK, LDV = S::LDV;
   extern __shared__ __align__(16) char smem[];
@@ -323,7 +324,10 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
   bf16* sSl = reinterpret_cast<bf16*>(smem + S::sSl);
   bf16* sNdv = reinterpret_cast<bf16*>(smem + S::sNdv);
   const int K = p.K, V = p.V, H = p.H;
-  const int n = blockIdx.x, h = blockIdx.y, v0 = blockIdx.z * BV;
+  // vfirst (LINATTN_BWD3_VFIRST, launch_dstates): the value tile is the fastest grid index, so a head's value tiles run
+  // side by side and share their w_aux, Qg, Kd, P reads through L2; else sequence, head, value tile (the default).
+  const int n = vfirst ? blockIdx.y : blockIdx.x, h = vfirst ? blockIdx.z : blockIdx.y;
+  const int v0 = (vfirst ? blockIdx.x : blockIdx.z) * BV;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   const BWs bw = bwd_ws(p);
   KParams pt = p;
@@ -484,8 +488,14 @@ void launch_dstates(const BwdCall& c, void* tcws) {
   static_assert(!kOne || KP != 128 || BV != 32 || 2 * (bytes + 1024) <= 228 * 1024, "kOne: two blocks per SM");
   auto kern = bwd3_dstates<KP, BV, kDsH, kDvH, kOne>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  kern<<<dim3(p.N, p.H, (p.V + BV - 1) / BV), kThreads, bytes, c.stream>>>(
-      p, tcws, static_cast<const bf16*>(c.do_), c.dht, c.dh0);
+  // Block order (session 22's trial, off by default): LINATTN_BWD3_VFIRST=1 puts the value tile first, as fla's dhu
+  // does, where the sequences fit grid y (at most 65,535); the same blocks compute the same values in either order.
+  const char* vf_env = std::getenv("LINATTN_BWD3_VFIRST");
+  const bool vfirst = vf_env && std::atoi(vf_env) == 1 && p.N <= 65535;
+  const int nv = (p.V + BV - 1) / BV;
+  const dim3 grid = vfirst ? dim3(nv, p.N, p.H) : dim3(p.N, p.H, nv);
+  set_dstates_grid(vfirst ? "value-first" : "sequence-first");  // route.hpp
+  kern<<<grid, kThreads, bytes, c.stream>>>(p, tcws, static_cast<const bf16*>(c.do_), c.dht, c.dh0, vfirst);
   LINATTN_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -715,13 +715,17 @@ void check_saved(const std::string& fn, const DeviceArgs& f, std::int64_t N, Bwd
 
 namespace {
 thread_local const char* g_split_route = "";  // route.hpp
+thread_local const char* g_dstates_grid = "";  // route.hpp
 }  // namespace
 const char* last_backward_split_route() { return g_split_route; }
 void detail::set_backward_split_route(const char* name) { g_split_route = name ? name : ""; }
+const char* last_dstates_grid() { return g_dstates_grid; }
+void detail::set_dstates_grid(const char* name) { g_dstates_grid = name ? name : ""; }
 
 void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForward* saved) {
   const std::string fn = "linattn::cuda::backward_device";
   detail::set_backward_split_route("");
+  detail::set_dstates_grid("");
   Plan pl = plan_call(a.fwd, fn);
   KParams& p = pl.p;
   const DeviceArgs& f = a.fwd;

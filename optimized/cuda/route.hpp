@@ -10,9 +10,17 @@ namespace linattn::cuda {
 /// kernels (KDA, GDN2, rungs below 10, calls outside the split kernels' range, no chunks to launch).
 const char* last_backward_split_route();
 
+/// The block order of the last backward_device call's dstates kernel (bwd3_dstates, bwd_v3_async.cu) on this thread:
+/// "value-first" (grid (value tiles, sequences, heads): LINATTN_BWD3_VFIRST=1, session 22's trial), "sequence-first"
+/// (grid (sequences, heads, value tiles): the default), or "" if that call launched no dstates kernel (rungs 1-2,
+/// calls outside rung 3's range, no chunks). A hook for the knob's test: the two orders give the same bits.
+const char* last_dstates_grid();
+
 namespace detail {
 /// Set by backward_device ("" at its start) and by the split launcher (its rung's name, once it launches).
 void set_backward_split_route(const char* name);
+/// Set by backward_device ("" at its start) and by the dstates launcher (launch_dstates, bwd_v3_async.cu).
+void set_dstates_grid(const char* name);
 }  // namespace detail
 
 }  // namespace linattn::cuda

@@ -12,6 +12,8 @@ rows "linattn forward (saving)" and "linattn forward (saving) + backward (saved)
 check that its o and gradients equal the recompute path's (max |difference| printed; must be 0);
 the same with saved states (linattn_cuda_forward_save_states: the backward skips its states kernel and
 A's copy): rows "linattn forward (saving states)" and "... (saving states) + backward (saved states) v{ver}".
+--env-variant NAME=VALUE (repeatable) adds, per saved-states row, the same row with that launch knob set and once
+more unset (e.g. LINATTN_BWD3_VFIRST=1, session 22), after a bit-for-bit check of the gradients with and without it.
 fla's source is not part of linattn: pass its checkout with --fla.
 
 Usage: python3 bench_backward.py --lib build/cuda/optimized/cuda/liblinattn_cuda_capi.so --fla .fla
@@ -123,6 +125,39 @@ def max_abs_diffs(a, b):
 _SAVING_TIMED = set()
 
 
+ENV_VARIANTS = []  # --env-variant NAME=VALUE, for saved_rows with states
+
+
+def env_variant_rows(var, s, op, label, fsb, run_s, g_s, record, timed, results):
+    """The saved-states forward + backward again with environment variable NAME=VALUE set (a launch knob the
+    library reads at each call), then once more without it, in the same process and on the same inputs: rows
+    '<label> [NAME=VALUE]' and '<label> (again)'. Before timing, the gradients with the knob against those without
+    (max |difference| printed; 'NOT BIT-EQUAL' where a knob meant to keep the bits does not)."""
+    name, _, value = var.partition("=")
+    ref = {n: t.clone() for n, t in g_s.items()}
+    os.environ[name] = value
+    try:
+        for t in g_s.values():
+            t.fill_(float("nan"))
+        fsb()
+        torch.cuda.synchronize()
+        dg = max_abs_diffs(g_s, ref)
+        worst = max(dg.values())
+        check = (f"{var} vs unset max |diff|: " + " ".join(f"d{n} {e:g}" for n, e in dg.items()) +
+                 ("" if worst == 0 else " NOT BIT-EQUAL"))
+        results.setdefault("env_variant_check", []).append({"shape": s, "op": op, "var": var, "text": check})
+        record(s, op, f"{label} [{var}]", timed(fsb), check)
+        os.environ["LINATTN_BWD_PROFILE"] = "1"
+        run_s()
+        torch.cuda.synchronize()
+    except Exception:
+        print(f"[{label} [{var}]] {op} failed:\n{traceback.format_exc()}", flush=True)
+    finally:
+        os.environ.pop("LINATTN_BWD_PROFILE", None)
+        os.environ.pop(name, None)
+    record(s, op, f"{label} (again)", timed(fsb))
+
+
 def saved_rows(lin, op, x, do, dht, scale, ver, s, record, timed, results, run_f, o, states=False):
     """The saved forward (chunk_cuda.hpp, SavedForward): the training forward that keeps forward rung
     4's intra outputs and A, then backward rung `ver` reading them. Before timing: its o against
@@ -160,11 +195,14 @@ def saved_rows(lin, op, x, do, dht, scale, ver, s, record, timed, results, run_f
         def fsb():
             run_fs()
             run_s()
-        record(s, op, f"linattn forward ({fwd_name}) + backward ({bwd_name}) v{ver}", timed(fsb), check)
+        label = f"linattn forward ({fwd_name}) + backward ({bwd_name}) v{ver}"
+        record(s, op, label, timed(fsb), check)
         os.environ["LINATTN_BWD_PROFILE"] = "1"  # the saved backward's kernels (its prepare: A's copy, plus the extras kernel for rungs other than 9)
         run_s()
         torch.cuda.synchronize()
         os.environ.pop("LINATTN_BWD_PROFILE", None)
+        for var in (ENV_VARIANTS if states else []):  # --env-variant: the same rows with a knob set, then unset again
+            env_variant_rows(var, s, op, label, fsb, run_s, g_s, record, timed, results)
         del g_r, g_s
     except Exception:
         os.environ.pop("LINATTN_BWD_PROFILE", None)
@@ -184,8 +222,11 @@ def main():
     ap.add_argument("--fwd-version", type=int, default=0, help="forward rung for fwd + bwd (0 = best)")
     ap.add_argument("--rep", type=int, default=200)
     ap.add_argument("--slow-rep", type=int, default=40, help="rep for calls slower than 20 ms")
+    ap.add_argument("--env-variant", action="append", default=[], metavar="NAME=VALUE",
+                    help="also time the saved-states rows with this environment variable set (repeatable)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    ENV_VARIANTS.extend(args.env_variant)
 
     torch.backends.cuda.matmul.allow_tf32 = False
     dev = torch.cuda.get_device_properties(0)

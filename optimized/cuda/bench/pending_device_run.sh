@@ -5,6 +5,8 @@
 # its bound in sessions 21 and 22 (about 200 s each, 2,728 assertions passed, no hazard reported). This call gives it
 # all of one call. Second call, if wanted: bench/accuracy_vs_fla.py for KDA and GDN2 at K=V=128 (--T 1,65,150), one
 # process per operator with at least 260 s each (fla's cold Triton autotuning took 226 s for KDA in session 22 call 5).
+# Export TRITON_CACHE_DIR=/tmp/triton_cache TRITON_CACHE_AUTOTUNING=1 and pack it into $OUT/triton_cache.tgz at the end;
+# copied to .tcache/ here and carried, it spares later calls that autotuning (device_run.sh unpacks .tcache/).
 # Needs .cudabin/bins.tar.xz (test_cuda_backward, test_cuda_saved, liblinattn_cuda_capi.so, stripped, built at HEAD);
 # carry `.cudabin`. Usage on the device: bash optimized/cuda/bench/pending_device_run.sh.
 set -u
