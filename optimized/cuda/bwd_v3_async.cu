@@ -314,9 +314,12 @@ struct DsSmem {
 /// loads in two cp.async groups instead of one: Kd, P, do, exp(G_C) (issue_a, into the free stage of P, do, exp(G_C)
 /// and into sKd once B1 has read it) and w_aux, Qg (issue_b, once B3 has read them; awaited before B3). The same
 /// products in the same order, so the same values bit for bit; one barrier more per chunk.
-template <int KP, int BV, bool kDsH = false, bool kDvH = false, bool kOne = false>
+/// kVFirst (session 22's trial, LINATTN_BWD3_VFIRST=1; launch_dstates): the grid is (value tiles, sequences, heads)
+/// instead of (sequences, heads, value tiles), so that a head's value tiles run side by side and share their w_aux, Qg,
+/// Kd, P reads through L2. A template parameter, so that the default kernels' code is untouched (ptx_identity.py).
+template <int KP, int BV, bool kDsH = false, bool kDvH = false, bool kOne = false, bool kVFirst = false>
 __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, const bf16* do_,
-                                                         const float* dht, float* dh0, bool vfirst) {
+                                                         const float* dht, float* dh0) {
   using S = DsSmem<KP, BV, kOne>;
   constexpr int LDK = S::LDK, LDV = S::LDV;
   extern __shared__ __align__(16) char smem[];
@@ -324,10 +327,8 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
   bf16* sSl = reinterpret_cast<bf16*>(smem + S::sSl);
   bf16* sNdv = reinterpret_cast<bf16*>(smem + S::sNdv);
   const int K = p.K, V = p.V, H = p.H;
-  // vfirst (LINATTN_BWD3_VFIRST, launch_dstates): the value tile is the fastest grid index, so a head's value tiles run
-  // side by side and share their w_aux, Qg, Kd, P reads through L2; else sequence, head, value tile (the default).
-  const int n = vfirst ? blockIdx.y : blockIdx.x, h = vfirst ? blockIdx.z : blockIdx.y;
-  const int v0 = (vfirst ? blockIdx.x : blockIdx.z) * BV;
+  const int n = kVFirst ? blockIdx.y : blockIdx.x, h = kVFirst ? blockIdx.z : blockIdx.y;
+  const int v0 = (kVFirst ? blockIdx.x : blockIdx.z) * BV;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   const BWs bw = bwd_ws(p);
   KParams pt = p;
@@ -480,23 +481,31 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
   state_frag_store(st, dh0, sbase, K, V, sm, sn0, v0, g8, t4);
 }
 
-template <int KP, int BV, bool kDsH = false, bool kDvH = false, bool kOne = false>
-void launch_dstates(const BwdCall& c, void* tcws) {
+template <int KP, int BV, bool kDsH, bool kDvH, bool kOne, bool kVFirst>
+void launch_dstates_order(const BwdCall& c, void* tcws) {
   const KParams& p = c.p;
   constexpr int bytes = DsSmem<KP, BV, kOne>::bytes;
   static_assert(bytes <= 227 * 1024, "shared memory");
   static_assert(!kOne || KP != 128 || BV != 32 || 2 * (bytes + 1024) <= 228 * 1024, "kOne: two blocks per SM");
-  auto kern = bwd3_dstates<KP, BV, kDsH, kDvH, kOne>;
+  auto kern = bwd3_dstates<KP, BV, kDsH, kDvH, kOne, kVFirst>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  // Block order (session 22's trial, off by default): LINATTN_BWD3_VFIRST=1 puts the value tile first, as fla's dhu
-  // does, where the sequences fit grid y (at most 65,535); the same blocks compute the same values in either order.
-  const char* vf_env = std::getenv("LINATTN_BWD3_VFIRST");
-  const bool vfirst = vf_env && std::atoi(vf_env) == 1 && p.N <= 65535;
   const int nv = (p.V + BV - 1) / BV;
-  const dim3 grid = vfirst ? dim3(nv, p.N, p.H) : dim3(p.N, p.H, nv);
-  set_dstates_grid(vfirst ? "value-first" : "sequence-first");  // route.hpp
-  kern<<<grid, kThreads, bytes, c.stream>>>(p, tcws, static_cast<const bf16*>(c.do_), c.dht, c.dh0, vfirst);
+  set_dstates_grid(kVFirst ? "value-first" : "sequence-first");  // route.hpp
+  kern<<<kVFirst ? dim3(nv, p.N, p.H) : dim3(p.N, p.H, nv), kThreads, bytes, c.stream>>>(
+      p, tcws, static_cast<const bf16*>(c.do_), c.dht, c.dh0);
   LINATTN_CUDA_CHECK(cudaGetLastError());
+}
+
+/// The dstates kernel in its default block order, or (session 22's trial, off by default) with LINATTN_BWD3_VFIRST=1
+/// the value tile first, as fla's dhu orders its programs, where the sequences fit grid y (at most 65,535) and the
+/// kernel is not rung 23's kOne (which keeps its own order); the same blocks compute the same values in either order.
+template <int KP, int BV, bool kDsH = false, bool kDvH = false, bool kOne = false>
+void launch_dstates(const BwdCall& c, void* tcws) {
+  if constexpr (!kOne) {
+    const char* env = std::getenv("LINATTN_BWD3_VFIRST");
+    if (env && std::atoi(env) == 1 && c.p.N <= 65535) return launch_dstates_order<KP, BV, kDsH, kDvH, kOne, true>(c, tcws);
+  }
+  launch_dstates_order<KP, BV, kDsH, kDvH, kOne, false>(c, tcws);
 }
 
 /// launch_dstates at the key width KP (64 or 128: tc_pick_kp) and value tile bv (64 or 32: dstates_bv).

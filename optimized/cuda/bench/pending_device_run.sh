@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # optimized/cuda/bench/pending_device_run.sh -- the first device call of the session after session 22.
-# (Session 21's pending script ran as session 22's calls 1-2: bench/logs_session22/.) Rung 22 (`best`) has passed every
-# test case and memcheck of its bit test; what is left of its record is racecheck of that bit test, which was killed at
-# its bound in sessions 21 and 22 (about 200 s each, 2,728 assertions passed, no hazard reported). This call gives it
-# all of one call. Second call, if wanted: bench/accuracy_vs_fla.py for KDA and GDN2 at K=V=128 (--T 1,65,150), one
-# process per operator with at least 260 s each (fla's cold Triton autotuning took 226 s for KDA in session 22 call 5).
-# Export TRITON_CACHE_DIR=/tmp/triton_cache TRITON_CACHE_AUTOTUNING=1 and pack it into $OUT/triton_cache.tgz at the end;
+# (Session 21's pending script ran as session 22's calls 1-2: bench/logs_session22/.)
+# 1. Session 22's unrun trial: the dstates kernel with its value tile first in the grid (LINATTN_BWD3_VFIRST=1,
+#    bwd_v3_async.cu's launch_dstates; off by default). bench/analysis_bwd_plan.md ("Session 22") counts 463 MB of DRAM
+#    re-reads in that kernel because a head's two value tiles run in different waves, and estimates 0 to 0.16 ms.
+#    Its bit-for-bit test, then DeltaNet and GDN forward + backward with saved states, `best`, the knob unset / set /
+#    unset again in one process (bench_backward.py --env-variant; no fla: its cold Triton autotuning would not fit,
+#    fla's DeltaNet figure is session 21's 2.84 ms). Session 22 wrote and built it but had too little device time
+#    left to start a machine.
+# 2. Racecheck of rung 22's bit test with what is left (killed at ~200 s in sessions 21 and 22, 2,728 assertions
+#    passed, no hazard reported); give it a call of its own if it is still cut short.
+# Later, if wanted: bench/accuracy_vs_fla.py for KDA and GDN2 at K=V=128 (--T 1,65,150), one process per operator with
+# at least 260 s each (fla's cold autotuning took 226 s for KDA in session 22 call 5). Export
+# TRITON_CACHE_DIR=/tmp/triton_cache TRITON_CACHE_AUTOTUNING=1 and pack it into $OUT/triton_cache.tgz at the end;
 # copied to .tcache/ here and carried, it spares later calls that autotuning (device_run.sh unpacks .tcache/).
 # Needs .cudabin/bins.tar.xz (test_cuda_backward, test_cuda_saved, liblinattn_cuda_capi.so, stripped, built at HEAD);
 # carry `.cudabin`. Usage on the device: bash optimized/cuda/bench/pending_device_run.sh.
@@ -13,7 +20,19 @@ set -u
 OUT=${OUT:-/tmp/out}; END=${END:-575}
 source optimized/cuda/bench/call_lib.sh
 unpack
+export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv > /tmp/l/env.log
+timeout $(left 60) /tmp/b/test_cuda_backward \
+  "CUDA dstates kernel with its value tile first in the grid gives the same gradients bit for bit" -w NoTests \
+  --durations yes > /tmp/l/vfirst_test.log 2>&1
+note "vfirst bit test rc $?: $(res /tmp/l/vfirst_test.log)"
+cp /tmp/l/summary.log "$OUT/"
+timeout $(left 200) python3 optimized/cuda/bench/bench_backward.py --lib /tmp/b/liblinattn_cuda_capi.so \
+  --ops delta_rule,gated_delta_rule --bwd-versions 0 --env-variant LINATTN_BWD3_VFIRST=1 --json /tmp/l/bench_vf.json \
+  > /tmp/l/bench_vf.log 2>&1
+note "bench DeltaNet, GDN rc $?"
+grep -E "saving states|dstates|VFIRST" /tmp/l/bench_vf.log | cut -c1-260 >> /tmp/l/summary.log
+cp /tmp/l/summary.log "$OUT/"
 BIT='CUDA v22 gradients equal v21 gradients bit for bit'
 LINATTN_BWD3_BV=64 timeout $(left 560) compute-sanitizer --tool racecheck --error-exitcode 9 /tmp/b/test_cuda_backward \
   "$BIT" -w NoTests > /tmp/l/san22_racecheck.log 2>&1
