@@ -1236,8 +1236,8 @@ TEST_CASE("CUDA dstates kernel with its value tile first in the grid gives the s
           const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::best);
           const std::string gy = cuda::last_dstates_grid();
           // "" on both sides where `best` runs no dstates kernel (outside rung 3's range: rung 2)
-          CHECK(gx == (gy.empty() ? "" : "sequence-first"));
-          CHECK((gy.empty() || gy == "value-first"));
+          CHECK(gx == (gy.empty() ? "" : "sequence-first/" + bv));
+          CHECK((gy.empty() || gy == "value-first/" + bv));
           check_same_grads(x, y);
           check_all_finite(y);
           calls += !gy.empty(), others += gy.empty();
@@ -1245,6 +1245,45 @@ TEST_CASE("CUDA dstates kernel with its value tile first in the grid gives the s
   }
   INFO("calls with the dstates kernel " << calls << ", without " << others);
   CHECK(calls > others);  // most of the cases are inside rung 3's range
+}
+
+TEST_CASE("CUDA dstates kernel over 128 value columns per block gives the same gradients bit for bit") {
+  SKIP_WITHOUT_GPU();
+  // LINATTN_BWD3_BV=128 (session 22's trial, bwd_v3_async.cu's launch_dstates_kp_bv) runs the dstates kernel with a
+  // head's 128 value columns in one block (rung 23's single stage of the K-side tiles, one block per SM) where its key
+  // width is 128 (K from 65 to 128); elsewhere the knob is ignored. Each value column's products are the same at any
+  // width, so every gradient of `best` must equal the default width's (64 or 32) bit for bit, and be finite; the hook
+  // last_dstates_grid (route.hpp) shows the width each call launched. Rung 20's bit cases (K = 128, 100, 72 with V =
+  // 128, 200, 129, 256: one and two 128-column tiles, partial last tiles; packed batches), NaN-filled workspaces between
+  // the two runs.
+  const std::vector<Case> cases = rung20_bit_cases();
+  EnvRestore keep_bv("LINATTN_BWD3_BV"), keep_vf("LINATTN_BWD3_VFIRST");
+  unsetenv("LINATTN_BWD3_VFIRST");
+  int wide = 0, others = 0;
+  for (const Case& cs : cases)
+    for (DType gdt : {DType::f32, DType::bf16})
+      for (Op op : kOps) {
+        BwdCase bc;
+        bc.c = cs;
+        const DevProblem d = as_device_sees(make_bwd_problem(op, bc), DType::bf16, gdt);
+        INFO(ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
+        unsetenv("LINATTN_BWD3_BV");
+        const auto x = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::best);
+        const std::string gx = cuda::last_dstates_grid();
+        cuda::poison_device_workspaces();
+        setenv("LINATTN_BWD3_BV", "128", 1);
+        const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::best);
+        const std::string gy = cuda::last_dstates_grid();
+        INFO("default " << gx << ", with the knob " << gy);
+        const bool kp128 = cs.K > 64 && cs.K <= 128;  // tc_pick_kp: the knob applies
+        CHECK(gx.empty() == gy.empty());
+        if (!gy.empty()) CHECK(gy == (kp128 ? std::string("sequence-first/128") : gx));
+        check_same_grads(x, y);
+        check_all_finite(y);
+        wide += gy == "sequence-first/128", others += gy != "sequence-first/128";
+      }
+  INFO("calls at 128 columns " << wide << ", others " << others);
+  CHECK(wide > 0);
 }
 
 TEST_CASE("CUDA v23 chunked backward with a single-stage dstates kernel equals the float64 reference backward for every operator in bfloat16") {

@@ -490,7 +490,10 @@ void launch_dstates_order(const BwdCall& c, void* tcws) {
   auto kern = bwd3_dstates<KP, BV, kDsH, kDvH, kOne, kVFirst>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   const int nv = (p.V + BV - 1) / BV;
-  set_dstates_grid(kVFirst ? "value-first" : "sequence-first");  // route.hpp
+  // route.hpp: the block order and the value columns per block, e.g. "sequence-first/64"
+  static const char* const names[2][3] = {{"sequence-first/32", "sequence-first/64", "sequence-first/128"},
+                                          {"value-first/32", "value-first/64", "value-first/128"}};
+  set_dstates_grid(names[kVFirst][BV == 32 ? 0 : BV == 64 ? 1 : 2]);
   kern<<<kVFirst ? dim3(nv, p.N, p.H) : dim3(p.N, p.H, nv), kThreads, bytes, c.stream>>>(
       p, tcws, static_cast<const bf16*>(c.do_), c.dht, c.dh0);
   LINATTN_CUDA_CHECK(cudaGetLastError());
@@ -508,22 +511,27 @@ void launch_dstates(const BwdCall& c, void* tcws) {
   launch_dstates_order<KP, BV, kDsH, kDvH, kOne, false>(c, tcws);
 }
 
-/// launch_dstates at the key width KP (64 or 128: tc_pick_kp) and value tile bv (64 or 32: dstates_bv).
+/// launch_dstates at the key width KP (64 or 128: tc_pick_kp) and value tile bv (64 or 32, or 128 at KP = 128: dstates_bv).
 template <bool kDsH, bool kDvH, bool kOne = false>
 void launch_dstates_kp_bv(const BwdCall& c, void* tcws, int KP, int bv) {
+  // Session 22's trial (LINATTN_BWD3_BV=128, dstates_bv; unrun): a head's whole value range in one block, with rung
+  // 23's single stage of the w_aux, Qg, Kd tiles (193,536 bytes of shared memory, one block per SM): at B=8 H=16
+  // V=128 that is 128 blocks, one wave on 132 SMs, instead of 256 blocks of 64 columns in two waves, and each chunk's
+  // K-side tiles are read by one block instead of two. Each column's products are the same, so the same values.
+  if (bv == 128 && KP == 128) return launch_dstates<128, 128, kDsH, kDvH, true>(c, tcws);
   if (KP == 64)
     bv == 64 ? launch_dstates<64, 64, kDsH, kDvH, kOne>(c, tcws) : launch_dstates<64, 32, kDsH, kDvH, kOne>(c, tcws);
   else
     bv == 64 ? launch_dstates<128, 64, kDsH, kDvH, kOne>(c, tcws) : launch_dstates<128, 32, kDsH, kDvH, kOne>(c, tcws);
 }
 
-/// Value columns per block of bwd3_dstates: LINATTN_BWD3_BV when it is 32 or 64 (any other value is
-/// ignored: the default applies); by default 64 when that still gives every SM a block, else 32 (as
+/// Value columns per block of bwd3_dstates: LINATTN_BWD3_BV when it is 32 or 64, or 128 at KP = 128 (session 22's
+/// trial, launch_dstates_kp_bv; any other value is ignored: the default applies); by default 64 when that still gives every SM a block, else 32 (as
 /// the forward's pick_bv, without its 16). one (rung 23's single-stage kernel, kOne): 32 by default at KP = 128.
 int dstates_bv(const KParams& p, bool one = false) {
   if (const char* env = std::getenv("LINATTN_BWD3_BV")) {
     const int bv = std::atoi(env);
-    if (bv == 32 || bv == 64) return bv;
+    if (bv == 32 || bv == 64 || (bv == 128 && tc_pick_kp(p.K) == 128)) return bv;  // 128: launch_dstates_kp_bv
   }
   if (one && tc_pick_kp(p.K) == 128) return 32;  // rung 23 at KP = 128: two blocks per SM (DsSmem)
   return long(p.N) * p.H * ((p.V + 63) / 64) >= 132 ? 64 : 32;

@@ -10,10 +10,11 @@ namespace linattn::cuda {
 /// kernels (KDA, GDN2, rungs below 10, calls outside the split kernels' range, no chunks to launch).
 const char* last_backward_split_route();
 
-/// The block order of the last backward_device call's dstates kernel (bwd3_dstates, bwd_v3_async.cu) on this thread:
-/// "value-first" (grid (value tiles, sequences, heads): LINATTN_BWD3_VFIRST=1, session 22's trial), "sequence-first"
-/// (grid (sequences, heads, value tiles): the default), or "" if that call launched no dstates kernel (rungs 1-2,
-/// calls outside rung 3's range, no chunks). A hook for the knob's test: the two orders give the same bits.
+/// The block order and value columns per block of the last backward_device call's dstates kernel (bwd3_dstates,
+/// bwd_v3_async.cu) on this thread: "value-first/BV" (grid (value tiles, sequences, heads): LINATTN_BWD3_VFIRST=1,
+/// session 22's trial), "sequence-first/BV" (grid (sequences, heads, value tiles): the default), BV = 32, 64 or 128
+/// (LINATTN_BWD3_BV=128, session 22's trial), or "" if that call launched no dstates kernel (rungs 1-2, calls outside
+/// rung 3's range, no chunks). A hook for the knobs' tests: every order and width gives the same bits.
 const char* last_dstates_grid();
 
 namespace detail {

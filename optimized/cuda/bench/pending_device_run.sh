@@ -8,6 +8,9 @@
 #    unset again in one process (bench_backward.py --env-variant; no fla: its cold Triton autotuning would not fit,
 #    fla's DeltaNet figure is session 21's 2.84 ms). Session 22 wrote and built it but had too little device time
 #    left to start a machine.
+#    Also the dstates kernel over a head's whole value range, 128 columns per block (LINATTN_BWD3_BV=128 at key width
+#    128; rung 23's single stage of the K-side tiles, 193,536 bytes, 207 registers, no spill): 128 blocks in one wave
+#    instead of 256 in two, each chunk's K-side tiles read once per head. Its bit test, and the same bench rows.
 # 2. Racecheck of rung 22's bit test with what is left (killed at ~200 s in sessions 21 and 22, 2,728 assertions
 #    passed, no hazard reported); give it a call of its own if it is still cut short.
 # Later, if wanted: bench/accuracy_vs_fla.py for KDA and GDN2 at K=V=128 (--T 1,65,150), one process per operator with
@@ -22,16 +25,17 @@ source optimized/cuda/bench/call_lib.sh
 unpack
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv > /tmp/l/env.log
-timeout $(left 60) /tmp/b/test_cuda_backward \
-  "CUDA dstates kernel with its value tile first in the grid gives the same gradients bit for bit" -w NoTests \
-  --durations yes > /tmp/l/vfirst_test.log 2>&1
-note "vfirst bit test rc $?: $(res /tmp/l/vfirst_test.log)"
+timeout $(left 90) /tmp/b/test_cuda_backward \
+  "CUDA dstates kernel with its value tile first in the grid gives the same gradients bit for bit,CUDA dstates kernel over 128 value columns per block gives the same gradients bit for bit" \
+  -w NoTests --durations yes > /tmp/l/dstates_knobs_test.log 2>&1
+note "dstates knobs bit tests rc $?: $(res /tmp/l/dstates_knobs_test.log)"
 cp /tmp/l/summary.log "$OUT/"
 timeout $(left 200) python3 optimized/cuda/bench/bench_backward.py --lib /tmp/b/liblinattn_cuda_capi.so \
-  --ops delta_rule,gated_delta_rule --bwd-versions 0 --env-variant LINATTN_BWD3_VFIRST=1 --json /tmp/l/bench_vf.json \
+  --ops delta_rule,gated_delta_rule --bwd-versions 0 --env-variant LINATTN_BWD3_VFIRST=1 \
+  --env-variant LINATTN_BWD3_BV=128 --json /tmp/l/bench_vf.json \
   > /tmp/l/bench_vf.log 2>&1
 note "bench DeltaNet, GDN rc $?"
-grep -E "saving states|dstates|VFIRST" /tmp/l/bench_vf.log | cut -c1-260 >> /tmp/l/summary.log
+grep -E "saving states|dstates|VFIRST|BWD3_BV" /tmp/l/bench_vf.log | cut -c1-260 >> /tmp/l/summary.log
 cp /tmp/l/summary.log "$OUT/"
 BIT='CUDA v22 gradients equal v21 gradients bit for bit'
 LINATTN_BWD3_BV=64 timeout $(left 560) compute-sanitizer --tool racecheck --error-exitcode 9 /tmp/b/test_cuda_backward \
