@@ -506,12 +506,14 @@ template <int KP, int BV, bool kDsH = false, bool kDvH = false, bool kOne = fals
 void launch_dstates(const BwdCall& c, void* tcws) {
   if constexpr (!kOne) {
     const char* env = std::getenv("LINATTN_BWD3_VFIRST");
-    if (env && std::atoi(env) == 1 && c.p.N <= 65535) return launch_dstates_order<KP, BV, kDsH, kDvH, kOne, true>(c, tcws);
+    if (env && std::atoi(env) == 1 && c.p.N <= 65535)
+      return launch_dstates_order<KP, BV, kDsH, kDvH, kOne, true>(c, tcws);
   }
   launch_dstates_order<KP, BV, kDsH, kDvH, kOne, false>(c, tcws);
 }
 
-/// launch_dstates at the key width KP (64 or 128: tc_pick_kp) and value tile bv (64 or 32, or 128 at KP = 128: dstates_bv).
+/// launch_dstates at the key width KP (64 or 128: tc_pick_kp) and value tile bv (64 or 32, or 128 at KP = 128:
+/// dstates_bv).
 template <bool kDsH, bool kDvH, bool kOne = false>
 void launch_dstates_kp_bv(const BwdCall& c, void* tcws, int KP, int bv) {
   // Session 22's trial (LINATTN_BWD3_BV=128, dstates_bv; unrun): a head's whole value range in one block, with rung
@@ -526,8 +528,9 @@ void launch_dstates_kp_bv(const BwdCall& c, void* tcws, int KP, int bv) {
 }
 
 /// Value columns per block of bwd3_dstates: LINATTN_BWD3_BV when it is 32 or 64, or 128 at KP = 128 (session 22's
-/// trial, launch_dstates_kp_bv; any other value is ignored: the default applies); by default 64 when that still gives every SM a block, else 32 (as
-/// the forward's pick_bv, without its 16). one (rung 23's single-stage kernel, kOne): 32 by default at KP = 128.
+/// trial, launch_dstates_kp_bv; any other value is ignored: the default applies); by default 64 when that still gives
+/// every SM a block, else 32 (as the forward's pick_bv, without its 16). one (rung 23's single-stage kernel, kOne): 32
+/// by default at KP = 128.
 int dstates_bv(const KParams& p, bool one = false) {
   if (const char* env = std::getenv("LINATTN_BWD3_BV")) {
     const int bv = std::atoi(env);
