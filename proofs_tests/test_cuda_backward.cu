@@ -1219,7 +1219,7 @@ TEST_CASE("CUDA dstates kernel with its value tile first in the grid gives the s
   const std::vector<Case> cases = rung20_bit_cases();
   EnvRestore keep_bv("LINATTN_BWD3_BV"), keep_vf("LINATTN_BWD3_VFIRST");
   int calls = 0, others = 0;
-  for (const std::string& bv : knob_values("LINATTN_BWD3_BV", {"32", "64"})) {
+  for (const std::string bv : {"32", "64"}) {  // not 128: that width's kernel (kOne) keeps its order
     setenv("LINATTN_BWD3_BV", bv.c_str(), 1);
     for (const Case& cs : cases)
       for (DType gdt : {DType::f32, DType::bf16})
@@ -1252,27 +1252,31 @@ TEST_CASE("CUDA dstates kernel over 128 value columns per block gives the same g
   // LINATTN_BWD3_BV=128 (session 22's trial, bwd_v3_async.cu's launch_dstates_kp_bv) runs the dstates kernel with a
   // head's 128 value columns in one block (rung 23's single stage of the K-side tiles, one block per SM) where its key
   // width is 128 (K from 65 to 128); elsewhere the knob is ignored. Each value column's products are the same at any
-  // width, so every gradient of `best` must equal the default width's (64 or 32) bit for bit, and be finite; the hook
-  // last_dstates_grid (route.hpp) shows the width each call launched. Rung 20's bit cases (K = 128, 100, 72 with V =
-  // 128, 200, 129, 256: one and two 128-column tiles, partial last tiles; packed batches), NaN-filled workspaces between
-  // the two runs.
+  // width, so every gradient must equal the default width's (64 or 32) bit for bit, and be finite; the hook
+  // last_dstates_grid (route.hpp) shows the width each call launched. Three rungs, so that every BV = 128 instance
+  // runs: `best` (rung 22: DeltaNet's dS' in bf16, GDN's dv_new in bf16, KDA and GDN2 neither), rung 20 with
+  // LINATTN_BWD20_DN=1 (DeltaNet with both) and rung 23 (its own kOne kernels, 32 columns by default). Rung 20's bit
+  // cases (K = 128, 100, 72 with V = 128, 200, 129, 256: one and two 128-column tiles, partial last tiles; packed
+  // batches), NaN-filled workspaces between the two runs.
   const std::vector<Case> cases = rung20_bit_cases();
-  EnvRestore keep_bv("LINATTN_BWD3_BV"), keep_vf("LINATTN_BWD3_VFIRST");
+  EnvRestore keep_bv("LINATTN_BWD3_BV"), keep_vf("LINATTN_BWD3_VFIRST"), keep_dn("LINATTN_BWD20_DN");
   unsetenv("LINATTN_BWD3_VFIRST");
+  setenv("LINATTN_BWD20_DN", "1", 1);
   int wide = 0, others = 0;
+  for (cuda::BwdVersion ver : {cuda::BwdVersion::best, cuda::BwdVersion::v20_dvbf16, cuda::BwdVersion::v23_dsone})
   for (const Case& cs : cases)
     for (DType gdt : {DType::f32, DType::bf16})
       for (Op op : kOps) {
         BwdCase bc;
         bc.c = cs;
         const DevProblem d = as_device_sees(make_bwd_problem(op, bc), DType::bf16, gdt);
-        INFO(ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
+        INFO(cuda::bwd_version_name(ver) << " " << ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
         unsetenv("LINATTN_BWD3_BV");
-        const auto x = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::best);
+        const auto x = cuda_backward(d, DType::bf16, gdt, ver);
         const std::string gx = cuda::last_dstates_grid();
         cuda::poison_device_workspaces();
         setenv("LINATTN_BWD3_BV", "128", 1);
-        const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::best);
+        const auto y = cuda_backward(d, DType::bf16, gdt, ver);
         const std::string gy = cuda::last_dstates_grid();
         INFO("default " << gx << ", with the knob " << gy);
         const bool kp128 = cs.K > 64 && cs.K <= 128;  // tc_pick_kp: the knob applies

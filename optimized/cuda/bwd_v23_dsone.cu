@@ -17,7 +17,7 @@
 // gradients bit for bit").
 //
 // Value tile: 32 columns by default at K > 64 (two blocks per SM; 64 would need 136 KB, one block), rung 21's pick at
-// K <= 64 (bwd_v3_async.cu's dstates_bv); LINATTN_BWD3_BV (32 or 64) sets it for both rungs. Registers (ptxas -v,
+// K <= 64 (bwd_v3_async.cu's dstates_bv); LINATTN_BWD3_BV (32 or 64; 128 at K > 64, session 22) sets it for both rungs. Registers (ptxas -v,
 // nvcc 13.0, sm_90a): 64-126 per thread for the KP = 128, BV = 32 instantiations, under the 128 that two blocks of 256
 // threads allow; no launch bound forces it (a min-blocks bound changed the existing instantiations' allocation).
 //

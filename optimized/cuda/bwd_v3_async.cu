@@ -340,11 +340,11 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
 
   // dS' fragments as v2_state's S: m-tile sm (rows 16 sm..), n-tiles sn0 .. sn0 + SNT.
   constexpr int MT = KP / 16, NG = 8 / MT, SNT = BV / 8 / NG;
-  static_assert(SNT >= 2 && SNT % 2 == 0, "BV = 32 or 64");
+  static_assert(SNT >= 2 && SNT % 2 == 0, "BV = 32, 64 or 128");
   const int sm = warp % MT, sn0 = (warp / MT) * SNT;
   // Chunk-row products (64 x BV): m-tile wm, n-tiles wn0 .. wn0 + ONT.
   constexpr int ONT = BV / 16;
-  static_assert(ONT % 2 == 0, "BV = 32 or 64");
+  static_assert(ONT % 2 == 0, "BV = 32, 64 or 128");
   const int wm = warp & 3, wn0 = (warp >> 2) * ONT;
 
   float st[SNT][4];

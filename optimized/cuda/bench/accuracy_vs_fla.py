@@ -22,7 +22,8 @@ a non-finite element counting as an infinite error; the bounds are rung 3's (1e-
 
 Cases follow the property tests' generator (proofs_tests/generators.hpp): q ~ N(0, 1), k ~ N(0, 1)
 L2-normalised, v ~ N(0, 1), gates in four modes (random: log sigmoid(N(2.5, 1.5)); zero; extreme: -30 or
--1000; mixed: 0, -1000 or random, beta hitting 0 and 1), beta (b, w) ~ U(0, 1), the initial state
+-1000; mixed: 0, -1000 or random, beta hitting 0 and 1; DeltaNet has no log-decay, so its random, zero and
+extreme modes are one distribution and mixed differs only in beta), beta (b, w) ~ U(0, 1), the initial state
 N(0, 0.25) in half the cases, do ~ N(0, 1), dht ~ N(0, 1). fla's GDN backward refuses with Triton 3.6.0
 (fla #640), so GDN is run through fla's KDA with the gate repeated over the K channels (dg summed over
 them), as bench_backward.py does.

@@ -131,9 +131,10 @@ ENV_VARIANTS = []  # --env-variant NAME=VALUE, for saved_rows with states
 def env_variant_rows(var, s, op, label, fsb, run_s, g_s, record, timed, results):
     """The saved-states forward + backward again with environment variable NAME=VALUE set (a launch knob the
     library reads at each call), then once more without it, in the same process and on the same inputs: rows
-    '<label> [NAME=VALUE]' and '<label> (again)'. Before timing, the gradients with the knob against those without
+    '<label> [NAME=VALUE]' and '<label> (again)' (NAME back as the caller had it). Before timing, the gradients with the knob against those without
     (max |difference| printed; 'NOT BIT-EQUAL' where a knob meant to keep the bits does not)."""
     name, _, value = var.partition("=")
+    before = os.environ.get(name)  # restored afterwards (a value the caller exported stays in force)
     ref = {n: t.clone() for n, t in g_s.items()}
     os.environ[name] = value
     try:
@@ -154,7 +155,10 @@ def env_variant_rows(var, s, op, label, fsb, run_s, g_s, record, timed, results)
         print(f"[{label} [{var}]] {op} failed:\n{traceback.format_exc()}", flush=True)
     finally:
         os.environ.pop("LINATTN_BWD_PROFILE", None)
-        os.environ.pop(name, None)
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
     record(s, op, f"{label} (again)", timed(fsb))
 
 
