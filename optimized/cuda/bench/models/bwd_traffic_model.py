@@ -643,6 +643,18 @@ def check_r22_ncu(s, design):
     return dram
 
 
+def print_rows(hdr, rows, widths, markdown):
+    """One table of strings: markdown, or columns of the given widths (the first left-aligned, the rest right)."""
+    if markdown:
+        print("| " + " | ".join(hdr) + " |")
+        print("|" + " --- |" * len(hdr))
+        for r in rows:
+            print("| " + " | ".join(r) + " |")
+        return
+    for r in [hdr] + rows:
+        print(" ".join(c.rjust(n) if i else c.ljust(n) for i, (c, n) in enumerate(zip(r, widths))))
+
+
 def r22_side_by_side(s, ours, theirs, markdown=False):
     """Per kernel and per stage: bytes (L2-level, unique; ours also ncu's DRAM bytes), measured ms, achieved TB/s,
     the floor at 4 TB/s (unique bytes) and the time at the other side's achieved rate for the same stage."""
@@ -685,16 +697,7 @@ def r22_side_by_side(s, ours, theirs, markdown=False):
                              fmt(x["moved"] / peer if peer else None, ".3f")])
     print("-- rung 22 (saved states) beside fla, DeltaNet: per kernel (GB of the call; 'e': estimate; TB/s: DRAM "
           "bytes (ours, ncu) or unique bytes (fla) per ms; @peer: those bytes at the other side's rate for the stage)")
-    if markdown:
-        print("| " + " | ".join(hdr) + " |")
-        print("|" + " --- |" * len(hdr))
-        for r in rows:
-            print("| " + " | ".join(r) + " |")
-    else:
-        w = [44, 3, 11, 9, 13, 11, 13, 15, 14]
-        print(" ".join(h.rjust(n) if i else h.ljust(n) for i, (h, n) in enumerate(zip(hdr, w))))
-        for r in rows:
-            print(" ".join(c.rjust(n) if i else c.ljust(n) for i, (c, n) in enumerate(zip(r, w))))
+    print_rows(hdr, rows, [44, 3, 11, 9, 13, 11, 13, 15, 14], markdown)
     if not bench:
         print("  (times, ncu and the stage comparison exist for B=8 T=4096 H=16 K=V=128 only)")
         return
@@ -717,16 +720,7 @@ def r22_side_by_side(s, ours, theirs, markdown=False):
                       f"{fr:.2f}", f"{at:.3f}" if ok else "-", f"{bp:+.3f}", f"{rp:+.3f}"])
     srows.append(["total", f"{tot[0]:.3f}", f"{tot[1]:.3f}", f"{tot[2]:+.3f}", "", "", "", "", f"{tot[3]:+.3f}",
                   f"{tot[4]:+.3f}"])
-    if markdown:
-        print("| " + " | ".join(sh) + " |")
-        print("|" + " --- |" * len(sh))
-        for r in srows:
-            print("| " + " | ".join(r) + " |")
-    else:
-        w = [26, 8, 7, 7, 14, 7, 9, 15, 11, 10]
-        print(" ".join(h.rjust(n) if i else h.ljust(n) for i, (h, n) in enumerate(zip(sh, w))))
-        for r in srows:
-            print(" ".join(c.rjust(n) if i else c.ljust(n) for i, (c, n) in enumerate(zip(r, w))))
+    print_rows(sh, srows, [26, 8, 7, 7, 14, 7, 9, 15, 11, 10], markdown)
 
 
 def main():
