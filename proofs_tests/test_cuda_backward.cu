@@ -1207,6 +1207,35 @@ TEST_CASE("CUDA v21 and v22 on two small cases per scalar operator for the sanit
                     /*poison_between=*/true, v22_route);
 }
 
+namespace {
+/// Rung `ver` with environment variable `knob` unset, then set to `value`, on every case, gate dtype and operator (bf16
+/// inputs): the same gradients bit for bit, and finite, with NaN-filled workspaces between the two runs. `check_grid`
+/// gets the case and last_dstates_grid() (route.hpp) of both runs, so that a knob that did not take effect cannot pass
+/// by comparing the default with itself. The caller restores the environment (EnvRestore).
+void check_knob_keeps_bits(cuda::BwdVersion ver, const std::vector<Case>& cases, const char* knob, const char* value,
+                           const std::function<void(const Case&, const std::string&, const std::string&)>& check_grid) {
+  for (const Case& cs : cases)
+    for (DType gdt : {DType::f32, DType::bf16})
+      for (Op op : kOps) {
+        BwdCase bc;
+        bc.c = cs;
+        const DevProblem d = as_device_sees(make_bwd_problem(op, bc), DType::bf16, gdt);
+        INFO(cuda::bwd_version_name(ver) << " " << ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
+        unsetenv(knob);
+        const auto x = cuda_backward(d, DType::bf16, gdt, ver);
+        const std::string gx = cuda::last_dstates_grid();
+        cuda::poison_device_workspaces();
+        setenv(knob, value, 1);
+        const auto y = cuda_backward(d, DType::bf16, gdt, ver);
+        const std::string gy = cuda::last_dstates_grid();
+        INFO("default " << gx << ", " << knob << "=" << value << " " << gy);
+        check_grid(cs, gx, gy);
+        check_same_grads(x, y);
+        check_all_finite(y);
+      }
+}
+}  // namespace
+
 TEST_CASE("CUDA dstates kernel with its value tile first in the grid gives the same gradients bit for bit") {
   SKIP_WITHOUT_GPU();
   // LINATTN_BWD3_VFIRST=1 (session 22's trial, bwd_v3_async.cu's launch_dstates) launches the dstates kernel over
@@ -1221,27 +1250,14 @@ TEST_CASE("CUDA dstates kernel with its value tile first in the grid gives the s
   int calls = 0, others = 0;
   for (const std::string bv : {"32", "64"}) {  // not 128: that width's kernel (kOne) keeps its order
     setenv("LINATTN_BWD3_BV", bv.c_str(), 1);
-    for (const Case& cs : cases)
-      for (DType gdt : {DType::f32, DType::bf16})
-        for (Op op : kOps) {
-          BwdCase bc;
-          bc.c = cs;
-          const DevProblem d = as_device_sees(make_bwd_problem(op, bc), DType::bf16, gdt);
-          INFO("LINATTN_BWD3_BV=" << bv << " " << ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
-          unsetenv("LINATTN_BWD3_VFIRST");
-          const auto x = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::best);
-          const std::string gx = cuda::last_dstates_grid();
-          cuda::poison_device_workspaces();
-          setenv("LINATTN_BWD3_VFIRST", "1", 1);
-          const auto y = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::best);
-          const std::string gy = cuda::last_dstates_grid();
-          // "" on both sides where `best` runs no dstates kernel (outside rung 3's range: rung 2)
-          CHECK(gx == (gy.empty() ? "" : "sequence-first/" + bv));
-          CHECK((gy.empty() || gy == "value-first/" + bv));
-          check_same_grads(x, y);
-          check_all_finite(y);
-          calls += !gy.empty(), others += gy.empty();
-        }
+    INFO("LINATTN_BWD3_BV=" << bv);
+    check_knob_keeps_bits(cuda::BwdVersion::best, cases, "LINATTN_BWD3_VFIRST", "1",
+                          [&](const Case&, const std::string& gx, const std::string& gy) {
+                            // "" on both sides where `best` runs no dstates kernel (outside rung 3's range: rung 2)
+                            CHECK(gx == (gy.empty() ? "" : "sequence-first/" + bv));
+                            CHECK((gy.empty() || gy == "value-first/" + bv));
+                            calls += !gy.empty(), others += gy.empty();
+                          });
   }
   INFO("calls with the dstates kernel " << calls << ", without " << others);
   CHECK(calls > others);  // most of the cases are inside rung 3's range
@@ -1264,28 +1280,13 @@ TEST_CASE("CUDA dstates kernel over 128 value columns per block gives the same g
   setenv("LINATTN_BWD20_DN", "1", 1);
   int wide = 0, others = 0;
   for (cuda::BwdVersion ver : {cuda::BwdVersion::best, cuda::BwdVersion::v20_dvbf16, cuda::BwdVersion::v23_dsone})
-  for (const Case& cs : cases)
-    for (DType gdt : {DType::f32, DType::bf16})
-      for (Op op : kOps) {
-        BwdCase bc;
-        bc.c = cs;
-        const DevProblem d = as_device_sees(make_bwd_problem(op, bc), DType::bf16, gdt);
-        INFO(cuda::bwd_version_name(ver) << " " << ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
-        unsetenv("LINATTN_BWD3_BV");
-        const auto x = cuda_backward(d, DType::bf16, gdt, ver);
-        const std::string gx = cuda::last_dstates_grid();
-        cuda::poison_device_workspaces();
-        setenv("LINATTN_BWD3_BV", "128", 1);
-        const auto y = cuda_backward(d, DType::bf16, gdt, ver);
-        const std::string gy = cuda::last_dstates_grid();
-        INFO("default " << gx << ", with the knob " << gy);
-        const bool kp128 = cs.K > 64 && cs.K <= 128;  // tc_pick_kp: the knob applies
-        CHECK(gx.empty() == gy.empty());
-        if (!gy.empty()) CHECK(gy == (kp128 ? std::string("sequence-first/128") : gx));
-        check_same_grads(x, y);
-        check_all_finite(y);
-        wide += gy == "sequence-first/128", others += gy != "sequence-first/128";
-      }
+    check_knob_keeps_bits(ver, cases, "LINATTN_BWD3_BV", "128",
+                          [&](const Case& cs, const std::string& gx, const std::string& gy) {
+                            const bool kp128 = cs.K > 64 && cs.K <= 128;  // tc_pick_kp: the knob applies
+                            CHECK(gx.empty() == gy.empty());
+                            if (!gy.empty()) CHECK(gy == (kp128 ? std::string("sequence-first/128") : gx));
+                            wide += gy == "sequence-first/128", others += gy != "sequence-first/128";
+                          });
   INFO("calls at 128 columns " << wide << ", others " << others);
   CHECK(wide > 0);
 }
