@@ -118,7 +118,8 @@ const cuda::BwdVersion kRungs[] = {cuda::BwdVersion::v1_simple, cuda::BwdVersion
                                    cuda::BwdVersion::v20_dvbf16,
                                    cuda::BwdVersion::v21_duvsmem,
                                    cuda::BwdVersion::v22_kq8,
-                                   cuda::BwdVersion::v23_dsone};
+                                   cuda::BwdVersion::v23_dsone,
+                                   cuda::BwdVersion::v24_dswide};
 
 /// Rungs 3 to 10 share rung 3's range (bf16 inputs, 16 <= K <= 128) and bounds.
 bool rung3_family(cuda::BwdVersion ver) {
@@ -138,7 +139,8 @@ bool rung3_family(cuda::BwdVersion ver) {
          ver == cuda::BwdVersion::v20_dvbf16 ||
          ver == cuda::BwdVersion::v21_duvsmem ||
          ver == cuda::BwdVersion::v22_kq8 ||
-         ver == cuda::BwdVersion::v23_dsone;
+         ver == cuda::BwdVersion::v23_dsone ||
+         ver == cuda::BwdVersion::v24_dswide;
 }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
 
@@ -412,10 +414,13 @@ std::vector<Case> pair_cases() {
 /// rung b runs, so that b reading a workspace array it did not write (but a wrote) cannot pass.
 /// expect_route (review20): where set, the split route (route.hpp) that rung b's call must have taken, per case and
 /// operator, so that a rung which silently fell back to rung a cannot pass by comparing rung a with itself.
+/// expect_dstates_grid (rung 24): where set, the dstates kernel's block order and width (last_dstates_grid, route.hpp)
+/// that rung b's call must have launched, for rungs whose only change is which dstates kernel runs.
 template <class Ops>
 void check_rungs_agree(cuda::BwdVersion a, cuda::BwdVersion b, const std::vector<Case>& cases, const Ops& ops,
                        double chan_tol = 0, bool require_finite = false, bool poison_between = false,
-                       const std::function<std::string(const Case&, Op)>& expect_route = {}) {
+                       const std::function<std::string(const Case&, Op)>& expect_route = {},
+                       const std::function<std::string(const Case&, Op)>& expect_dstates_grid = {}) {
   for (const Case& cs : cases)
     for (DType gdt : {DType::f32, DType::bf16})
       for (Op op : ops) {
@@ -426,8 +431,11 @@ void check_rungs_agree(cuda::BwdVersion a, cuda::BwdVersion b, const std::vector
         if (poison_between) cuda::poison_device_workspaces();
         const auto y = cuda_backward(d, DType::bf16, gdt, b);
         const std::string route = cuda::last_backward_split_route();
-        INFO(ref::op_name(op) << " gates " << dname(gdt) << " " << cs);
+        const std::string grid = cuda::last_dstates_grid();  // rung b's dstates launch (route.hpp)
+        INFO(ref::op_name(op) << " gates " << dname(gdt) << " " << cs << "; route " << route << ", dstates grid "
+                              << grid);
         if (expect_route) CHECK(route == expect_route(cs, op));
+        if (expect_dstates_grid) CHECK(grid == expect_dstates_grid(cs, op));
         const bool chan = op == Op::kda || op == Op::gdn2;
         check_same_grads(x, y, chan ? chan_tol : 0,
                          std::string(cuda::bwd_version_name(b)) + " vs " + cuda::bwd_version_name(a) + ", " +
@@ -1357,6 +1365,129 @@ TEST_CASE("CUDA v23 on two small cases per scalar operator for the sanitizers") 
   const std::vector<Case> cases = {fixed_case(1, 300, 1, 128, 128, GateMode::random, true, 74),
                                    fixed_case(1, 200, 1, 36, 20, GateMode::random, true, 75)};
   check_v23_equals_v22(cases, {Op::delta_rule, Op::gated_delta_rule});
+}
+
+TEST_CASE("CUDA v24 chunked backward with the wide dstates kernel equals the float64 reference backward for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::f32, cuda::BwdVersion::v24_dswide);
+}
+
+TEST_CASE("CUDA v24 chunked backward with the wide dstates kernel and bfloat16 gates equals the reference backward on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::bf16, cuda::BwdVersion::v24_dswide);
+}
+
+namespace {
+/// The current device's SM count, which rung 24's pick of the dstates width depends on.
+int device_sm_count() {
+  int dev = 0, sms = 0;
+  REQUIRE(cudaGetDevice(&dev) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess);
+  return sms;
+}
+
+/// Rung 24's route (route.hpp): rung 22's, named "bwd_v24_kq8" where K % 8 == 0, else "bwd_v24"; none for KDA, GDN2.
+std::string v24_route(const Case& c, Op op) {
+  const bool scalar = op == Op::delta_rule || op == Op::gated_delta_rule;
+  if (!scalar || c.K < 16 || c.K > 128) return "";
+  return c.K % 8 == 0 ? "bwd_v24_kq8" : "bwd_v24";
+}
+
+/// The dstates grid (route.hpp's last_dstates_grid) rung 24 must launch for case c and operator op with
+/// LINATTN_BWD3_BV = bv ("" = unset) and LINATTN_BWD3_VFIRST unset, worked out here from bwd_v24_dswide.cu's rule:
+/// outside rung 3's range (K < 16 or K > 128 in these bf16 tests) no dstates kernel; a set bv of 32 or 64, or 128 at
+/// key width 128 (65 <= K <= 128), is taken as it is; else DeltaNet and GDN (rung 24's own kernels) at key width 128
+/// take 128 columns where N H ceil(V / 64) exceeds the SM count, and everything else takes rung 22's pick: 64 where
+/// N H ceil(V / 64) >= 132, else 32 (KDA and GDN2 run rung 21, i.e. 20, whose front picks so).
+std::string v24_grid(const Case& c, Op op, const std::string& bv, int sms) {
+  if (c.K < 16 || c.K > 128) return "";
+  const bool kp128 = c.K > 64;
+  if (bv == "32" || bv == "64" || (bv == "128" && kp128)) return "sequence-first/" + bv;
+  const long n = c.cu_seqlens.empty() ? long(c.B) : long(c.cu_seqlens.size()) - 1;
+  const long blocks64 = n * c.H * ((c.V + 63) / 64);
+  const bool scalar = op == Op::delta_rule || op == Op::gated_delta_rule;
+  if (scalar && kp128 && blocks64 > sms) return "sequence-first/128";
+  return blocks64 >= 132 ? "sequence-first/64" : "sequence-first/32";
+}
+
+/// Cases where rung 24's default width is 128 on this device, and one where it is not: key width 128 with more
+/// sequences x heads x 64-column tiles than SMs. sms / 4 + 1 sequences of 70 tokens (two chunks, the last partial) at
+/// H = 2, K = V = 128 (one SM too many for one wave of 64-column blocks); the same at exactly sms / 4 sequences (not
+/// more blocks than SMs: rung 22's 64 where sms / 4 * 4 >= 132); and a packed batch of ceil((sms + 1) / 12) ragged
+/// sequences at H = 3, K = 100, V = 200 (four 64-column tiles per head, two 128-column tiles, the second partial),
+/// extreme gates. On the H200 (132 SMs): 34 sequences (136 blocks), 33 (132) and 12 (144).
+std::vector<Case> v24_wide_cases(int sms) {
+  std::vector<Case> cases;
+  cases.push_back(fixed_case(sms / 4 + 1, 70, 2, 128, 128, GateMode::random, true, 76));
+  cases.push_back(fixed_case(sms / 4, 70, 2, 128, 128, GateMode::random, true, 77));
+  const int n = (sms + 1 + 11) / 12;
+  std::vector<index_t> cu = {0};
+  for (int i = 0; i < n; ++i) cu.push_back(cu.back() + 1 + (37 * i + 11) % 150);  // 1 to 150 tokens each
+  cases.push_back(fixed_case(1, cu.back(), 3, 100, 200, GateMode::extreme, true, 78, cu));
+  return cases;
+}
+
+/// Rung 24 against rung 22 bit for bit (every gradient, dh0 included), finite, routes and dstates widths checked,
+/// NaN-filled workspaces between the rungs, with LINATTN_BWD3_BV unset (rung 24's own pick) and then 32, 64 and 128,
+/// unless the caller pins it; LINATTN_BWD3_VFIRST unset. Returns how many calls launched the 128-column kernel.
+int check_v24_equals_v22(const std::vector<Case>& cases, const std::vector<Op>& ops) {
+  EnvRestore keep_bv("LINATTN_BWD3_BV"), keep_vf("LINATTN_BWD3_VFIRST");
+  unsetenv("LINATTN_BWD3_VFIRST");
+  const int sms = device_sm_count();
+  int wide = 0;
+  for (const std::string& bv : knob_values("LINATTN_BWD3_BV", {"", "32", "64", "128"})) {
+    if (bv.empty()) unsetenv("LINATTN_BWD3_BV");
+    else setenv("LINATTN_BWD3_BV", bv.c_str(), 1);
+    INFO("LINATTN_BWD3_BV=" << (bv.empty() ? "unset" : bv) << ", " << sms << " SMs");
+    check_rungs_agree(cuda::BwdVersion::v22_kq8, cuda::BwdVersion::v24_dswide, cases, ops, 0,
+                      /*require_finite=*/true, /*poison_between=*/true, v24_route,
+                      [&](const Case& c, Op op) {
+                        const std::string g = v24_grid(c, op, bv, sms);
+                        wide += g == "sequence-first/128";
+                        return g;
+                      });
+  }
+  return wide;
+}
+
+/// Whether the caller pinned LINATTN_BWD3_BV to 32 or 64 (knob_values then runs that width alone: no 128-column call).
+bool narrow_pinned() {
+  const char* v = std::getenv("LINATTN_BWD3_BV");
+  return v && (std::string(v) == "32" || std::string(v) == "64");
+}
+}  // namespace
+
+TEST_CASE("CUDA v24 gradients equal v22 gradients bit for bit") {
+  SKIP_WITHOUT_GPU();
+  // Rung 24 (bwd_v24_dswide.cu) is rung 22 with the dstates kernel over 128 value columns per block where the key
+  // width is 128 and 64 columns would need more blocks than the device has SMs. Each value column's products are the
+  // same at any width, so every gradient, dh0 (the dstates kernel's own output) included, must equal rung 22's bit
+  // for bit and be finite. Rung 20's bit cases (all below the SM count: rung 22's width), v24_wide_cases (where the
+  // 128-column kernel is rung 24's default, and one exactly at the threshold where it is not), each with the width
+  // unset and forced to 32, 64 and 128. Each call's route and dstates width are checked against v24_grid, worked out
+  // here from the rule, so a rung that ran rung 22's width (or the wide kernel everywhere) fails.
+  std::vector<Case> cases = rung20_bit_cases();
+  for (const Case& c : v24_wide_cases(device_sm_count())) cases.push_back(c);
+  const int wide = check_v24_equals_v22(cases, std::vector<Op>(std::begin(kOps), std::end(kOps)));
+  INFO("calls on the 128-column kernel: " << wide);
+  CHECK((wide > 0 || narrow_pinned()));
+}
+
+TEST_CASE("CUDA v24 chunked backward outside rung 3 range runs rung 2 bit for bit") {
+  SKIP_WITHOUT_GPU();
+  check_outside_range_is_rung2(cuda::BwdVersion::v24_dswide);
+}
+
+TEST_CASE("CUDA v24 on small cases per scalar operator for the sanitizers") {
+  SKIP_WITHOUT_GPU();
+  // Rung 24's bit test on the smallest case where its default width is 128 on this device (sms / 4 + 1 sequences of
+  // 70 tokens at H = 2, K = V = 128: two chunks each, so racecheck sees the single-stage tiles reused) and K = 36,
+  // V = 20 (key width 64: rung 22's kernel), DeltaNet and GDN, both gate dtypes, with the width unset and forced.
+  const int sms = device_sm_count();
+  const std::vector<Case> cases = {fixed_case(sms / 4 + 1, 70, 2, 128, 128, GateMode::random, true, 79),
+                                   fixed_case(1, 200, 1, 36, 20, GateMode::random, true, 80)};
+  const int wide = check_v24_equals_v22(cases, {Op::delta_rule, Op::gated_delta_rule});
+  CHECK((wide > 0 || narrow_pinned()));
 }
 
 TEST_CASE("CUDA v18 lean chunked backward equals the float64 reference backward for every operator in bfloat16") {

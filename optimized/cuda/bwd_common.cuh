@@ -221,6 +221,15 @@ inline bool dv_bf16_ok(const BwdCall& c) {
   return in_rung18_range(c) && c.p.V % 8 == 0 && al(ws.du0, 16) && al(ws.vn, 16) && al(ws.dvn, 16) && al(ws.S, 16) &&
          al(ws.dS, 16) && al(c.do_, 8) && al(c.p.v, 8);
 }
+/// Which dstates kernel (bwd3_dstates, bwd_v3_async.cu) bwd_v3_front launches; every choice computes the same values
+/// bit for bit (proofs_tests/test_cuda_backward.cu). The value columns per block come from dstates_bv, where
+/// LINATTN_BWD3_BV (32, 64, or 128 at key width 128) overrides every default.
+///   two_stage  rung 3 to 22: two stages of the w_aux, Qg, Kd tiles, 64 value columns per block where that still
+///              gives every SM a block, else 32;
+///   one_stage  rung 23: one stage of those tiles (kOne), 32 columns at key width 128 (two blocks per SM);
+///   wide       rung 24: at key width 128, 128 columns (a head's whole value range, kOne's single stage, one block
+///              per SM) wherever 64 columns would need more blocks than the device has SMs; elsewhere two_stage.
+enum class DsPick { two_stage, one_stage, wide };
 /// Rung 3's first three stages (bwd_v3_async.cu; bf16 inputs, 16 <= K <= 128, p.N > 0): prepare,
 /// states, dstates on the forward's tensor-core kernels, each followed by prof.mark() (prepare and
 /// states only when there are chunks). Afterwards the workspace holds what bwd_v2_grads reads and
@@ -234,11 +243,11 @@ inline bool dv_bf16_ok(const BwdCall& c) {
 /// saves dS' as its bf16 hi part into ws.dS's first half (bwd3_dstates' kDsH), for bwd_v12_g1_dsh and
 /// bwd_v12_g1_dsh_dwah. dv_bf16 (rung 20; DeltaNet and GDN, else std::logic_error): the dstates kernel also saves
 /// dv_new's bf16 hi part into ws.du0's first half (bwd3_dstates' kDvH), for bwd_v12_g1_dvh / bwd_v12_g1_dsh_dvh;
-/// the caller checks rung 20's alignment (bwdc::dv_bf16_ok). ds_one (rung 23): the dstates kernel with one stage of its
-/// w_aux, Qg, Kd tiles (bwd3_dstates' kOne: two blocks per SM, the same values), with ds_bf16 or dv_bf16 or neither.
+/// the caller checks rung 20's alignment (bwdc::dv_bf16_ok). ds: which dstates kernel (DsPick), with ds_bf16 or
+/// dv_bf16 or neither; each computes the same values.
 void bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra = false, bool wide_extras = false,
                   bool extras = true, bool g_only = false, bool ds_bf16 = false, bool dv_bf16 = false,
-                  bool ds_one = false);
+                  DsPick ds = DsPick::two_stage);
 /// Rung 4's chunk-gradient kernel (bwd_v4_tc_tail.cu: bwd_grads_tc with B7 and B9 on tensor cores),
 /// then prof.mark(); reads the workspace bwd_v3_front leaves. batch_loads: rung 5's variant (V5Mid:
 /// stagings, tail and V4Mid's B9 slabs load in batches, the per-channel float32 B9 unrolled;
@@ -319,17 +328,17 @@ void bwd_v17_grads(const BwdCall& c, Profile& prof);
 /// g_only: the front without the extras kernel (bwd_v3_front's g_only; rung 18's kLean g1 and g2).
 /// ds_bf16: bwd_v3_front's (rung 19, DeltaNet; g1 must then read bf16 dS': bwd_v12_g1_dsh).
 /// dv_bf16: bwd_v3_front's (rung 20, DeltaNet and GDN; g1 must then read bf16 dv_new: bwd_v12_g1_(dsh_)dvh).
-/// ds_one: bwd_v3_front's (rung 23: the single-stage dstates kernel).
+/// ds: bwd_v3_front's (DsPick: rung 23's single-stage dstates kernel, rung 24's wide one).
 void bwd_split_launch(const BwdCall& c, const char* name, void (*g1)(const BwdCall&, Profile&),
                       void (*g2)(const BwdCall&, Profile&), bool g_only = false, bool ds_bf16 = false,
-                      bool dv_bf16 = false, bool ds_one = false);
+                      bool dv_bf16 = false, DsPick ds = DsPick::two_stage);
 /// Rungs 21 and 22's split route (bwd_v21_duvsmem.cu), for a call inside rung 18's range (the caller checks it): the
 /// front without extras, then g1 and rung 21's G2' (bwd_v11_g2_duv), profiled as `name`. g1 is g1_dn for DeltaNet (with
 /// bf16 dS': ds_bf16), g1_gdn_dvh for GDN where bwdc::dv_bf16_ok holds (with bf16 dv_new: dv_bf16), else g1_gdn_lean.
-/// ds_one (rung 23): the front's single-stage dstates kernel (bwd_v3_front's ds_one).
+/// ds: the front's dstates kernel (bwd_v3_front's DsPick: rung 23's single-stage, rung 24's wide).
 void bwd_duv_split_launch(const BwdCall& c, const char* name, void (*g1_dn)(const BwdCall&, Profile&),
                           void (*g1_gdn_dvh)(const BwdCall&, Profile&), void (*g1_gdn_lean)(const BwdCall&, Profile&),
-                          bool ds_one = false);
+                          DsPick ds = DsPick::two_stage);
 
 // ------------------------------------------------------------------------------------------------
 // Rung 2's chunk-gradient kernel bwd_grads_tc (B2, B4-B11 per (chunk, head); bwd_v2_tensorcore.cu's

@@ -34,15 +34,15 @@ std::size_t bwd_v21_workspace_bytes(const KParams& p) { return bwd_v3_workspace_
 
 void bwdc::bwd_duv_split_launch(const BwdCall& c, const char* name, void (*g1_dn)(const BwdCall&, Profile&),
                                 void (*g1_gdn_dvh)(const BwdCall&, Profile&),
-                                void (*g1_gdn_lean)(const BwdCall&, Profile&), bool ds_one) {
+                                void (*g1_gdn_lean)(const BwdCall&, Profile&), DsPick ds) {
   if (c.p.gate == kGateNone)  // DeltaNet: rung 19's front (bf16 dS')
     return bwd_split_launch(c, name, g1_dn, bwd_v11_g2_duv, /*g_only=*/true, /*ds_bf16=*/true, /*dv_bf16=*/false,
-                            ds_one);
+                            ds);
   if (dv_bf16_ok(c))  // GDN: rung 20's front (bf16 dv_new)
     return bwd_split_launch(c, name, g1_gdn_dvh, bwd_v11_g2_duv, /*g_only=*/true, /*ds_bf16=*/false,
-                            /*dv_bf16=*/true, ds_one);
+                            /*dv_bf16=*/true, ds);
   // GDN elsewhere: rung 18's front
-  bwd_split_launch(c, name, g1_gdn_lean, bwd_v11_g2_duv, /*g_only=*/true, /*ds_bf16=*/false, /*dv_bf16=*/false, ds_one);
+  bwd_split_launch(c, name, g1_gdn_lean, bwd_v11_g2_duv, /*g_only=*/true, /*ds_bf16=*/false, /*dv_bf16=*/false, ds);
 }
 
 void bwd_v21_launch(const BwdCall& c) {

@@ -21,7 +21,7 @@
 // nvcc 13.0, sm_90a): 64-126 per thread for the KP = 128, BV = 32 instantiations, under the 128 that two blocks of 256
 // threads allow; no launch bound forces it (a min-blocks bound changed the existing instantiations' allocation).
 //
-// What changes against rung 22: the dstates kernel only (bwd3_dstates<.., kOne = true>, bwd_v3_front's ds_one); G1'
+// What changes against rung 22: the dstates kernel only (bwd3_dstates<.., kOne = true>, bwd_v3_front's DsPick::one_stage); G1'
 // is rung 22's, G2' rung 21's. KDA, GDN2 and every fallback run rung 21. Range: rung 18's (bwdc::in_rung18_range).
 // Workspace: rung 3's.
 //
@@ -41,7 +41,7 @@ void bwd_v23_launch(const BwdCall& c) {
   // rung 22's routing and G1' (its route named for G1''s staging, as rung 22's), rung 21's G2'; the front's dstates
   // kernel with one stage of w_aux, Qg, Kd
   bwdc::bwd_duv_split_launch(c, p.K % 8 == 0 ? "bwd_v23_kq8" : "bwd_v23", bwdc::bwd_v12_g1_dsh_kq8,
-                             bwdc::bwd_v12_g1_dvh_kq8, bwdc::bwd_v12_g1_lean_kq8, /*ds_one=*/true);
+                             bwdc::bwd_v12_g1_dvh_kq8, bwdc::bwd_v12_g1_lean_kq8, bwdc::DsPick::one_stage);
 }
 
 }  // namespace linattn::cuda::detail

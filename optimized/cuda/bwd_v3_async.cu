@@ -62,6 +62,7 @@ using bwdc::keep_s_off;
 using bwdc::first_chunk;
 using bwdc::gate_width;
 using bwdc::Profile;
+using bwdc::DsPick;
 
 /// The forward's workspace starts here, after the backward's (256-byte aligned).
 std::size_t tc_offset(const KParams& p) { return (bwdc::bwd_ws_bytes(p) + 255) / 256 * 256; }
@@ -516,10 +517,11 @@ void launch_dstates(const BwdCall& c, void* tcws) {
 /// dstates_bv).
 template <bool kDsH, bool kDvH, bool kOne = false>
 void launch_dstates_kp_bv(const BwdCall& c, void* tcws, int KP, int bv) {
-  // Session 22's trial (LINATTN_BWD3_BV=128, dstates_bv; unrun): a head's whole value range in one block, with rung
-  // 23's single stage of the w_aux, Qg, Kd tiles (193,536 bytes of shared memory, one block per SM): at B=8 H=16
-  // V=128 that is 128 blocks, one wave on 132 SMs, instead of 256 blocks of 64 columns in two waves, and each chunk's
-  // K-side tiles are read by one block instead of two. Each column's products are the same, so the same values.
+  // 128 columns (session 22's LINATTN_BWD3_BV=128; rung 24's default where dstates_bv says, DsPick::wide): a head's
+  // whole value range in one block, with rung 23's single stage of the w_aux, Qg, Kd tiles (193,536 bytes of shared
+  // memory, one block per SM): at B=8 H=16 V=128 that is 128 blocks, one wave on 132 SMs, instead of 256 blocks of 64
+  // columns in two waves, and each chunk's K-side tiles are read by one block instead of two. Each column's products
+  // are the same, so the same values (session 23 call 1: 0.56-0.61 -> 0.55 ms for DeltaNet, 0.67-0.68 -> 0.53 for GDN).
   if (bv == 128 && KP == 128) return launch_dstates<128, 128, kDsH, kDvH, true>(c, tcws);
   if (KP == 64)
     bv == 64 ? launch_dstates<64, 64, kDsH, kDvH, kOne>(c, tcws) : launch_dstates<64, 32, kDsH, kDvH, kOne>(c, tcws);
@@ -527,17 +529,30 @@ void launch_dstates_kp_bv(const BwdCall& c, void* tcws, int KP, int bv) {
     bv == 64 ? launch_dstates<128, 64, kDsH, kDvH, kOne>(c, tcws) : launch_dstates<128, 32, kDsH, kDvH, kOne>(c, tcws);
 }
 
-/// Value columns per block of bwd3_dstates: LINATTN_BWD3_BV when it is 32 or 64, or 128 at KP = 128 (session 22's
-/// trial, launch_dstates_kp_bv; any other value is ignored: the default applies); by default 64 when that still gives
-/// every SM a block, else 32 (as the forward's pick_bv, without its 16). one (rung 23's single-stage kernel, kOne): 32
-/// by default at KP = 128.
-int dstates_bv(const KParams& p, bool one = false) {
+/// The current device's SM count (cudaDevAttrMultiProcessorCount), for dstates_bv's wave count.
+int device_sms() {
+  int dev = 0, n = 0;
+  LINATTN_CUDA_CHECK(cudaGetDevice(&dev));
+  LINATTN_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+  return n;
+}
+
+/// Value columns per block of bwd3_dstates (DsPick, bwd_common.cuh): LINATTN_BWD3_BV when it is 32 or 64, or 128 at
+/// KP = 128 (launch_dstates_kp_bv; any other value is ignored: the default applies). By default: two_stage 64 when that
+/// still gives every SM a block, else 32 (as the forward's pick_bv, without its 16); one_stage (rung 23's kOne) 32 at
+/// KP = 128; wide (rung 24) 128 at KP = 128 where 64 columns would need more blocks than the device has SMs (more than
+/// one wave of the one-block-per-SM kernel: session 23 measured 128 columns faster at B=8 T=4096 H=16, 256 blocks of 64
+/// on 132 SMs), else two_stage's pick.
+int dstates_bv(const KParams& p, DsPick ds = DsPick::two_stage) {
+  const int KP = tc_pick_kp(p.K);
   if (const char* env = std::getenv("LINATTN_BWD3_BV")) {
     const int bv = std::atoi(env);
-    if (bv == 32 || bv == 64 || (bv == 128 && tc_pick_kp(p.K) == 128)) return bv;  // 128: launch_dstates_kp_bv
+    if (bv == 32 || bv == 64 || (bv == 128 && KP == 128)) return bv;  // 128: launch_dstates_kp_bv
   }
-  if (one && tc_pick_kp(p.K) == 128) return 32;  // rung 23 at KP = 128: two blocks per SM (DsSmem)
-  return long(p.N) * p.H * ((p.V + 63) / 64) >= 132 ? 64 : 32;
+  if (ds == DsPick::one_stage && KP == 128) return 32;  // rung 23 at KP = 128: two blocks per SM (DsSmem)
+  const long blocks64 = long(p.N) * p.H * ((p.V + 63) / 64);
+  if (ds == DsPick::wide && KP == 128 && blocks64 > device_sms()) return 128;  // rung 24
+  return blocks64 >= 132 ? 64 : 32;
 }
 
 /// Whether bwd3_extras_wide<Tg, .> may run this call: GDN2 only with per-channel gates (its mode 2), K a multiple of 4 and at most 128 (at most 8 rows per
@@ -610,7 +625,7 @@ void bwd_saved_states_layout(const KParams& p, std::size_t& ws_bytes, std::size_
 }
 
 void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool wide_extras, bool extras,
-                        bool g_only, bool ds_bf16, bool dv_bf16, bool ds_one) {
+                        bool g_only, bool ds_bf16, bool dv_bf16, DsPick ds) {
   const KParams& p = c.p;
   const BWs bw = bwd_ws(p);
   // A training forward's saved workspace (c.saved_ws: rung 4's intra outputs, written by rung 7's intra
@@ -664,13 +679,15 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
     else if (!saved_states) tc_state_bwd_launch(fc, KP, bw.S, bw.vn);
     prof.mark();
   }
-  const int bv = dstates_bv(p, ds_one);
+  const int bv = dstates_bv(p, ds);
   if (ds_bf16 && (p.gate != kGateNone || p.gdn2))
     throw std::logic_error("linattn::cuda: bwd_v3_front: ds_bf16 is for DeltaNet (GDN's dgamma needs float32 dS')");
   if (dv_bf16 && (p.gate == kGateChannel || p.gdn2))
     throw std::logic_error("linattn::cuda: bwd_v3_front: dv_bf16 is for DeltaNet and GDN (rung 20's G1')");
   // ds_bf16 (rung 19, DeltaNet): dS' as its bf16 hi part, which only G1' reads; dv_bf16 (rung 20): dv_new's too
-  // ds_one (rung 23): the single-stage kernel (kOne) for rung 21's three fronts
+  // DsPick::one_stage (rung 23): the single-stage kernel (kOne) for rung 21's three fronts. DsPick::wide (rung 24): bv
+  // is 128 where dstates_bv picks the wide kernel, which launch_dstates_kp_bv runs for any front (it is kOne's)
+  const bool ds_one = ds == DsPick::one_stage;
   if (ds_one && ds_bf16 && dv_bf16)
     throw std::logic_error("linattn::cuda: bwd_v3_front: ds_one takes bf16 dS' or bf16 dv_new, not both (rung 21's fronts)");
   if (ds_one && ds_bf16) launch_dstates_kp_bv<true, false, true>(c, tcws, KP, bv);  // rung 23, DeltaNet

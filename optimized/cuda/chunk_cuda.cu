@@ -629,6 +629,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v21_duvsmem: return "bwd_v21_duvsmem";
     case BwdVersion::v22_kq8: return "bwd_v22_kq8";
     case BwdVersion::v23_dsone: return "bwd_v23_dsone";
+    case BwdVersion::v24_dswide: return "bwd_v24_dswide";
   }
   return "?";
 }
@@ -669,6 +670,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v21_duvsmem, detail::bwd_v21_workspace_bytes, detail::bwd_v21_launch},
     {BwdVersion::v22_kq8, detail::bwd_v22_workspace_bytes, detail::bwd_v22_launch},
     {BwdVersion::v23_dsone, detail::bwd_v23_workspace_bytes, detail::bwd_v23_launch},
+    {BwdVersion::v24_dswide, detail::bwd_v24_workspace_bytes, detail::bwd_v24_launch},
 };
 }  // namespace
 
@@ -685,7 +687,7 @@ const std::vector<BwdVersion>& saved_bwd_versions() {
                                             BwdVersion::v13_g1g2, BwdVersion::v14_pchan, BwdVersion::v15_hionly,
                                             BwdVersion::v16_b9one, BwdVersion::v17_hybrid, BwdVersion::v18_lean,
                                             BwdVersion::v19_dsbf16, BwdVersion::v20_dvbf16, BwdVersion::v21_duvsmem,
-                                            BwdVersion::v22_kq8, BwdVersion::v23_dsone};
+                                            BwdVersion::v22_kq8, BwdVersion::v23_dsone, BwdVersion::v24_dswide};
   return v;
 }
 
@@ -760,7 +762,9 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
   // Since session 20: best = rung 21, rung 20 (DeltaNet: its rung 19 path) with G2' forming dbeta's du0 v terms on
   // chip, every gradient but dbeta bit for bit with rung 20 (session 20 call 2: DeltaNet backward 3.770 -> 3.601 ms,
   // GDN 4.536 -> 4.447; RESULTS.md "Rung 21").
-  if (version == BwdVersion::best) version = BwdVersion::v22_kq8;  // since session 21
+  // Since session 21: best = rung 22, rung 21 with G1''s k, q slabs staged by 16-byte octets, bit for bit with rung 21
+  // (RESULTS.md "Rung 22").
+  if (version == BwdVersion::best) version = BwdVersion::v24_dswide;  // since session 23 (RESULTS.md "Rung 24")
   const BwdRung* rung = nullptr;
   for (const BwdRung& r : kBwdLadder)
     if (r.version == version) rung = &r;

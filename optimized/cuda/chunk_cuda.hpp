@@ -207,14 +207,15 @@ ref::RecurrentOutput<float> chunk_gdn2(const Tensor<float>& q, const Tensor<floa
 // float32 (cumulative log-decays in float64) whatever the input type.
 // ------------------------------------------------------------------------------------------------
 
-/// The rungs of the backward ladder. `best` picks v22_kq8 since session 21 (v21_duvsmem in session 20, v20_dvbf16 in
+/// The rungs of the backward ladder. `best` picks v24_dswide since session 23 (v22_kq8 in sessions 21-22, v21_duvsmem in session 20, v20_dvbf16 in
 /// session 19, v19_dsbf16 in session 18, v18_lean in sessions 11-17):
 /// v17_hybrid (DeltaNet and GDN on v13_g1g2's split kernels, KDA and GDN2 on v8_wide's, each with one bf16
 /// MMA per product except the two products whose float32 operand keeps its lo part) with DeltaNet's and
 /// GDN's E, Qg, Kd formed in the split kernels (v18) and DeltaNet's dS' handed from the dstates kernel to
 /// the state-side one in bf16 (v19), and GDN's dv_new too (v20), bit for bit with v17, and dbeta's du0 v terms formed
 /// on chip in the WY-side kernel (v21: dbeta in another float32 summation order), and the state-side kernel's k, q
-/// slabs staged by 16-byte octets (v22, bit for bit with v21); like v3_async to v17 it runs
+/// slabs staged by 16-byte octets (v22, bit for bit with v21), and the dstates kernel over a head's 128 value columns
+/// where 64 would need more than one wave (v24, bit for bit with v22); like v3_async to v17 it runs
 /// v2_tensorcore outside its range: float32 inputs, K < 16 or K > 128; RESULTS.md "Rung 17" to "Rung 21", sessions
 /// 10-11 and 18-20 on the H200).
 enum class BwdVersion : int {
@@ -337,6 +338,10 @@ enum class BwdVersion : int {
   v23_dsone = 23,      ///< v22 with the dstates kernel holding one stage of its w_aux, Qg, Kd tiles (two blocks per
                        ///< SM at K > 64, value tiles of 32); bit for bit with v22; measured slower in session 21
                        ///< (dstates 0.568 -> 0.616-0.684 ms DeltaNet), not `best` (RESULTS.md, "Rung 23")
+  v24_dswide = 24,     ///< v22 with the dstates kernel over 128 value columns per block (a head's whole range, one
+                       ///< wave) at K > 64 where 64 columns would need more blocks than SMs; bit for bit with v22.
+                       ///< `best` since session 23: DeltaNet saved with states 3.74 -> 3.68 ms, GDN 4.56 -> 4.41
+                       ///< (RESULTS.md, "Rung 24")
 };
 
 const char* bwd_version_name(BwdVersion v);
@@ -464,7 +469,7 @@ class SavedForward {
 
 /// The backward rungs that accept a SavedForward: those whose prepare writes forward rung 4's intra
 /// outputs (rung 4's intra kernel, or rung 7's for rungs 18 to 23 in their range and wherever v9_in_best; rung 7's
-/// kA kernel also writes lean_g) and, where v9_in_best, recomputes rung 9's lean states (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid, v18_lean, v19_dsbf16, v20_dvbf16, v21_duvsmem, v22_kq8, v23_dsone). Any other
+/// kA kernel also writes lean_g) and, where v9_in_best, recomputes rung 9's lean states (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid, v18_lean, v19_dsbf16, v20_dvbf16, v21_duvsmem, v22_kq8, v23_dsone, v24_dswide). Any other
 /// rung, and rung 5 with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel), is refused.
 const std::vector<BwdVersion>& saved_bwd_versions();
 

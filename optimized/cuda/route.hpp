@@ -6,15 +6,16 @@
 namespace linattn::cuda {
 
 /// The name that the last backward_device call on this thread passed to the split launcher (bwdc::bwd_split_launch,
-/// bwd_v10_split.cu: "bwd_v10" ... "bwd_v22", "bwd_v22_kq8", "bwd_v23" and "bwd_v23_kq8", the rung whose G1 / G2 kernels ran), or "" if that call ran no split
+/// bwd_v10_split.cu: "bwd_v10" ... "bwd_v22", "bwd_v22_kq8", "bwd_v23", "bwd_v23_kq8", "bwd_v24" and "bwd_v24_kq8", the rung whose G1 / G2 kernels ran), or "" if that call ran no split
 /// kernels (KDA, GDN2, rungs below 10, calls outside the split kernels' range, no chunks to launch).
 const char* last_backward_split_route();
 
 /// The block order and value columns per block of the last backward_device call's dstates kernel (bwd3_dstates,
 /// bwd_v3_async.cu) on this thread: "value-first/BV" (grid (value tiles, sequences, heads): LINATTN_BWD3_VFIRST=1,
 /// session 22's trial), "sequence-first/BV" (grid (sequences, heads, value tiles): the default), BV = 32, 64 or 128
-/// (LINATTN_BWD3_BV=128, session 22's trial), or "" if that call launched no dstates kernel (rungs 1-2, calls outside
-/// rung 3's range, no chunks). A hook for the knobs' tests: every order and width gives the same bits.
+/// (LINATTN_BWD3_BV=128, or rung 24's default where 64 would need more than one wave), or "" if that call launched no
+/// dstates kernel (rungs 1-2, calls outside rung 3's range, no chunks). A hook for the tests of the knobs and of rung
+/// 24: every order and width gives the same bits, so only this shows which one ran.
 const char* last_dstates_grid();
 
 namespace detail {

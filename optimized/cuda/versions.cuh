@@ -261,6 +261,11 @@ void bwd_v22_launch(const BwdCall& c);
 std::size_t bwd_v23_workspace_bytes(const KParams& p);
 void bwd_v23_launch(const BwdCall& c);
 
+// bwd_v24_dswide.cu (rung 22 with the dstates kernel over 128 value columns per block at key width 128 where 64
+// columns would need more than one wave: bit for bit with rung 22; KDA, GDN2 and the fallbacks run rung 21)
+std::size_t bwd_v24_workspace_bytes(const KParams& p);
+void bwd_v24_launch(const BwdCall& c);
+
 // Reused by the backward's rung 3 from the forward's tensor-core rungs (bf16 inputs, 16 <= K <= 128;
 // c.p.ws is the tensor-core workspace of tc_common.cuh, V2Ws):
 /// v3_async.cu: v3's intra-chunk kernel, which also writes A = (I + L)^-1 of every chunk to a_out

@@ -138,10 +138,13 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     which is summed in another float32 order; KDA, GDN2 and other calls run rung 20; the one 'best'
     picked in session 20),
     'bwd_v22_kq8' (rung 21 with one kernel's k and q tiles loaded 16 bytes at a time; rung 21's
-    gradients bit for bit; the one 'best' picks since session 21),
+    gradients bit for bit; the one 'best' picked in sessions 21-22),
     'bwd_v23_dsone' (rung 22 with the reverse-recurrence kernel keeping one stage of three of its
     tiles instead of two, so that two of its blocks share an SM; rung 22's gradients bit for bit by
-    design; measured slower than rung 22 in session 21).
+    design; measured slower than rung 22 in session 21),
+    'bwd_v24_dswide' (rung 22 with the reverse-recurrence kernel covering a head's 128 value columns
+    per block, where K > 64 and 64 columns would need more blocks than the GPU has SMs; rung 22's
+    gradients bit for bit; the one 'best' picks since session 23).
     output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"
     _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})

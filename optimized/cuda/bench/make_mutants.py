@@ -898,6 +898,18 @@ MUTANTS = [
      "      issue_tile(reinterpret_cast<bf16*>(smem + S::sKd), tw.kd, cw);  // w_aux and Qg: issue_b",
      "      issue_tile(reinterpret_cast<bf16*>(smem + S::sKd), p.mutant == 292 ? tw.qg : tw.kd, cw);  // w_aux and Qg: issue_b",
      "bwd v23, dstates kOne: Kd's tile loaded from Qg (B1's dv_new wrong)"),
+    # Session 23: backward rung 24 (bwd_v24_dswide.cu: 128 dstates columns per block where 64 would need more blocks
+    # than SMs). 293 and 294 must fail test_cuda_backward's "CUDA v24 gradients equal v22 gradients bit for bit" with
+    # LINATTN_BWD3_BV set to "" (the default width alone) by its width checks; 291 (above) must fail it with
+    # LINATTN_BWD3_BV=128 (the 128-column kernel is kOne's).
+    (293, "optimized/cuda/bwd_v3_async.cu",
+     "  if (ds == DsPick::wide && KP == 128 && blocks64 > device_sms()) return 128;  // rung 24",
+     "  if (ds == DsPick::wide && KP == 128 && (p.mutant == 293 ? blocks64 >= device_sms() : blocks64 > device_sms())) return 128;  // rung 24",
+     "bwd v24: 128 columns already at exactly one wave of 64-column blocks (the rule's threshold off by one)"),
+    (294, "optimized/cuda/bwd_v24_dswide.cu",
+     "bwdc::bwd_v12_g1_dvh_kq8, bwdc::bwd_v12_g1_lean_kq8, bwdc::DsPick::wide);",
+     "bwdc::bwd_v12_g1_dvh_kq8, bwdc::bwd_v12_g1_lean_kq8, p.mutant == 294 ? bwdc::DsPick::two_stage : bwdc::DsPick::wide);",
+     "bwd v24: rung 22's dstates width everywhere (rung 24 changes nothing, so its bit test would compare rung 22 with itself)"),
 ]
 
 HOOKS = [
