@@ -1397,29 +1397,38 @@ std::string v24_route(const Case& c, Op op) {
 /// LINATTN_BWD3_BV = bv ("" = unset) and LINATTN_BWD3_VFIRST unset, worked out here from bwd_v24_dswide.cu's rule:
 /// outside rung 3's range (K < 16 or K > 128 in these bf16 tests) no dstates kernel; a set bv of 32 or 64, or 128 at
 /// key width 128 (65 <= K <= 128), is taken as it is; else DeltaNet and GDN (rung 24's own kernels) at key width 128
-/// take 128 columns where N H ceil(V / 64) exceeds the SM count, and everything else takes rung 22's pick: 64 where
-/// N H ceil(V / 64) >= 132, else 32 (KDA and GDN2 run rung 21, i.e. 20, whose front picks so).
+/// take the width w of 128, 64, 32 (ties to the wider) with the least ceil(N H ceil(V / w) / sms) x cost(w), cost 2.6,
+/// 1.52, 1; everything else takes rung 22's pick: 64 where N H ceil(V / 64) >= 132, else 32 (KDA and GDN2 run rung 21,
+/// i.e. 20, whose front picks so).
 std::string v24_grid(const Case& c, Op op, const std::string& bv, int sms) {
   if (c.K < 16 || c.K > 128) return "";
   const bool kp128 = c.K > 64;
   if (bv == "32" || bv == "64" || (bv == "128" && kp128)) return "sequence-first/" + bv;
-  const long n = c.cu_seqlens.empty() ? long(c.B) : long(c.cu_seqlens.size()) - 1;
-  const long blocks64 = n * c.H * ((c.V + 63) / 64);
+  const long nh = (c.cu_seqlens.empty() ? long(c.B) : long(c.cu_seqlens.size()) - 1) * c.H;
   const bool scalar = op == Op::delta_rule || op == Op::gated_delta_rule;
-  if (scalar && kp128 && blocks64 > sms) return "sequence-first/128";
-  return blocks64 >= 132 ? "sequence-first/64" : "sequence-first/32";
+  if (scalar && kp128) {
+    int pick = 0;
+    double pick_t = 0;
+    for (const auto& [w, cost] : {std::pair<int, double>{128, 2.6}, {64, 1.52}, {32, 1.0}}) {
+      const long waves = (nh * ((c.V + w - 1) / w) + sms - 1) / sms;
+      if (pick == 0 || waves * cost < pick_t) pick = w, pick_t = waves * cost;
+    }
+    return "sequence-first/" + std::to_string(pick);
+  }
+  return nh * ((c.V + 63) / 64) >= 132 ? "sequence-first/64" : "sequence-first/32";
 }
 
-/// Cases where rung 24's default width is 128 on this device, and one where it is not: key width 128 with more
-/// sequences x heads x 64-column tiles than SMs. sms / 4 + 1 sequences of 70 tokens (two chunks, the last partial) at
-/// H = 2, K = V = 128 (one SM too many for one wave of 64-column blocks); the same at exactly sms / 4 sequences (not
-/// more blocks than SMs: rung 22's 64 where sms / 4 * 4 >= 132); and a packed batch of ceil((sms + 1) / 12) ragged
-/// sequences at H = 3, K = 100, V = 200 (four 64-column tiles per head, two 128-column tiles, the second partial),
-/// extreme gates. On the H200 (132 SMs): 34 sequences (136 blocks), 33 (132) and 12 (144).
+/// Cases where rung 24's width differs from rung 22's on this device, and one at a threshold: K = V = 128, H = 2,
+/// sequences of 70 tokens (two chunks, the last partial): sms / 4 + 1 of them (128 columns: one wave, where 64 would
+/// need two), exactly sms / 4 (64: one wave of 64-column blocks, 128 would cost more), sms / 8 + 1 (64, where rung
+/// 22 takes 32 and 32 would need two waves); and a packed batch of ceil((sms + 1) / 12) ragged sequences at H = 3,
+/// K = 100, V = 200 (128: two 128-column tiles per head, the second partial), extreme gates. On the H200 (132 SMs):
+/// 34, 33 and 17 sequences, and 12.
 std::vector<Case> v24_wide_cases(int sms) {
   std::vector<Case> cases;
   cases.push_back(fixed_case(sms / 4 + 1, 70, 2, 128, 128, GateMode::random, true, 76));
   cases.push_back(fixed_case(sms / 4, 70, 2, 128, 128, GateMode::random, true, 77));
+  cases.push_back(fixed_case(sms / 8 + 1, 70, 2, 128, 128, GateMode::random, true, 81));
   const int n = (sms + 1 + 11) / 12;
   std::vector<index_t> cu = {0};
   for (int i = 0; i < n; ++i) cu.push_back(cu.back() + 1 + (37 * i + 11) % 150);  // 1 to 150 tokens each
@@ -1429,7 +1438,8 @@ std::vector<Case> v24_wide_cases(int sms) {
 
 /// Rung 24 against rung 22 bit for bit (every gradient, dh0 included), finite, routes and dstates widths checked,
 /// NaN-filled workspaces between the rungs, with LINATTN_BWD3_BV unset (rung 24's own pick) and then 32, 64 and 128,
-/// unless the caller pins it; LINATTN_BWD3_VFIRST unset. Returns how many calls launched the 128-column kernel.
+/// unless the caller pins it; LINATTN_BWD3_VFIRST unset. Returns how many calls rung 24's own pick (width unset) sent
+/// to a width other than rung 22's.
 int check_v24_equals_v22(const std::vector<Case>& cases, const std::vector<Op>& ops) {
   EnvRestore keep_bv("LINATTN_BWD3_BV"), keep_vf("LINATTN_BWD3_VFIRST");
   unsetenv("LINATTN_BWD3_VFIRST");
@@ -1443,34 +1453,37 @@ int check_v24_equals_v22(const std::vector<Case>& cases, const std::vector<Op>& 
                       /*require_finite=*/true, /*poison_between=*/true, v24_route,
                       [&](const Case& c, Op op) {
                         const std::string g = v24_grid(c, op, bv, sms);
-                        wide += g == "sequence-first/128";
+                        // rung 22's width: its front's pick (v24_grid for KDA, whose route is rung 21's)
+                        wide += bv.empty() && g != v24_grid(c, Op::kda, bv, sms);
                         return g;
                       });
   }
   return wide;
 }
 
-/// Whether the caller pinned LINATTN_BWD3_BV to 32 or 64 (knob_values then runs that width alone: no 128-column call).
-bool narrow_pinned() {
+/// Whether the caller pinned LINATTN_BWD3_BV to a width (knob_values then runs that width alone, so rung 24's own
+/// pick never runs; set to "" it runs the pick alone).
+bool width_pinned() {
   const char* v = std::getenv("LINATTN_BWD3_BV");
-  return v && (std::string(v) == "32" || std::string(v) == "64");
+  return v && *v;
 }
 }  // namespace
 
 TEST_CASE("CUDA v24 gradients equal v22 gradients bit for bit") {
   SKIP_WITHOUT_GPU();
-  // Rung 24 (bwd_v24_dswide.cu) is rung 22 with the dstates kernel over 128 value columns per block where the key
-  // width is 128 and 64 columns would need more blocks than the device has SMs. Each value column's products are the
-  // same at any width, so every gradient, dh0 (the dstates kernel's own output) included, must equal rung 22's bit
-  // for bit and be finite. Rung 20's bit cases (all below the SM count: rung 22's width), v24_wide_cases (where the
-  // 128-column kernel is rung 24's default, and one exactly at the threshold where it is not), each with the width
-  // unset and forced to 32, 64 and 128. Each call's route and dstates width are checked against v24_grid, worked out
-  // here from the rule, so a rung that ran rung 22's width (or the wide kernel everywhere) fails.
+  // Rung 24 (bwd_v24_dswide.cu) is rung 22 with the dstates kernel's value columns per block (32, 64 or 128) picked
+  // by a wave-count model at key width 128. Each value column's products are the same at any width, so every
+  // gradient, dh0 (the dstates kernel's own output) included, must equal rung 22's bit for bit and be finite. Rung
+  // 20's bit cases (small: mostly rung 22's width), v24_wide_cases (sized from this device's SM count: 128 and 64
+  // where rung 22 takes 64 and 32, and one at a threshold), each with the width unset and forced to 32, 64 and 128.
+  // Each call's route and dstates width are checked against v24_grid, worked out here from the rule, so a rung that
+  // ran rung 22's width, or a pick off at a threshold, fails (planted bugs 293 and 294; 291 breaks the 128-column
+  // kernel's single stage).
   std::vector<Case> cases = rung20_bit_cases();
   for (const Case& c : v24_wide_cases(device_sm_count())) cases.push_back(c);
   const int wide = check_v24_equals_v22(cases, std::vector<Op>(std::begin(kOps), std::end(kOps)));
-  INFO("calls on the 128-column kernel: " << wide);
-  CHECK((wide > 0 || narrow_pinned()));
+  INFO("calls where rung 24's pick differs from rung 22's: " << wide);
+  CHECK((wide > 0 || width_pinned()));
 }
 
 TEST_CASE("CUDA v24 chunked backward outside rung 3 range runs rung 2 bit for bit") {
@@ -1487,7 +1500,7 @@ TEST_CASE("CUDA v24 on small cases per scalar operator for the sanitizers") {
   const std::vector<Case> cases = {fixed_case(sms / 4 + 1, 70, 2, 128, 128, GateMode::random, true, 79),
                                    fixed_case(1, 200, 1, 36, 20, GateMode::random, true, 80)};
   const int wide = check_v24_equals_v22(cases, {Op::delta_rule, Op::gated_delta_rule});
-  CHECK((wide > 0 || narrow_pinned()));
+  CHECK((wide > 0 || width_pinned()));
 }
 
 TEST_CASE("CUDA v18 lean chunked backward equals the float64 reference backward for every operator in bfloat16") {

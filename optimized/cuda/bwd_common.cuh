@@ -227,8 +227,9 @@ inline bool dv_bf16_ok(const BwdCall& c) {
 ///   two_stage  rung 3 to 22: two stages of the w_aux, Qg, Kd tiles, 64 value columns per block where that still
 ///              gives every SM a block, else 32;
 ///   one_stage  rung 23: one stage of those tiles (kOne), 32 columns at key width 128 (two blocks per SM);
-///   wide       rung 24: at key width 128, 128 columns (a head's whole value range, kOne's single stage, one block
-///              per SM) wherever 64 columns would need more blocks than the device has SMs; elsewhere two_stage.
+///   wide       rung 24: at key width 128, 32, 64 or 128 columns by a wave-count model (bwd_v3_async.cu's
+///              dstates_wide_pick; 128 is a head's whole value range on kOne's single stage, one block per SM);
+///              elsewhere two_stage.
 enum class DsPick { two_stage, one_stage, wide };
 /// Rung 3's first three stages (bwd_v3_async.cu; bf16 inputs, 16 <= K <= 128, p.N > 0): prepare,
 /// states, dstates on the forward's tensor-core kernels, each followed by prof.mark() (prepare and

@@ -1,23 +1,25 @@
 // optimized/cuda/bwd_v24_dswide.cu -- rung 24 of the CUDA backward ladder: rung 22 (bwd_v22_kq8.cu) with the dstates
-// kernel taking a head's whole value range, 128 columns per block, wherever 64 columns would need more blocks than the
-// device has SMs (issue 6; written and measured in session 23).
+// kernel's value columns per block (32, 64, or a head's whole 128) picked by a wave-count model at key width 128
+// (issue 6; written and measured in session 23).
 //
 // Why: the dstates kernel (bwd3_dstates, bwd_v3_async.cu: the reverse recurrence B1, B3 over a sequence's chunks, one
 // block per (sequence, head, value tile)) needs 188,416 bytes of shared memory at key width 128 and 64 value columns,
 // so one block per SM: at B=8 T=4096 H=16 V=128 its 256 blocks run in 1.94 waves on the H200's 132 SMs, and each
 // chunk's w_aux, Qg, Kd and P tiles are read by a head's two blocks, in different waves. With 128 columns (rung 23's
 // single stage of the w_aux, Qg, Kd tiles, kOne: 193,536 bytes, 207 registers for DeltaNet and 236 for GDN, no spill)
-// the 128 blocks run in one wave and each chunk's K-side tiles are read once per head. Session 22 wrote the kernel
+// the 128 blocks run in one wave and each chunk's K-side tiles are read once per head. Session 22 wrote that kernel
 // behind LINATTN_BWD3_BV=128; session 23 call 1 measured it (bench/logs_session23/call1/): dstates 0.56-0.61 -> 0.55 ms
 // for DeltaNet and 0.67-0.68 -> 0.53 ms for GDN; forward + backward with saved states 3.74 -> 3.68 ms (DeltaNet) and
 // 4.56 -> 4.41 ms (GDN), the knob set between two unset runs in one process. Putting the value tile first in the grid
 // instead (LINATTN_BWD3_VFIRST=1, the other trial) measured nothing (3.75 against 3.74-3.78; dstates 0.61).
 //
-// When: at key width 128 (65 <= K <= 128) where N H ceil(V / 64) > the SM count (cudaDevAttrMultiProcessorCount),
-// i.e. where the 64-column kernel would need more than one wave (bwd_v3_async.cu's dstates_bv, DsPick::wide). Below
-// that, one wave of 64-column blocks already runs everything side by side, and a block over 128 columns walks the same
-// chain of chunks with twice the work per step (session 23's figures: a 128-column block takes about 1.9x the time of
-// a 64-column one for DeltaNet, 1.6x for GDN), so rung 22's pick stays. LINATTN_BWD3_BV (32, 64, 128) overrides it.
+// When (bwd_v3_async.cu's dstates_wide_pick, DsPick::wide): at key width 128 (65 <= K <= 128), the width w of 32, 64
+// and 128 with the least ceil(N H ceil(V / w) / SMs) x cost(w), cost = 1, 1.52, 2.6: the time of one block of w
+// columns over a sequence relative to one of 32 (session 23 call 3, measured with one wave of each). A wider block
+// walks the same chain of chunks with more work per step, so it pays only where it saves a wave. Session 23 call 3
+// timed all three widths at N H = 32, 64, 96, 128 and 256 (bench/logs_session23/call3/): the model's pick was the
+// fastest at each (32, 64, 128, 128, 128), where rung 22's rule took 32, 32, 64, 64, 64. At key width 64 rung 22's
+// pick stays (not measured). LINATTN_BWD3_BV (32, 64, 128) overrides it.
 //
 // What changes against rung 22: the dstates kernel's width only (bwd_v3_front's DsPick::wide); every column's products
 // are the same at any width, so every gradient equals rung 22's bit for bit (proofs_tests/test_cuda_backward.cu, "CUDA

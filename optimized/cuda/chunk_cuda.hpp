@@ -214,8 +214,8 @@ ref::RecurrentOutput<float> chunk_gdn2(const Tensor<float>& q, const Tensor<floa
 /// GDN's E, Qg, Kd formed in the split kernels (v18) and DeltaNet's dS' handed from the dstates kernel to
 /// the state-side one in bf16 (v19), and GDN's dv_new too (v20), bit for bit with v17, and dbeta's du0 v terms formed
 /// on chip in the WY-side kernel (v21: dbeta in another float32 summation order), and the state-side kernel's k, q
-/// slabs staged by 16-byte octets (v22, bit for bit with v21), and the dstates kernel over a head's 128 value columns
-/// where 64 would need more than one wave (v24, bit for bit with v22); like v3_async to v17 it runs
+/// slabs staged by 16-byte octets (v22, bit for bit with v21), and the dstates kernel's value columns per block
+/// (up to a head's 128) picked by a wave-count model (v24, bit for bit with v22); like v3_async to v17 it runs
 /// v2_tensorcore outside its range: float32 inputs, K < 16 or K > 128; RESULTS.md "Rung 17" to "Rung 21", sessions
 /// 10-11 and 18-20 on the H200).
 enum class BwdVersion : int {
@@ -338,10 +338,10 @@ enum class BwdVersion : int {
   v23_dsone = 23,      ///< v22 with the dstates kernel holding one stage of its w_aux, Qg, Kd tiles (two blocks per
                        ///< SM at K > 64, value tiles of 32); bit for bit with v22; measured slower in session 21
                        ///< (dstates 0.568 -> 0.616-0.684 ms DeltaNet), not `best` (RESULTS.md, "Rung 23")
-  v24_dswide = 24,     ///< v22 with the dstates kernel over 128 value columns per block (a head's whole range, one
-                       ///< wave) at K > 64 where 64 columns would need more blocks than SMs; bit for bit with v22.
-                       ///< `best` since session 23: DeltaNet saved with states 3.74 -> 3.68 ms, GDN 4.56 -> 4.41
-                       ///< (RESULTS.md, "Rung 24")
+  v24_dswide = 24,     ///< v22 with the dstates kernel's value columns per block (32, 64 or a head's whole 128: one
+                       ///< wave at B=8 H=16) picked at K > 64 by a wave-count model; bit for bit with v22. `best`
+                       ///< since session 23: DeltaNet saved with states 3.74 -> 3.69 ms, GDN 4.56 -> 4.41 at
+                       ///< B=8 T=4096 H=16 (RESULTS.md, "Rung 24")
 };
 
 const char* bwd_version_name(BwdVersion v);

@@ -261,8 +261,8 @@ void bwd_v22_launch(const BwdCall& c);
 std::size_t bwd_v23_workspace_bytes(const KParams& p);
 void bwd_v23_launch(const BwdCall& c);
 
-// bwd_v24_dswide.cu (rung 22 with the dstates kernel over 128 value columns per block at key width 128 where 64
-// columns would need more than one wave: bit for bit with rung 22; KDA, GDN2 and the fallbacks run rung 21)
+// bwd_v24_dswide.cu (rung 22 with the dstates kernel's value columns per block, 32, 64 or a head's whole 128, picked
+// by a wave-count model at key width 128: bit for bit with rung 22; KDA, GDN2 and the fallbacks run rung 21)
 std::size_t bwd_v24_workspace_bytes(const KParams& p);
 void bwd_v24_launch(const BwdCall& c);
 

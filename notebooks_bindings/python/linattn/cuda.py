@@ -142,8 +142,8 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     'bwd_v23_dsone' (rung 22 with the reverse-recurrence kernel keeping one stage of three of its
     tiles instead of two, so that two of its blocks share an SM; rung 22's gradients bit for bit by
     design; measured slower than rung 22 in session 21),
-    'bwd_v24_dswide' (rung 22 with the reverse-recurrence kernel covering a head's 128 value columns
-    per block, where K > 64 and 64 columns would need more blocks than the GPU has SMs; rung 22's
+    'bwd_v24_dswide' (rung 22 with the reverse-recurrence kernel's value columns per block, up to a
+    head's 128, picked for K > 64 by how many waves of blocks each width needs on the GPU; rung 22's
     gradients bit for bit; the one 'best' picks since session 23).
     output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"
