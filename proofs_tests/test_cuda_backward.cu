@@ -1393,6 +1393,20 @@ std::string v24_route(const Case& c, Op op) {
   return c.K % 8 == 0 ? "bwd_v24_kq8" : "bwd_v24";
 }
 
+/// Rung 24's width at key width 128 as bwd_v24_dswide.cu states its rule, written out here (the library's own is
+/// cuda::dstates_wide_pick, route.hpp; the test "CUDA v24 width pick ..." compares the two without a GPU): for nh
+/// (sequence, head) pairs of V columns on `sms` SMs, the w of 128, 64, 32 (ties to the wider) with the least
+/// ceil(nh ceil(V / w) / sms) x cost(w), cost 2.6, 1.52, 1.
+int v24_model_width(long nh, int V, int sms) {
+  int pick = 0;
+  double pick_t = 0;
+  for (const auto& [w, cost] : {std::pair<int, double>{128, 2.6}, {64, 1.52}, {32, 1.0}}) {
+    const long waves = (nh * ((V + w - 1) / w) + sms - 1) / sms;
+    if (pick == 0 || waves * cost < pick_t) pick = w, pick_t = waves * cost;
+  }
+  return pick;
+}
+
 /// The dstates grid (route.hpp's last_dstates_grid) rung 24 must launch for case c and operator op with
 /// LINATTN_BWD3_BV = bv ("" = unset) and LINATTN_BWD3_VFIRST unset, worked out here from bwd_v24_dswide.cu's rule:
 /// outside rung 3's range (K < 16 or K > 128 in these bf16 tests) no dstates kernel; a set bv of 32 or 64, or 128 at
@@ -1406,15 +1420,7 @@ std::string v24_grid(const Case& c, Op op, const std::string& bv, int sms) {
   if (bv == "32" || bv == "64" || (bv == "128" && kp128)) return "sequence-first/" + bv;
   const long nh = (c.cu_seqlens.empty() ? long(c.B) : long(c.cu_seqlens.size()) - 1) * c.H;
   const bool scalar = op == Op::delta_rule || op == Op::gated_delta_rule;
-  if (scalar && kp128) {
-    int pick = 0;
-    double pick_t = 0;
-    for (const auto& [w, cost] : {std::pair<int, double>{128, 2.6}, {64, 1.52}, {32, 1.0}}) {
-      const long waves = (nh * ((c.V + w - 1) / w) + sms - 1) / sms;
-      if (pick == 0 || waves * cost < pick_t) pick = w, pick_t = waves * cost;
-    }
-    return "sequence-first/" + std::to_string(pick);
-  }
+  if (scalar && kp128) return "sequence-first/" + std::to_string(v24_model_width(nh, c.V, sms));
   return nh * ((c.V + 63) / 64) >= 132 ? "sequence-first/64" : "sequence-first/32";
 }
 
@@ -1468,6 +1474,38 @@ bool width_pinned() {
   return v && *v;
 }
 }  // namespace
+
+TEST_CASE("CUDA v24 width pick takes the fastest width measured and agrees with the tests' statement of its rule") {
+  // No GPU needed: cuda::dstates_wide_pick (route.hpp) is a host function. (1) At the five shapes session 23 call 3
+  // timed with all three widths forced (H = 16, V = 128, 132 SMs; bench/logs_session23/README.md), it picks the width
+  // that was fastest there, for DeltaNet and for GDN alike: N H = 32 -> 32, 64 -> 64, 96, 128, 256 -> 128. Those are
+  // measurements, not the model, so a model that no longer fits them fails here. (2) It equals v24_model_width, the
+  // rule as the GPU bit test states it, for every nh up to 700, nine V and six SM counts, so that the bit test's
+  // expected widths are the library's. (3) On any SM count from 16 to 256, v24_wide_cases' sizes give the widths the
+  // bit test relies on: sms / 4 + 1 and sms / 4 sequences of two heads at V = 128 -> 128 and 64, sms / 8 + 1 -> 64.
+  const std::pair<long, int> measured[] = {{32, 32}, {64, 64}, {96, 128}, {128, 128}, {256, 128}};
+  for (const auto& [nh, fastest] : measured) {
+    INFO("N H = " << nh);
+    CHECK(cuda::dstates_wide_pick(nh, 128, 132) == fastest);
+  }
+  long compared = 0, differ = 0;
+  for (int sms : {16, 78, 108, 114, 132, 148})
+    for (int V : {1, 8, 32, 40, 64, 100, 128, 200, 256})
+      for (long nh = 1; nh <= 700; ++nh, ++compared)
+        if (cuda::dstates_wide_pick(nh, V, sms) != v24_model_width(nh, V, sms)) {
+          if (differ++ < 5) FAIL_CHECK("nh " << nh << " V " << V << " sms " << sms << ": library "
+                                             << cuda::dstates_wide_pick(nh, V, sms) << ", test's rule "
+                                             << v24_model_width(nh, V, sms));
+        }
+  INFO("compared " << compared << " (nh, V, sms)");
+  CHECK(differ == 0);
+  for (int sms = 16; sms <= 256; ++sms) {
+    INFO("sms " << sms);
+    CHECK(cuda::dstates_wide_pick(2L * (sms / 4 + 1), 128, sms) == 128);
+    CHECK(cuda::dstates_wide_pick(2L * (sms / 4), 128, sms) == 64);
+    CHECK(cuda::dstates_wide_pick(2L * (sms / 8 + 1), 128, sms) == 64);
+  }
+}
 
 TEST_CASE("CUDA v24 gradients equal v22 gradients bit for bit") {
   SKIP_WITHOUT_GPU();

@@ -537,32 +537,11 @@ int device_sms() {
   return n;
 }
 
-/// Rung 24's dstates width at key width 128 (DsPick::wide), for nh = N H (sequence, head) pairs of V value columns on
-/// a device of `sms` SMs: the width w of 32, 64 and 128 with the least waves(w) x cost(w), where waves(w) =
-/// ceil(nh ceil(V / w) / sms) (every width runs one block per SM at a time) and cost(w) is the time of one block of
-/// w columns over a sequence relative to one of 32, measured on the H200 in session 23 (call 3, 2 x 16384, 32 blocks
-/// to 128, one wave each: dstates 0.741 / 1.124 / 1.994 ms for DeltaNet, 0.838 / 1.282 / 2.032 for GDN) as 1, 1.52,
-/// 2.6 (DeltaNet's; GDN's 2.4 picks the same at every shape measured). With these it predicts the measured order of
-/// the three widths at all five shapes of that call (N H = 32, 64, 96, 128, 256: 32, 64, 128, 128, 128; e.g. 64 at
-/// N H = 64: 2 / 1.52 / 2.6 against 0.411 / 0.320 / 0.533 ms measured). Ties go to the wider tile (fewer re-reads
-/// of the K-side tiles). Rung 22's rule (two_stage) takes 32 at N H = 64, 0.08-0.09 ms slower there.
-int dstates_wide_pick(long nh, int V, int sms) {
-  const int widths[3] = {128, 64, 32};
-  const double cost[3] = {2.6, 1.52, 1.0};
-  int best = 128;
-  double best_t = 0;
-  for (int i = 0; i < 3; ++i) {
-    const long blocks = nh * ((V + widths[i] - 1) / widths[i]);
-    const double t = double((blocks + sms - 1) / sms) * cost[i];
-    if (i == 0 || t < best_t) best = widths[i], best_t = t;
-  }
-  return best;
-}
-
 /// Value columns per block of bwd3_dstates (DsPick, bwd_common.cuh): LINATTN_BWD3_BV when it is 32 or 64, or 128 at
 /// KP = 128 (launch_dstates_kp_bv; any other value is ignored: the default applies). By default: two_stage 64 when that
 /// still gives every SM a block, else 32 (as the forward's pick_bv, without its 16); one_stage (rung 23's kOne) 32 at
-/// KP = 128; wide (rung 24) at KP = 128 the width of dstates_wide_pick, else two_stage's pick.
+/// KP = 128; wide (rung 24) at KP = 128 the width of dstates_wide_pick (at the end of this file), else two_stage's
+/// pick.
 int dstates_bv(const KParams& p, DsPick ds = DsPick::two_stage) {
   const int KP = tc_pick_kp(p.K);
   if (const char* env = std::getenv("LINATTN_BWD3_BV")) {
@@ -570,7 +549,7 @@ int dstates_bv(const KParams& p, DsPick ds = DsPick::two_stage) {
     if (bv == 32 || bv == 64 || (bv == 128 && KP == 128)) return bv;  // 128: launch_dstates_kp_bv
   }
   if (ds == DsPick::one_stage && KP == 128) return 32;  // rung 23 at KP = 128: two blocks per SM (DsSmem)
-  if (ds == DsPick::wide && KP == 128) return dstates_wide_pick(long(p.N) * p.H, p.V, device_sms());  // rung 24
+  if (ds == DsPick::wide && KP == 128) return cuda::dstates_wide_pick(long(p.N) * p.H, p.V, device_sms());  // rung 24
   return long(p.N) * p.H * ((p.V + 63) / 64) >= 132 ? 64 : 32;
 }
 
@@ -729,3 +708,29 @@ void bwd_v3_launch(const BwdCall& c) {
 }
 
 }  // namespace linattn::cuda::detail
+
+namespace linattn::cuda {
+
+/// Rung 24's dstates width at key width 128 (DsPick::wide), for nh = N H (sequence, head) pairs of V value columns on
+/// a device of `sms` SMs: the width w of 32, 64 and 128 with the least waves(w) x cost(w), where waves(w) =
+/// ceil(nh ceil(V / w) / sms) (every width runs one block per SM at a time) and cost(w) is the time of one block of
+/// w columns over a sequence relative to one of 32, measured on the H200 in session 23 (call 3, 2 x 16384, 32 blocks
+/// to 128, one wave each: dstates 0.741 / 1.124 / 1.994 ms for DeltaNet, 0.838 / 1.282 / 2.032 for GDN) as 1, 1.52,
+/// 2.6 (DeltaNet's; GDN's 2.4 picks the same at every shape measured). With these it predicts the measured order of
+/// the three widths at all five shapes of that call (N H = 32, 64, 96, 128, 256: 32, 64, 128, 128, 128; e.g. 64 at
+/// N H = 64: 2 / 1.52 / 2.6 against 0.411 / 0.320 / 0.533 ms measured). Ties go to the wider tile (fewer re-reads
+/// of the K-side tiles). Rung 22's rule (two_stage) takes 32 at N H = 64, 0.08-0.09 ms slower there.
+int dstates_wide_pick(long nh, int V, int sms) {  // declared in route.hpp
+  const int widths[3] = {128, 64, 32};
+  const double cost[3] = {2.6, 1.52, 1.0};
+  int best = 128;
+  double best_t = 0;
+  for (int i = 0; i < 3; ++i) {
+    const long blocks = nh * ((V + widths[i] - 1) / widths[i]);
+    const double t = double((blocks + sms - 1) / sms) * cost[i];
+    if (i == 0 || t < best_t) best = widths[i], best_t = t;
+  }
+  return best;
+}
+
+}  // namespace linattn::cuda

@@ -18,6 +18,13 @@ const char* last_backward_split_route();
 /// 24: every order and width gives the same bits, so only this shows which one ran.
 const char* last_dstates_grid();
 
+/// Rung 24's value columns per block of the dstates kernel at key width 128 (bwd_v24_dswide.cu; defined at the end of
+/// bwd_v3_async.cu with the measurements behind it): for nh = N H (sequence, head) pairs of V value columns on a
+/// device of `sms` SMs, the width w of 128, 64 and 32 (ties to the wider) with the least
+/// ceil(nh ceil(V / w) / sms) x cost(w), cost = 2.6, 1.52, 1: the waves of one-block-per-SM blocks times a block's
+/// time relative to one of 32 columns. A pure host function, so that the tests can check it without a GPU.
+int dstates_wide_pick(long nh, int V, int sms);
+
 namespace detail {
 /// Set by backward_device ("" at its start) and by the split launcher (its rung's name, once it launches).
 void set_backward_split_route(const char* name);

@@ -903,8 +903,8 @@ MUTANTS = [
     # LINATTN_BWD3_BV set to "" (the default width alone) by its width checks; 291 (above) must fail it with
     # LINATTN_BWD3_BV=128 (the 128-column kernel is kOne's).
     (293, "optimized/cuda/bwd_v3_async.cu",
-     "return dstates_wide_pick(long(p.N) * p.H, p.V, device_sms());  // rung 24",
-     "return dstates_wide_pick(long(p.N) * p.H, p.V, device_sms() + (p.mutant == 293 ? 4 : 0));  // rung 24",
+     "return cuda::dstates_wide_pick(long(p.N) * p.H, p.V, device_sms());  // rung 24",
+     "return cuda::dstates_wide_pick(long(p.N) * p.H, p.V, device_sms() + (p.mutant == 293 ? 4 : 0));  // rung 24",
      "bwd v24: the width pick's SM count 4 too high (64 columns where 128 is due, at sms / 4 + 1 sequences of two heads)"),
     (294, "optimized/cuda/bwd_v24_dswide.cu",
      "bwdc::bwd_v12_g1_dvh_kq8, bwdc::bwd_v12_g1_lean_kq8, bwdc::DsPick::wide);",
