@@ -1,6 +1,6 @@
 // proofs_tests/test_cuda_backward.cu -- the CUDA chunked backward (optimized/cuda: rung 1
 // bwd_v1_simple.cu, rung 2 bwd_v2_tensorcore.cu, rung 3 bwd_v3_async.cu, rung 4 bwd_v4_tc_tail.cu,
-// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu, rung 8 bwd_v8_wide.cu, rung 9 bwd_v9_noextras.cu, rung 10 bwd_v10_split.cu, rung 11 bwd_v11_wyfast.cu, rung 12 bwd_v12_g1slab.cu, rung 13 bwd_v13_g1g2.cu, rung 15 bwd_v15_hionly.cu, rung 16 bwd_v16_b9one.cu, rung 17 bwd_v17_hybrid.cu, rung 18 bwd_v18_lean.cu, rung 19 bwd_v19_dsbf16.cu, rung 20 bwd_v20_dvbf16.cu, rung 21 bwd_v21_duvsmem.cu, rung 22 bwd_v22_kq8.cu, rung 23 bwd_v23_dsone.cu; host API
+// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu, rung 8 bwd_v8_wide.cu, rung 9 bwd_v9_noextras.cu, rung 10 bwd_v10_split.cu, rung 11 bwd_v11_wyfast.cu, rung 12 bwd_v12_g1slab.cu, rung 13 bwd_v13_g1g2.cu, rung 15 bwd_v15_hionly.cu, rung 16 bwd_v16_b9one.cu, rung 17 bwd_v17_hybrid.cu, rung 18 bwd_v18_lean.cu, rung 19 bwd_v19_dsbf16.cu, rung 20 bwd_v20_dvbf16.cu, rung 21 bwd_v21_duvsmem.cu, rung 22 bwd_v22_kq8.cu, rung 23 bwd_v23_dsone.cu, rung 24 bwd_v24_dswide.cu; host API
 // cuda::chunk_backward) equals the
 // float64 reference backward
 // (reference/recurrent_backward.hpp, itself proven by finite differences in
@@ -1278,7 +1278,8 @@ TEST_CASE("CUDA dstates kernel over 128 value columns per block gives the same g
   // width is 128 (K from 65 to 128); elsewhere the knob is ignored. Each value column's products are the same at any
   // width, so every gradient must equal the default width's (64 or 32) bit for bit, and be finite; the hook
   // last_dstates_grid (route.hpp) shows the width each call launched. Three rungs, so that every BV = 128 instance
-  // runs: `best` (rung 22: DeltaNet's dS' in bf16, GDN's dv_new in bf16, KDA and GDN2 neither), rung 20 with
+  // runs: `best` (rung 24, i.e. rung 22 at these small cases' default widths: DeltaNet's dS' in bf16, GDN's dv_new in
+  // bf16, KDA and GDN2 neither), rung 20 with
   // LINATTN_BWD20_DN=1 (DeltaNet with both) and rung 23 (its own kOne kernels, 32 columns by default). Rung 20's bit
   // cases (K = 128, 100, 72 with V = 128, 200, 129, 256: one and two 128-column tiles, partial last tiles; packed
   // batches), NaN-filled workspaces between the two runs.
@@ -1367,12 +1368,12 @@ TEST_CASE("CUDA v23 on two small cases per scalar operator for the sanitizers") 
   check_v23_equals_v22(cases, {Op::delta_rule, Op::gated_delta_rule});
 }
 
-TEST_CASE("CUDA v24 chunked backward with the wide dstates kernel equals the float64 reference backward for every operator in bfloat16") {
+TEST_CASE("CUDA v24 chunked backward with its dstates width pick equals the float64 reference backward for every operator in bfloat16") {
   SKIP_WITHOUT_GPU();
   prop_matches_reference(DType::bf16, DType::f32, cuda::BwdVersion::v24_dswide);
 }
 
-TEST_CASE("CUDA v24 chunked backward with the wide dstates kernel and bfloat16 gates equals the reference backward on the rounded gates") {
+TEST_CASE("CUDA v24 chunked backward with its dstates width pick and bfloat16 gates equals the reference backward on the rounded gates") {
   SKIP_WITHOUT_GPU();
   prop_matches_reference(DType::bf16, DType::bf16, cuda::BwdVersion::v24_dswide);
 }
@@ -1424,21 +1425,27 @@ std::string v24_grid(const Case& c, Op op, const std::string& bv, int sms) {
   return nh * ((c.V + 63) / 64) >= 132 ? "sequence-first/64" : "sequence-first/32";
 }
 
+/// A packed batch of n ragged sequences (1 to 150 tokens each) at H = 3, K = 100, V = 200, extreme gates.
+Case v24_packed_case(int n, std::uint64_t seed) {
+  std::vector<index_t> cu = {0};
+  for (int i = 0; i < n; ++i) cu.push_back(cu.back() + 1 + (37 * i + 11) % 150);
+  return fixed_case(1, cu.back(), 3, 100, 200, GateMode::extreme, true, seed, cu);
+}
+
 /// Cases where rung 24's width differs from rung 22's on this device, and one at a threshold: K = V = 128, H = 2,
 /// sequences of 70 tokens (two chunks, the last partial): sms / 4 + 1 of them (128 columns: one wave, where 64 would
 /// need two), exactly sms / 4 (64: one wave of 64-column blocks, 128 would cost more), sms / 8 + 1 (64, where rung
-/// 22 takes 32 and 32 would need two waves); and a packed batch of ceil((sms + 1) / 12) ragged sequences at H = 3,
-/// K = 100, V = 200 (128: two 128-column tiles per head, the second partial), extreme gates. On the H200 (132 SMs):
-/// 34, 33 and 17 sequences, and 12.
+/// 22 takes 32 and 32 would need two waves); and packed batches at H = 3, K = 100 (key width 128 with K < 128),
+/// V = 200: sms / 6 sequences (128: two 128-column tiles per head, the second partial, 2 N H <= sms), and
+/// ceil((sms + 1) / 12) (32, where rung 22 takes 64). On the H200 (132 SMs): 34, 33 and 17 sequences, 22 and 12. The
+/// test "CUDA v24 width pick ..." checks these widths for every SM count from 16 to 256 without a GPU.
 std::vector<Case> v24_wide_cases(int sms) {
   std::vector<Case> cases;
   cases.push_back(fixed_case(sms / 4 + 1, 70, 2, 128, 128, GateMode::random, true, 76));
   cases.push_back(fixed_case(sms / 4, 70, 2, 128, 128, GateMode::random, true, 77));
   cases.push_back(fixed_case(sms / 8 + 1, 70, 2, 128, 128, GateMode::random, true, 81));
-  const int n = (sms + 1 + 11) / 12;
-  std::vector<index_t> cu = {0};
-  for (int i = 0; i < n; ++i) cu.push_back(cu.back() + 1 + (37 * i + 11) % 150);  // 1 to 150 tokens each
-  cases.push_back(fixed_case(1, cu.back(), 3, 100, 200, GateMode::extreme, true, 78, cu));
+  cases.push_back(v24_packed_case(sms / 6, 82));
+  cases.push_back(v24_packed_case((sms + 1 + 11) / 12, 78));
   return cases;
 }
 
@@ -1482,7 +1489,8 @@ TEST_CASE("CUDA v24 width pick takes the fastest width measured and agrees with 
   // measurements, not the model, so a model that no longer fits them fails here. (2) It equals v24_model_width, the
   // rule as the GPU bit test states it, for every nh up to 700, nine V and six SM counts, so that the bit test's
   // expected widths are the library's. (3) On any SM count from 16 to 256, v24_wide_cases' sizes give the widths the
-  // bit test relies on: sms / 4 + 1 and sms / 4 sequences of two heads at V = 128 -> 128 and 64, sms / 8 + 1 -> 64.
+  // bit test relies on: sms / 4 + 1 and sms / 4 sequences of two heads at V = 128 -> 128 and 64, sms / 8 + 1 -> 64,
+  // sms / 6 of three heads at V = 200 -> 128.
   const std::pair<long, int> measured[] = {{32, 32}, {64, 64}, {96, 128}, {128, 128}, {256, 128}};
   for (const auto& [nh, fastest] : measured) {
     INFO("N H = " << nh);
@@ -1504,6 +1512,7 @@ TEST_CASE("CUDA v24 width pick takes the fastest width measured and agrees with 
     CHECK(cuda::dstates_wide_pick(2L * (sms / 4 + 1), 128, sms) == 128);
     CHECK(cuda::dstates_wide_pick(2L * (sms / 4), 128, sms) == 64);
     CHECK(cuda::dstates_wide_pick(2L * (sms / 8 + 1), 128, sms) == 64);
+    CHECK(cuda::dstates_wide_pick(3L * (sms / 6), 200, sms) == 128);
   }
 }
 
@@ -1522,6 +1531,36 @@ TEST_CASE("CUDA v24 gradients equal v22 gradients bit for bit") {
   const int wide = check_v24_equals_v22(cases, std::vector<Op>(std::begin(kOps), std::end(kOps)));
   INFO("calls where rung 24's pick differs from rung 22's: " << wide);
   CHECK((wide > 0 || width_pinned()));
+}
+
+TEST_CASE("CUDA v24 with its own widths equals the float64 reference backward on cases sized to pick them") {
+  SKIP_WITHOUT_GPU();
+  // The property tests above draw at most a few (sequence, head) pairs, where rung 24 picks 32 columns (rung 22's
+  // kernel); here its 128- and 64-column picks are held to the reference directly (rung 3's bounds, as every rung from
+  // 3 on): sms / 4 + 1 sequences of two heads at K = V = 128 (128 columns), sms / 6 packed sequences of three heads at
+  // K = 100, V = 200 (128 columns, a partial second tile), sms / 8 + 1 sequences of two heads with extreme gates (64
+  // columns), every operator (KDA and GDN2 run rung 21's widths), both gate dtypes, each call's width checked.
+  EnvRestore keep_bv("LINATTN_BWD3_BV"), keep_vf("LINATTN_BWD3_VFIRST");
+  unsetenv("LINATTN_BWD3_BV");
+  unsetenv("LINATTN_BWD3_VFIRST");
+  const int sms = device_sm_count();
+  const std::vector<Case> cases = {fixed_case(sms / 4 + 1, 70, 2, 128, 128, GateMode::random, true, 83),
+                                   v24_packed_case(sms / 6, 84),
+                                   fixed_case(sms / 8 + 1, 70, 2, 128, 128, GateMode::extreme, true, 85)};
+  for (const Case& cs : cases)
+    for (DType gdt : {DType::f32, DType::bf16})
+      for (Op op : kOps) {
+        BwdCase bc;
+        bc.c = cs;
+        const DevProblem d = as_device_sees(make_bwd_problem(op, bc), DType::bf16, gdt);
+        const auto errs = compare_grads(cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v24_dswide),
+                                        reference_backward(d));
+        const std::string grid = cuda::last_dstates_grid();
+        INFO(ref::op_name(op) << " gates " << dname(gdt) << " " << cs << ", dstates " << grid << ": "
+                              << describe(errs));
+        CHECK(grid == v24_grid(cs, op, "", sms));
+        for (const GradErr& e : errs) CHECK(within(e, DType::bf16, gdt, cuda::BwdVersion::v24_dswide, cs.K));
+      }
 }
 
 TEST_CASE("CUDA v24 chunked backward outside rung 3 range runs rung 2 bit for bit") {

@@ -13,7 +13,7 @@ const char* last_backward_split_route();
 /// The block order and value columns per block of the last backward_device call's dstates kernel (bwd3_dstates,
 /// bwd_v3_async.cu) on this thread: "value-first/BV" (grid (value tiles, sequences, heads): LINATTN_BWD3_VFIRST=1,
 /// session 22's trial), "sequence-first/BV" (grid (sequences, heads, value tiles): the default), BV = 32, 64 or 128
-/// (LINATTN_BWD3_BV=128, or rung 24's default where 64 would need more than one wave), or "" if that call launched no
+/// (LINATTN_BWD3_BV=128, or rung 24's pick by dstates_wide_pick), or "" if that call launched no
 /// dstates kernel (rungs 1-2, calls outside rung 3's range, no chunks). A hook for the tests of the knobs and of rung
 /// 24: every order and width gives the same bits, so only this shows which one ran.
 const char* last_dstates_grid();

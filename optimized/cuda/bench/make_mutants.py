@@ -898,10 +898,10 @@ MUTANTS = [
      "      issue_tile(reinterpret_cast<bf16*>(smem + S::sKd), tw.kd, cw);  // w_aux and Qg: issue_b",
      "      issue_tile(reinterpret_cast<bf16*>(smem + S::sKd), p.mutant == 292 ? tw.qg : tw.kd, cw);  // w_aux and Qg: issue_b",
      "bwd v23, dstates kOne: Kd's tile loaded from Qg (B1's dv_new wrong)"),
-    # Session 23: backward rung 24 (bwd_v24_dswide.cu: 128 dstates columns per block where 64 would need more blocks
-    # than SMs). 293 and 294 must fail test_cuda_backward's "CUDA v24 gradients equal v22 gradients bit for bit" with
-    # LINATTN_BWD3_BV set to "" (the default width alone) by its width checks; 291 (above) must fail it with
-    # LINATTN_BWD3_BV=128 (the 128-column kernel is kOne's).
+    # Session 23: backward rung 24 (bwd_v24_dswide.cu: the dstates width, 32, 64 or 128 columns, picked by a wave-count
+    # model). 293 and 294 must fail test_cuda_backward's "CUDA v24 gradients equal v22 gradients bit for bit" with
+    # LINATTN_BWD3_BV set to "" (the default width alone) by its width checks; so must 291 (above; the 128-column
+    # kernel is kOne's), at the default width only: a forced width sets both rungs' kernel, and both then agree.
     (293, "optimized/cuda/bwd_v3_async.cu",
      "return cuda::dstates_wide_pick(long(p.N) * p.H, p.V, device_sms());  // rung 24",
      "return cuda::dstates_wide_pick(long(p.N) * p.H, p.V, device_sms() + (p.mutant == 293 ? 4 : 0));  // rung 24",
