@@ -5,7 +5,9 @@
 # (cuda::dstates_wide_pick, since e9e4ae8). Session 23 tested rung 24 with its first rule on the GPU (calls 2-3) and
 # timed every width at five shapes, but the model's pick itself never ran there: three calls were refused.
 # STEP=1 (one call, ~330 s on a machine as slow as session 23's):
-#   1. every rung 24 test (properties, the bit test with each call's width checked, outside range, sanitizer case);
+#   1. every rung 24 test (properties, the bit test with each call's width checked, its 128- and 64-column picks
+#      against the float64 reference, outside range, sanitizer case; the bit and reference tests' cases changed after
+#      calls 2-3: e1613a7);
 #   2. mutants 293 (the pick's SM count 4 too high) and 294 (rung 22's width everywhere), 291 (the single-stage
 #      kernel's w_aux, Qg from the wrong chunk) at the default width alone (LINATTN_BWD3_BV set to ""; a forced width
 #      sets both rungs' kernel): each must fail; the mutant build without one must pass;
@@ -25,7 +27,7 @@ export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv > /tmp/l/env.log
 if [ "$STEP" = 1 ]; then
   mkdir -p /tmp/m && tar -xJf .cudabin/mut.tar.xz -C /tmp/m
-  timeout $(left 150) /tmp/b/test_cuda_backward "CUDA v24*" -w NoTests --durations yes > /tmp/l/v24_tests.log 2>&1
+  timeout $(left 220) /tmp/b/test_cuda_backward "CUDA v24*" -w NoTests --durations yes > /tmp/l/v24_tests.log 2>&1
   note "test_cuda_backward 'CUDA v24*' rc $?: $(res /tmp/l/v24_tests.log)"
   cp /tmp/l/summary.log "$OUT/"
   BIT='CUDA v24 gradients equal v22 gradients bit for bit'
