@@ -20,6 +20,14 @@ inline bool gpu_ok(std::string& why) {
   return ok;
 }
 
+/// The current device's SM count (for tests whose cases are sized to it; call after SKIP_WITHOUT_GPU).
+inline int device_sm_count() {
+  int dev = 0, sms = 0;
+  REQUIRE(cudaGetDevice(&dev) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess);
+  return sms;
+}
+
 }  // namespace linattn::testing
 
 #define SKIP_WITHOUT_GPU()                                                  \

@@ -1379,14 +1379,6 @@ TEST_CASE("CUDA v24 chunked backward with its dstates width pick and bfloat16 ga
 }
 
 namespace {
-/// The current device's SM count, which rung 24's pick of the dstates width depends on.
-int device_sm_count() {
-  int dev = 0, sms = 0;
-  REQUIRE(cudaGetDevice(&dev) == cudaSuccess);
-  REQUIRE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess);
-  return sms;
-}
-
 /// Rung 24's route (route.hpp): rung 22's, named "bwd_v24_kq8" where K % 8 == 0, else "bwd_v24"; none for KDA, GDN2.
 std::string v24_route(const Case& c, Op op) {
   const bool scalar = op == Op::delta_rule || op == Op::gated_delta_rule;

@@ -767,9 +767,7 @@ TEST_CASE("CUDA v10 pipeline forward equals v7 bit for bit where it pipelines an
 // blocks) exceeds the H200's 132 SMs (on a GPU with 136 SMs or more that one pipelines, in 5 segments).
 TEST_CASE("CUDA v10 pipeline forward elsewhere equals rung 7 bit for bit") {
   SKIP_WITHOUT_GPU();
-  int dev = 0, sms = 0;
-  REQUIRE(cudaGetDevice(&dev) == cudaSuccess);
-  REQUIRE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess);
+  const int sms = device_sm_count();
   struct Fallback {
     Case c;
     int segments;

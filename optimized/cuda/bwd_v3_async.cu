@@ -529,14 +529,6 @@ void launch_dstates_kp_bv(const BwdCall& c, void* tcws, int KP, int bv) {
     bv == 64 ? launch_dstates<128, 64, kDsH, kDvH, kOne>(c, tcws) : launch_dstates<128, 32, kDsH, kDvH, kOne>(c, tcws);
 }
 
-/// The current device's SM count (cudaDevAttrMultiProcessorCount), for dstates_bv's wave count.
-int device_sms() {
-  int dev = 0, n = 0;
-  LINATTN_CUDA_CHECK(cudaGetDevice(&dev));
-  LINATTN_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-  return n;
-}
-
 /// Value columns per block of bwd3_dstates (DsPick, bwd_common.cuh): LINATTN_BWD3_BV when it is 32 or 64, or 128 at
 /// KP = 128 (launch_dstates_kp_bv; any other value is ignored: the default applies). By default: two_stage 64 when that
 /// still gives every SM a block, else 32 (as the forward's pick_bv, without its 16); one_stage (rung 23's kOne) 32 at
@@ -549,7 +541,8 @@ int dstates_bv(const KParams& p, DsPick ds = DsPick::two_stage) {
     if (bv == 32 || bv == 64 || (bv == 128 && KP == 128)) return bv;  // 128: launch_dstates_kp_bv
   }
   if (ds == DsPick::one_stage && KP == 128) return 32;  // rung 23 at KP = 128: two blocks per SM (DsSmem)
-  if (ds == DsPick::wide && KP == 128) return cuda::dstates_wide_pick(long(p.N) * p.H, p.V, device_sms());  // rung 24
+  if (ds == DsPick::wide && KP == 128)  // rung 24, on this device's SM count
+    return cuda::dstates_wide_pick(long(p.N) * p.H, p.V, device_attr(cudaDevAttrMultiProcessorCount));
   return long(p.N) * p.H * ((p.V + 63) / 64) >= 132 ? 64 : 32;
 }
 

@@ -341,6 +341,10 @@ void tc_state_launch(const Call& c, int KP);
 /// The state kernel's value-column tile (16, 32 or 64; LINATTN_V2_BV overrides), as v2_state picks it.
 int tc_pick_bv(const KParams& p);
 inline int tc_pick_kp(int K) { return K <= 64 ? 64 : 128; }
+
+/// Attribute `a` of the current device (cudaDeviceGetAttribute; defined in v10_pipeline.cu): e.g. its SM count for
+/// rung 10's pipelining and rung 24's dstates width (bwd_v3_async.cu's dstates_bv).
+int device_attr(cudaDeviceAttr a);
 std::size_t tc_workspace_bytes(const KParams& p);
 // tc_lean_workspace_bytes and tc_state_lean_launch (forward rung 6's lean workspace and state kernel):
 // versions.cuh, which chunk_cuda.cu reads too.

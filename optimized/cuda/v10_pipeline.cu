@@ -72,6 +72,14 @@
 #include "optimized/cuda/tc_common.cuh"
 
 namespace linattn::cuda::detail {
+
+int device_attr(cudaDeviceAttr a) {  // tc_common.cuh
+  int dev = 0, v = 0;
+  LINATTN_CUDA_CHECK(cudaGetDevice(&dev));
+  LINATTN_CUDA_CHECK(cudaDeviceGetAttribute(&v, a, dev));
+  return v;
+}
+
 namespace {
 
 int g_last_segments = 0;
@@ -90,13 +98,6 @@ int segment_tokens() {
     });
   }
   return 4096;
-}
-
-int device_attr(cudaDeviceAttr a) {
-  int dev = 0, v = 0;
-  LINATTN_CUDA_CHECK(cudaGetDevice(&dev));
-  LINATTN_CUDA_CHECK(cudaDeviceGetAttribute(&v, a, dev));
-  return v;
 }
 
 /// Whether one block of a state kernel (its dynamic shared memory bytes and registers per thread: v2_state_pdl

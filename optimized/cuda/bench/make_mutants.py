@@ -903,8 +903,8 @@ MUTANTS = [
     # LINATTN_BWD3_BV set to "" (the default width alone) by its width checks; so must 291 (above; the 128-column
     # kernel is kOne's), at the default width only: a forced width sets both rungs' kernel, and both then agree.
     (293, "optimized/cuda/bwd_v3_async.cu",
-     "return cuda::dstates_wide_pick(long(p.N) * p.H, p.V, device_sms());  // rung 24",
-     "return cuda::dstates_wide_pick(long(p.N) * p.H, p.V, device_sms() + (p.mutant == 293 ? 4 : 0));  // rung 24",
+     "    return cuda::dstates_wide_pick(long(p.N) * p.H, p.V, device_attr(cudaDevAttrMultiProcessorCount));",
+     "    return cuda::dstates_wide_pick(long(p.N) * p.H, p.V, device_attr(cudaDevAttrMultiProcessorCount) + (p.mutant == 293 ? 4 : 0));",
      "bwd v24: the width pick's SM count 4 too high (64 columns where 128 is due, at sms / 4 + 1 sequences of two heads)"),
     (294, "optimized/cuda/bwd_v24_dswide.cu",
      "bwdc::bwd_v12_g1_dvh_kq8, bwdc::bwd_v12_g1_lean_kq8, bwdc::DsPick::wide);",
