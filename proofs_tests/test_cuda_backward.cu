@@ -1572,6 +1572,96 @@ TEST_CASE("CUDA v24 on small cases per scalar operator for the sanitizers") {
   CHECK((wide > 0 || width_pinned()));
 }
 
+TEST_CASE("CUDA v25 chunked backward with its cp.async G1 equals the float64 reference backward for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::f32, cuda::BwdVersion::v25_g1async);
+}
+
+TEST_CASE("CUDA v25 chunked backward with its cp.async G1 and bfloat16 gates equals the reference backward on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::bf16, cuda::BwdVersion::v25_g1async);
+}
+
+namespace {
+/// Rung 25's route (route.hpp): "bwd_v25_g1a" (its cp.async G1') for DeltaNet inside rung 18's range (16 <= K <= 128
+/// in these bf16 tests) with K % 8 == 0 and V % 8 == 0 (the test allocations are aligned, so rung 20's bf16 dv_new range
+/// holds there); every other call runs rung 24 and takes its route (GDN: "bwd_v24_kq8" / "bwd_v24"; KDA, GDN2: none).
+std::string v25_route(const Case& c, Op op) {
+  if (op == Op::delta_rule && c.K >= 16 && c.K <= 128 && c.K % 8 == 0 && c.V % 8 == 0) return "bwd_v25_g1a";
+  return v24_route(c, op);
+}
+
+/// Rung 25 against rung 24 bit for bit (every gradient, dh0 included), finite, routes and dstates widths checked (rung
+/// 24's rule: rung 25 runs its front), NaN-filled workspaces between the rungs. Returns how many calls took rung 25's
+/// own G1'.
+int check_v25_equals_v24(const std::vector<Case>& cases, const std::vector<Op>& ops) {
+  EnvRestore keep_bv("LINATTN_BWD3_BV"), keep_vf("LINATTN_BWD3_VFIRST");
+  unsetenv("LINATTN_BWD3_BV");
+  unsetenv("LINATTN_BWD3_VFIRST");
+  const int sms = device_sm_count();
+  int own = 0;
+  check_rungs_agree(cuda::BwdVersion::v24_dswide, cuda::BwdVersion::v25_g1async, cases, ops, 0,
+                    /*require_finite=*/true, /*poison_between=*/true,
+                    [&](const Case& c, Op op) {
+                      const std::string r = v25_route(c, op);
+                      own += r == "bwd_v25_g1a";
+                      return r;
+                    },
+                    [&](const Case& c, Op op) { return v24_grid(c, op, "", sms); });
+  return own;
+}
+
+/// Cases for rung 25's slab pipeline beyond rung 20's bit cases: one to four value slabs (V = 8, 64, 136 with a partial
+/// third slab, 256), two K slabs with a partial second one (K = 72), partial last chunks, and a packed batch of short
+/// sequences (rows past Lc zero-filled in every copy).
+std::vector<Case> v25_slab_cases() {
+  return {fixed_case(1, 150, 2, 128, 8, GateMode::random, true, 86),
+          fixed_case(2, 100, 1, 72, 64, GateMode::extreme, true, 87),
+          fixed_case(1, 130, 2, 40, 136, GateMode::random, true, 88),
+          fixed_case(1, 70, 1, 128, 256, GateMode::random, true, 89),
+          fixed_case(1, 120, 3, 64, 96, GateMode::random, true, 90, {0, 1, 17, 64, 65, 120})};
+}
+}  // namespace
+
+TEST_CASE("CUDA v25 gradients equal v24 gradients bit for bit") {
+  SKIP_WITHOUT_GPU();
+  // Rung 25 (bwd_v25_g1async.cu) is rung 24 with DeltaNet's G1' loading its operands by cp.async, a value slab ahead of
+  // its products: the same bf16 values in the same tiles (do, dS' and dv_new copied as the bf16 arrays rungs 19 and 20
+  // hand over; v_new and S converted from their float32 slabs with rung 24's roundings), the same products in the same
+  // order and rung 12's epilogue at G = 0. So every gradient, dh0 included, must equal rung 24's bit for bit and be
+  // finite. Rung 20's bit cases, v25_slab_cases and v24_wide_cases (rung 25 runs rung 24's front: 128- and 64-column
+  // dstates kernels with bf16 dv_new too), every operator (GDN, KDA, GDN2 run rung 24 itself), each call's route and
+  // dstates width checked: DeltaNet must take rung 25's own G1' wherever K % 8 == 0 and V % 8 == 0, else rung 24's.
+  std::vector<Case> cases = rung20_bit_cases();
+  for (const Case& c : v25_slab_cases()) cases.push_back(c);
+  for (const Case& c : v24_wide_cases(device_sm_count())) cases.push_back(c);
+  const int own = check_v25_equals_v24(cases, std::vector<Op>(std::begin(kOps), std::end(kOps)));
+  INFO("calls that took rung 25's own G1': " << own);
+  CHECK(own > 0);
+  // and some DeltaNet calls outside its range (V or K not a multiple of 8) take rung 24's
+  int outside = 0;
+  for (const Case& c : cases) outside += v25_route(c, Op::delta_rule) != "bwd_v25_g1a";
+  CHECK(outside > 0);
+}
+
+TEST_CASE("CUDA v25 chunked backward outside rung 3 range runs rung 2 bit for bit") {
+  SKIP_WITHOUT_GPU();
+  check_outside_range_is_rung2(cuda::BwdVersion::v25_g1async);
+}
+
+TEST_CASE("CUDA v25 on small cases for the sanitizers") {
+  SKIP_WITHOUT_GPU();
+  // Rung 25's bit test on small DeltaNet cases that still pipeline: K = V = 128 over 150 tokens (two value slabs, so
+  // both tile sets and the k, q copies into set 0; two K slabs; a partial last chunk), K = 40 V = 136 over 70 tokens
+  // (three slabs, the last partial: k, q into set 1) and K = 64 V = 8 (one slab). Both gate dtypes; GDN on the first
+  // case (rung 24's kernels, for the route).
+  const std::vector<Case> cases = {fixed_case(1, 150, 1, 128, 128, GateMode::random, true, 91),
+                                   fixed_case(1, 70, 1, 40, 136, GateMode::random, true, 92),
+                                   fixed_case(1, 100, 1, 64, 8, GateMode::random, true, 93)};
+  CHECK(check_v25_equals_v24(cases, {Op::delta_rule}) == 6);
+  check_v25_equals_v24({cases[0]}, {Op::gated_delta_rule});
+}
+
 TEST_CASE("CUDA v18 lean chunked backward equals the float64 reference backward for every operator in bfloat16") {
   SKIP_WITHOUT_GPU();
   prop_matches_reference(DType::bf16, DType::f32, cuda::BwdVersion::v18_lean);

@@ -630,6 +630,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v22_kq8: return "bwd_v22_kq8";
     case BwdVersion::v23_dsone: return "bwd_v23_dsone";
     case BwdVersion::v24_dswide: return "bwd_v24_dswide";
+    case BwdVersion::v25_g1async: return "bwd_v25_g1async";
   }
   return "?";
 }
@@ -671,6 +672,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v22_kq8, detail::bwd_v22_workspace_bytes, detail::bwd_v22_launch},
     {BwdVersion::v23_dsone, detail::bwd_v23_workspace_bytes, detail::bwd_v23_launch},
     {BwdVersion::v24_dswide, detail::bwd_v24_workspace_bytes, detail::bwd_v24_launch},
+    {BwdVersion::v25_g1async, detail::bwd_v25_workspace_bytes, detail::bwd_v25_launch},
 };
 }  // namespace
 
@@ -687,7 +689,8 @@ const std::vector<BwdVersion>& saved_bwd_versions() {
                                             BwdVersion::v13_g1g2, BwdVersion::v14_pchan, BwdVersion::v15_hionly,
                                             BwdVersion::v16_b9one, BwdVersion::v17_hybrid, BwdVersion::v18_lean,
                                             BwdVersion::v19_dsbf16, BwdVersion::v20_dvbf16, BwdVersion::v21_duvsmem,
-                                            BwdVersion::v22_kq8, BwdVersion::v23_dsone, BwdVersion::v24_dswide};
+                                            BwdVersion::v22_kq8, BwdVersion::v23_dsone, BwdVersion::v24_dswide,
+                                            BwdVersion::v25_g1async};
   return v;
 }
 

@@ -266,6 +266,11 @@ void bwd_v23_launch(const BwdCall& c);
 std::size_t bwd_v24_workspace_bytes(const KParams& p);
 void bwd_v24_launch(const BwdCall& c);
 
+// bwd_v25_g1async.cu (rung 24 with DeltaNet's state-side kernel G1' loading its operands by cp.async a value slab
+// ahead of its products: bit for bit with rung 24; GDN, KDA, GDN2 and the fallbacks run rung 24)
+std::size_t bwd_v25_workspace_bytes(const KParams& p);
+void bwd_v25_launch(const BwdCall& c);
+
 // Reused by the backward's rung 3 from the forward's tensor-core rungs (bf16 inputs, 16 <= K <= 128;
 // c.p.ws is the tensor-core workspace of tc_common.cuh, V2Ws):
 /// v3_async.cu: v3's intra-chunk kernel, which also writes A = (I + L)^-1 of every chunk to a_out

@@ -144,7 +144,9 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     design; measured slower than rung 22 in session 21),
     'bwd_v24_dswide' (rung 22 with the reverse-recurrence kernel's value columns per block, up to a
     head's 128, picked for K > 64 by how many waves of blocks each width needs on the GPU; rung 22's
-    gradients bit for bit; the one 'best' picks since session 23).
+    gradients bit for bit; the one 'best' picks since session 23),
+    'bwd_v25_g1async' (rung 24 with DeltaNet's state-side gradient kernel loading its operands
+    asynchronously, a value slab ahead of its products; rung 24's gradients bit for bit by design).
     output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"
     _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})

@@ -910,6 +910,20 @@ MUTANTS = [
      "bwdc::bwd_v12_g1_dvh_kq8, bwdc::bwd_v12_g1_lean_kq8, bwdc::DsPick::wide);",
      "bwdc::bwd_v12_g1_dvh_kq8, bwdc::bwd_v12_g1_lean_kq8, p.mutant == 294 ? bwdc::DsPick::two_stage : bwdc::DsPick::wide);",
      "bwd v24: rung 22's dstates width everywhere (rung 24 changes nothing, so its bit test would compare rung 22 with itself)"),
+    # Session 24: backward rung 25 (bwd_v25_g1async.cu: DeltaNet's G1' by cp.async a value slab ahead). Each must fail
+    # test_cuda_backward's "CUDA v25 gradients equal v24 gradients bit for bit" (written before any GPU run).
+    (295, "optimized/cuda/bwd_v25_g1async.cu",
+     "    gemm64<false, false>(accP, sdo, nullptr, tVh, tVl, m0, n0);",
+     "    gemm64<false, false>(accP, sdo, nullptr, tVh, p.mutant == 295 ? nullptr : tVl, m0, n0);",
+     "bwd v25: dP = do v_new^T without v_new's lo tile (rung 15's hi-only dP)"),
+    (296, "optimized/cuda/bwd_v25_g1async.cu",
+     "  const bf16* kq = set0 + 3 * (nV & 1) * kTile;",
+     "  const bf16* kq = set0 + 3 * ((nV + (p.mutant == 296 ? 1 : 0)) & 1) * kTile;",
+     "bwd v25: B9 reads k and q from the other tile set (the last slab's do and dS')"),
+    (297, "optimized/cuda/bwd_v25_g1async.cu",
+     "Sb, 64 * (s + 1), kk, K, V, HV, Lc, tid);",
+     "Sb, 64 * (s + (p.mutant == 297 ? 0 : 1)), kk, K, V, HV, Lc, tid);",
+     "bwd v25: every slab after the first loads the previous slab's columns again"),
 ]
 
 HOOKS = [
