@@ -1,6 +1,6 @@
 // proofs_tests/test_cuda_backward.cu -- the CUDA chunked backward (optimized/cuda: rung 1
 // bwd_v1_simple.cu, rung 2 bwd_v2_tensorcore.cu, rung 3 bwd_v3_async.cu, rung 4 bwd_v4_tc_tail.cu,
-// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu, rung 8 bwd_v8_wide.cu, rung 9 bwd_v9_noextras.cu, rung 10 bwd_v10_split.cu, rung 11 bwd_v11_wyfast.cu, rung 12 bwd_v12_g1slab.cu, rung 13 bwd_v13_g1g2.cu, rung 15 bwd_v15_hionly.cu, rung 16 bwd_v16_b9one.cu, rung 17 bwd_v17_hybrid.cu, rung 18 bwd_v18_lean.cu, rung 19 bwd_v19_dsbf16.cu, rung 20 bwd_v20_dvbf16.cu, rung 21 bwd_v21_duvsmem.cu, rung 22 bwd_v22_kq8.cu, rung 23 bwd_v23_dsone.cu, rung 24 bwd_v24_dswide.cu, rung 25 bwd_v25_g1async.cu; host API
+// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu, rung 8 bwd_v8_wide.cu, rung 9 bwd_v9_noextras.cu, rung 10 bwd_v10_split.cu, rung 11 bwd_v11_wyfast.cu, rung 12 bwd_v12_g1slab.cu, rung 13 bwd_v13_g1g2.cu, rung 15 bwd_v15_hionly.cu, rung 16 bwd_v16_b9one.cu, rung 17 bwd_v17_hybrid.cu, rung 18 bwd_v18_lean.cu, rung 19 bwd_v19_dsbf16.cu, rung 20 bwd_v20_dvbf16.cu, rung 21 bwd_v21_duvsmem.cu, rung 22 bwd_v22_kq8.cu, rung 23 bwd_v23_dsone.cu, rung 24 bwd_v24_dswide.cu, rung 25 bwd_v25_g1async.cu, rung 26 bwd_v26_wyasync.cu; host API
 // cuda::chunk_backward) equals the
 // float64 reference backward
 // (reference/recurrent_backward.hpp, itself proven by finite differences in
@@ -120,7 +120,8 @@ const cuda::BwdVersion kRungs[] = {cuda::BwdVersion::v1_simple, cuda::BwdVersion
                                    cuda::BwdVersion::v22_kq8,
                                    cuda::BwdVersion::v23_dsone,
                                    cuda::BwdVersion::v24_dswide,
-                                   cuda::BwdVersion::v25_g1async};
+                                   cuda::BwdVersion::v25_g1async,
+                                   cuda::BwdVersion::v26_wyasync};
 
 /// Rungs 3 to 10 share rung 3's range (bf16 inputs, 16 <= K <= 128) and bounds.
 bool rung3_family(cuda::BwdVersion ver) {
@@ -142,7 +143,8 @@ bool rung3_family(cuda::BwdVersion ver) {
          ver == cuda::BwdVersion::v22_kq8 ||
          ver == cuda::BwdVersion::v23_dsone ||
          ver == cuda::BwdVersion::v24_dswide ||
-         ver == cuda::BwdVersion::v25_g1async;
+         ver == cuda::BwdVersion::v25_g1async ||
+         ver == cuda::BwdVersion::v26_wyasync;
 }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
 
@@ -1662,6 +1664,74 @@ TEST_CASE("CUDA v25 on small cases for the sanitizers") {
                                    fixed_case(1, 100, 1, 64, 8, GateMode::random, true, 93)};
   CHECK(check_v25_equals_v24(cases, {Op::delta_rule}) == 6);
   check_v25_equals_v24({cases[0]}, {Op::gated_delta_rule});
+}
+
+TEST_CASE("CUDA v26 chunked backward with its cp.async G2 equals the float64 reference backward for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::f32, cuda::BwdVersion::v26_wyasync);
+}
+
+TEST_CASE("CUDA v26 chunked backward with its cp.async G2 and bfloat16 gates equals the reference backward on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::bf16, cuda::BwdVersion::v26_wyasync);
+}
+
+namespace {
+/// Rung 26's route: "bwd_v26_wya" where rung 25 takes its own G1' (v25_route's "bwd_v25_g1a"), else rung 25's (24's).
+std::string v26_route(const Case& c, Op op) {
+  const std::string r = v25_route(c, op);
+  return r == "bwd_v25_g1a" ? "bwd_v26_wya" : r;
+}
+
+/// Rung 26 against rung 25 bit for bit (every gradient, dh0 included), finite, routes and dstates widths checked, NaN-
+/// filled workspaces between the rungs. Returns how many calls took rung 26's own kernels.
+int check_v26_equals_v25(const std::vector<Case>& cases, const std::vector<Op>& ops) {
+  EnvRestore keep_bv("LINATTN_BWD3_BV"), keep_vf("LINATTN_BWD3_VFIRST");
+  unsetenv("LINATTN_BWD3_BV");
+  unsetenv("LINATTN_BWD3_VFIRST");
+  const int sms = device_sm_count();
+  int own = 0;
+  check_rungs_agree(cuda::BwdVersion::v25_g1async, cuda::BwdVersion::v26_wyasync, cases, ops, 0,
+                    /*require_finite=*/true, /*poison_between=*/true,
+                    [&](const Case& c, Op op) {
+                      const std::string r = v26_route(c, op);
+                      own += r == "bwd_v26_wya";
+                      return r;
+                    },
+                    [&](const Case& c, Op op) { return v24_grid(c, op, "", sms); });
+  return own;
+}
+}  // namespace
+
+TEST_CASE("CUDA v26 gradients equal v25 gradients bit for bit") {
+  SKIP_WITHOUT_GPU();
+  // Rung 26 (bwd_v26_wyasync.cu) is rung 25 with DeltaNet's G2' loading its operands by cp.async ahead of the products
+  // that need them and dw_aux handed from G1' as the bf16 values G2' multiplies (rung 19's rounding): the same tiles,
+  // products and expressions, so every gradient, dh0 included, must equal rung 25's bit for bit and be finite. Rung
+  // 25's cases (one to four value slabs, one and two key slabs, partial chunks and slabs, packed batches, the wide
+  // dstates cases), every operator (others run rung 25 itself), each call's route and dstates width checked.
+  std::vector<Case> cases = rung20_bit_cases();
+  for (const Case& c : v25_slab_cases()) cases.push_back(c);
+  for (const Case& c : v24_wide_cases(device_sm_count())) cases.push_back(c);
+  const int own = check_v26_equals_v25(cases, std::vector<Op>(std::begin(kOps), std::end(kOps)));
+  INFO("calls that took rung 26's own kernels: " << own);
+  CHECK(own > 0);
+}
+
+TEST_CASE("CUDA v26 chunked backward outside rung 3 range runs rung 2 bit for bit") {
+  SKIP_WITHOUT_GPU();
+  check_outside_range_is_rung2(cuda::BwdVersion::v26_wyasync);
+}
+
+TEST_CASE("CUDA v26 on small cases for the sanitizers") {
+  SKIP_WITHOUT_GPU();
+  // Rung 26's bit test on small DeltaNet cases that pipeline: K = V = 128 over 150 tokens (two value slabs, two key
+  // slabs: dw_aux 1 over the second dE slab, k 1 in the last v tile), K = 40 V = 136 over 70 tokens (three value slabs,
+  // one key slab) and K = 64 V = 8 (one of each). Both gate dtypes.
+  const std::vector<Case> cases = {fixed_case(1, 150, 1, 128, 128, GateMode::random, true, 94),
+                                   fixed_case(1, 70, 1, 40, 136, GateMode::random, true, 95),
+                                   fixed_case(1, 100, 1, 64, 8, GateMode::random, true, 96)};
+  CHECK(check_v26_equals_v25(cases, {Op::delta_rule}) == 6);
 }
 
 TEST_CASE("CUDA v18 lean chunked backward equals the float64 reference backward for every operator in bfloat16") {

@@ -340,6 +340,12 @@ void bwd_split_launch(const BwdCall& c, const char* name, void (*g1)(const BwdCa
 void bwd_duv_split_launch(const BwdCall& c, const char* name, void (*g1_dn)(const BwdCall&, Profile&),
                           void (*g1_gdn_dvh)(const BwdCall&, Profile&), void (*g1_gdn_lean)(const BwdCall&, Profile&),
                           DsPick ds = DsPick::two_stage);
+/// Rung 25's G1' (bwd_v25_g1async.cu: DeltaNet, operands by cp.async a value slab ahead), then prof.mark(), where g1a_ok
+/// holds (DeltaNet inside dv_bf16_ok's range, K % 8 == 0, do 16-byte aligned); after bwd_v3_front(.., g_only, ds_bf16,
+/// dv_bf16). bwd_v25_g1_dwah: the same with dw_aux stored as bf16 into ws.dwa's first half (rung 26's G2' reads it).
+bool g1a_ok(const BwdCall& c);
+void bwd_v25_g1(const BwdCall& c, Profile& prof);
+void bwd_v25_g1_dwah(const BwdCall& c, Profile& prof);
 
 // ------------------------------------------------------------------------------------------------
 // Rung 2's chunk-gradient kernel bwd_grads_tc (B2, B4-B11 per (chunk, head); bwd_v2_tensorcore.cu's

@@ -92,6 +92,9 @@ __device__ __forceinline__ void issue_slab(bf16* tDo, bf16* tDs, bf16* tDv, floa
 
 /// G1' of rung 25 (the file comment): B4, B5 and B9's P half for one 64-channel slab of K of one (chunk, head), DeltaNet;
 /// writes dq, ws.dwa (dw_aux, float32) and ws.dkLP (dk_part) as rung 24's G1' does, bit for bit.
+/// kDwaH (rung 26, bwd_v26_wyasync.cu): dw_aux stored as bf16 pairs (round to nearest even: rung 19's kDwaH) into
+/// ws.dwa's first half, for rung 26's G2', which copies it into its tile by cp.async.
+template <bool kDwaH>
 __global__ void __launch_bounds__(kThreads, 2) bwd25_g1(KParams p, bwdc::BwdOut out) {
   using bwdc::gemm64;
   using bwdc::zero;
@@ -169,7 +172,14 @@ __global__ void __launch_bounds__(kThreads, 2) bwd25_g1(KParams p, bwdc::BwdOut 
     for (int a = 0; a < 4; ++a)
 #pragma unroll
       for (int b = 0; b < 4; ++b) accW[a][b] = -accW[a][b];
-    bwdc::store_acc_pairs(rb.base(ws.dwa, K), HK, kk, K, Lc, evenK, accW, m0, n0);
+    if constexpr (kDwaH) {
+      bf16* dwab = rb.base(reinterpret_cast<bf16*>(ws.dwa), K);
+      bwdc::each_acc_pair(accW, m0, n0, [&](int r, int c, float x0, float x1) {
+        if (r < Lc) bwdc::st_bf_pair(dwab + r * HK + kk + c, x0, x1, kk + c, K);
+      });
+    } else {
+      bwdc::store_acc_pairs(rb.base(ws.dwa, K), HK, kk, K, Lc, evenK, accW, m0, n0);
+    }
   }
   __syncthreads();  // every product's tiles read: M2 goes over v_new's hi tile
   // B9's M2 = dP (.) Gam, lower with the diagonal; DeltaNet's Gam_ij = exp(0) = 1 exactly, so M2 = dP there (the value
@@ -205,35 +215,38 @@ __global__ void __launch_bounds__(kThreads, 2) bwd25_g1(KParams p, bwdc::BwdOut 
     }
 }
 
-/// Whether rung 25's G1' takes call c (the file comment's range).
-bool g1a_ok(const BwdCall& c) {
-  return c.p.gate == kGateNone && !c.p.gdn2 && bwdc::dv_bf16_ok(c) && c.p.K % 8 == 0 &&
-         reinterpret_cast<std::uintptr_t>(c.do_) % 16 == 0;
-}
-
+template <bool kDwaH>
 void launch_g1a(const BwdCall& c, bwdc::Profile& prof) {
   const KParams& p = c.p;
-  if (!g1a_ok(c))
+  if (!bwdc::g1a_ok(c))
     throw std::logic_error("linattn::cuda: bwd25_g1: DeltaNet inside rung 20's bf16 dv_new range with K % 8 == 0 and "
                            "do 16-byte aligned only (bwd_v25_launch checks it)");
-  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(bwd25_g1, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kG1aSmem)));
-  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(bwd25_g1, cudaFuncAttributePreferredSharedMemoryCarveout,
+  auto kern = bwd25_g1<kDwaH>;
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kG1aSmem)));
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
                                           int(cudaSharedmemCarveoutMaxShared)));
   bwdc::BwdOut o{c.do_, c.dq, c.dk, c.dv, c.dg, c.dbeta, c.db, c.dw};
   const int nK = (p.K + 63) / 64;
-  bwd25_g1<<<dim3(unsigned(p.num_chunks) * unsigned(nK), p.H), kThreads, kG1aSmem, c.stream>>>(p, o);
+  kern<<<dim3(unsigned(p.num_chunks) * unsigned(nK), p.H), kThreads, kG1aSmem, c.stream>>>(p, o);
   LINATTN_CUDA_CHECK(cudaGetLastError());
   prof.mark();
 }
 
 }  // namespace
 
+bool bwdc::g1a_ok(const BwdCall& c) {
+  return c.p.gate == kGateNone && !c.p.gdn2 && bwdc::dv_bf16_ok(c) && c.p.K % 8 == 0 &&
+         reinterpret_cast<std::uintptr_t>(c.do_) % 16 == 0;
+}
+void bwdc::bwd_v25_g1(const BwdCall& c, bwdc::Profile& prof) { launch_g1a<false>(c, prof); }
+void bwdc::bwd_v25_g1_dwah(const BwdCall& c, bwdc::Profile& prof) { launch_g1a<true>(c, prof); }
+
 std::size_t bwd_v25_workspace_bytes(const KParams& p) { return bwd_v3_workspace_bytes(p); }
 
 void bwd_v25_launch(const BwdCall& c) {
-  if (c.p.N == 0 || !bwdc::in_rung18_range(c) || !g1a_ok(c)) return bwd_v24_launch(c);
+  if (c.p.N == 0 || !bwdc::in_rung18_range(c) || !bwdc::g1a_ok(c)) return bwd_v24_launch(c);
   // DeltaNet: rung 24's front (bf16 dS', its dstates width pick) with rung 20's bf16 dv_new, rung 25's G1', rung 21's G2'
-  bwdc::bwd_split_launch(c, "bwd_v25_g1a", launch_g1a, bwdc::bwd_v11_g2_duv, /*g_only=*/true, /*ds_bf16=*/true,
+  bwdc::bwd_split_launch(c, "bwd_v25_g1a", bwdc::bwd_v25_g1, bwdc::bwd_v11_g2_duv, /*g_only=*/true, /*ds_bf16=*/true,
                          /*dv_bf16=*/true, bwdc::DsPick::wide);
 }
 

@@ -345,6 +345,9 @@ enum class BwdVersion : int {
   v25_g1async = 25,    ///< v24 with DeltaNet's state-side kernel G1' loading do, v_new, dv_new, S, dS' (and B9's k, q)
                        ///< by cp.async a value slab ahead of its products, double-buffered; bit for bit with v24
                        ///< (RESULTS.md, "Rung 25"); GDN, KDA and GDN2 run v24
+  v26_wyasync = 26,    ///< v25 with DeltaNet's WY-side kernel G2' loading its operands by cp.async ahead of the
+                       ///< products that need them (value slabs double-buffered, key slabs and B10's k resident) and
+                       ///< dw_aux handed from G1' in bf16; bit for bit with v25 (RESULTS.md, "Rung 26")
 };
 
 const char* bwd_version_name(BwdVersion v);
@@ -471,8 +474,8 @@ class SavedForward {
 };
 
 /// The backward rungs that accept a SavedForward: those whose prepare writes forward rung 4's intra
-/// outputs (rung 4's intra kernel, or rung 7's for rungs 18 to 25 in their range and wherever v9_in_best; rung 7's
-/// kA kernel also writes lean_g) and, where v9_in_best, recomputes rung 9's lean states (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid, v18_lean, v19_dsbf16, v20_dvbf16, v21_duvsmem, v22_kq8, v23_dsone, v24_dswide, v25_g1async). Any other
+/// outputs (rung 4's intra kernel, or rung 7's for rungs 18 to 26 in their range and wherever v9_in_best; rung 7's
+/// kA kernel also writes lean_g) and, where v9_in_best, recomputes rung 9's lean states (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid, v18_lean, v19_dsbf16, v20_dvbf16, v21_duvsmem, v22_kq8, v23_dsone, v24_dswide, v25_g1async, v26_wyasync). Any other
 /// rung, and rung 5 with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel), is refused.
 const std::vector<BwdVersion>& saved_bwd_versions();
 

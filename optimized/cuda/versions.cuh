@@ -271,6 +271,12 @@ void bwd_v24_launch(const BwdCall& c);
 std::size_t bwd_v25_workspace_bytes(const KParams& p);
 void bwd_v25_launch(const BwdCall& c);
 
+// bwd_v26_wyasync.cu (rung 25 with DeltaNet's WY-side kernel G2' loading its operands by cp.async ahead of the products
+// that need them, and dw_aux handed from G1' in bf16: bit for bit with rung 25; GDN, KDA, GDN2 and the fallbacks run
+// rung 25, i.e. 24)
+std::size_t bwd_v26_workspace_bytes(const KParams& p);
+void bwd_v26_launch(const BwdCall& c);
+
 // Reused by the backward's rung 3 from the forward's tensor-core rungs (bf16 inputs, 16 <= K <= 128;
 // c.p.ws is the tensor-core workspace of tc_common.cuh, V2Ws):
 /// v3_async.cu: v3's intra-chunk kernel, which also writes A = (I + L)^-1 of every chunk to a_out

@@ -924,6 +924,20 @@ MUTANTS = [
      "Sb, 64 * (s + 1), kk, K, V, HV, Lc, tid);",
      "Sb, 64 * (s + (p.mutant == 297 ? 0 : 1)), kk, K, V, HV, Lc, tid);",
      "bwd v25: every slab after the first loads the previous slab's columns again"),
+    # Session 24: backward rung 26 (bwd_v26_wyasync.cu: DeltaNet's G2' by cp.async). Each must fail test_cuda_backward's
+    # "CUDA v26 gradients equal v25 gradients bit for bit" (written before any GPU run).
+    (298, "optimized/cuda/bwd_v26_wyasync.cu",
+     "    float* dE = sdE + ks * C * C;",
+     "    float* dE = sdE + (p.mutant == 298 ? 1 - ks : ks) * C * C;",
+     "bwd v26: each key slab's dE stored in the other slab's place"),
+    (299, "optimized/cuda/bwd_v26_wyasync.cu",
+     "  const bf16* sK1 = sB + ((nV + 1) & 1) * kTile;",
+     "  const bf16* sK1 = sB + ((nV + (p.mutant == 299 ? 0 : 1)) & 1) * kTile;",
+     "bwd v26: key slab 1 read from key slab 0's tile"),
+    (300, "optimized/cuda/bwd_v26_wyasync.cu",
+     "        bwdc::put_op4<false>(sXh, sXl, i, c, x);  // dv_new hi + lo (kLoDu0)",
+     "        if (p.mutant == 300) bwdc::put_op4<true>(sXh, sXl, i, c, x); else bwdc::put_op4<false>(sXh, sXl, i, c, x);  // dv_new hi + lo (kLoDu0)",
+     "bwd v26: dv_new's lo tile not written (du0 takes stale lo values)"),
 ]
 
 HOOKS = [
