@@ -769,7 +769,7 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
   // GDN 4.536 -> 4.447; RESULTS.md "Rung 21").
   // Since session 21: best = rung 22, rung 21 with G1''s k, q slabs staged by 16-byte octets, bit for bit with rung 21
   // (RESULTS.md "Rung 22").
-  if (version == BwdVersion::best) version = BwdVersion::v25_g1async;  // since session 24 (RESULTS.md "Rung 25")
+  if (version == BwdVersion::best) version = BwdVersion::v26_wyasync;  // since session 24 call 3 (RESULTS.md "Rung 26")
   const BwdRung* rung = nullptr;
   for (const BwdRung& r : kBwdLadder)
     if (r.version == version) rung = &r;

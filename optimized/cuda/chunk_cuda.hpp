@@ -207,7 +207,7 @@ ref::RecurrentOutput<float> chunk_gdn2(const Tensor<float>& q, const Tensor<floa
 // float32 (cumulative log-decays in float64) whatever the input type.
 // ------------------------------------------------------------------------------------------------
 
-/// The rungs of the backward ladder. `best` picks v24_dswide since session 23 (v22_kq8 in sessions 21-22, v21_duvsmem in session 20, v20_dvbf16 in
+/// The rungs of the backward ladder. `best` picks v26_wyasync since session 24 (v24_dswide in session 23, v22_kq8 in sessions 21-22, v21_duvsmem in session 20, v20_dvbf16 in
 /// session 19, v19_dsbf16 in session 18, v18_lean in sessions 11-17):
 /// v17_hybrid (DeltaNet and GDN on v13_g1g2's split kernels, KDA and GDN2 on v8_wide's, each with one bf16
 /// MMA per product except the two products whose float32 operand keeps its lo part) with DeltaNet's and
@@ -215,7 +215,8 @@ ref::RecurrentOutput<float> chunk_gdn2(const Tensor<float>& q, const Tensor<floa
 /// the state-side one in bf16 (v19), and GDN's dv_new too (v20), bit for bit with v17, and dbeta's du0 v terms formed
 /// on chip in the WY-side kernel (v21: dbeta in another float32 summation order), and the state-side kernel's k, q
 /// slabs staged by 16-byte octets (v22, bit for bit with v21), and the dstates kernel's value columns per block
-/// (up to a head's 128) picked by a wave-count model (v24, bit for bit with v22); like v3_async to v17 it runs
+/// (up to a head's 128) picked by a wave-count model (v24, bit for bit with v22), and DeltaNet's two gradient kernels
+/// loading their operands by cp.async ahead of their products (v25, v26, bit for bit with v24); like v3_async to v17 it runs
 /// v2_tensorcore outside its range: float32 inputs, K < 16 or K > 128; RESULTS.md "Rung 17" to "Rung 21", sessions
 /// 10-11 and 18-20 on the H200).
 enum class BwdVersion : int {
@@ -347,7 +348,9 @@ enum class BwdVersion : int {
                        ///< (RESULTS.md, "Rung 25"); GDN, KDA and GDN2 run v24
   v26_wyasync = 26,    ///< v25 with DeltaNet's WY-side kernel G2' loading its operands by cp.async ahead of the
                        ///< products that need them (value slabs double-buffered, key slabs and B10's k resident) and
-                       ///< dw_aux handed from G1' in bf16; bit for bit with v25 (RESULTS.md, "Rung 26")
+                       ///< dw_aux handed from G1' in bf16; bit for bit with v25. `best` since session 24 call 3:
+                       ///< DeltaNet saved with states 3.47-3.49 -> 3.12-3.17 ms, G2' 1.00-1.06 -> 0.72-0.76 at B=8
+                       ///< T=4096 H=16 K=V=128 (RESULTS.md, "Rung 26")
 };
 
 const char* bwd_version_name(BwdVersion v);
