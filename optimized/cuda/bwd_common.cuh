@@ -42,7 +42,7 @@ struct BWs {
   float* dS;   // [chunks, H, K, V] dL/d(state leaving each chunk) (rung 19, DeltaNet: bf16 in its first half)
   float* dQg;  // [rows, K]
   float* dKd;  // [rows, K]
-  float* dwa;  // [rows, K] (rung 19 with LINATTN_BWD19_DWA_BF16=1: bf16 in its first half)
+  float* dwa;  // [rows, K] (bf16 in its first half: rung 19 with LINATTN_BWD19_DWA_BF16=1, and rung 26)
   float* dE;   // [rows, K]
   float* deL;  // [rows, K] de^L, then de
   float* dqP;  // [rows, K]

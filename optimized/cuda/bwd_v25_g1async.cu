@@ -13,7 +13,7 @@
 //
 // The kernel, bwd25_g1 below (DeltaNet only; grid, block and products rung 12's): per 64-column value slab vv,
 //   do, dS' (bf16 from rung 19's dstates) and dv_new (bf16 from rung 20's dstates, kDvH) go by cp.async straight into
-//     their padded bf16 tiles, double-buffered (set vv & 1);
+//     their padded bf16 tiles, double-buffered (set s & 1 for slab s, vv = 64 s);
 //   v_new and S (float32: the forward's, or the saved forward's, KParams::keep) go by cp.async into one unpadded
 //     float32 slab each, which the block then converts into v_new's hi and lo tiles and S's hi tile (put_op4's
 //     roundings: the values rung 24's G1' stages from registers);
@@ -38,10 +38,11 @@
 // with the shared-memory carveout set to its maximum. __launch_bounds__(256, 2): 128 registers at most (the staging
 // registers of rung 24's G1' are gone).
 //
-// Range (bwd_v25_launch): DeltaNet inside rung 18's range with rung 20's bf16 dv_new (bwdc::dv_bf16_ok: V % 8 == 0,
-// the workspace arrays 16-byte aligned), K % 8 == 0 (k and q by octets, as rung 22) and do 16-byte aligned (every
-// copy is 16 bytes: 8 bf16 or 4 float32, wholly inside a row's range or wholly outside, zero-filled). Elsewhere, and
-// for GDN, KDA and GDN2: rung 24. Workspace: rung 3's (dv_new's bf16 copy in ws.du0's first half, as rung 20).
+// Range (bwd_v25_launch, bwdc::g1a_ok): DeltaNet inside rung 18's range with rung 20's bf16 dv_new (bwdc::dv_bf16_ok:
+// V % 8 == 0, the workspace arrays 16-byte aligned), K % 8 == 0, and q, k, v, do, ws.A and ws.dwa 16-byte aligned (the
+// host APIs already require q, k, v so: chunk_cuda.cu's plan_call; g1a_ok checks them again, since every copy here is
+// 16 bytes, 8 bf16 or 4 float32, wholly inside a row's range or wholly outside, zero-filled). Elsewhere, and for GDN,
+// KDA and GDN2: rung 24. Workspace: rung 3's (dv_new's bf16 copy in ws.du0's first half, as rung 20).
 #include <cstdint>
 #include <stdexcept>
 
@@ -235,8 +236,10 @@ void launch_g1a(const BwdCall& c, bwdc::Profile& prof) {
 }  // namespace
 
 bool bwdc::g1a_ok(const BwdCall& c) {
-  return c.p.gate == kGateNone && !c.p.gdn2 && bwdc::dv_bf16_ok(c) && c.p.K % 8 == 0 &&
-         reinterpret_cast<std::uintptr_t>(c.do_) % 16 == 0;
+  const bwdc::BWs ws = bwdc::bwd_ws(c.p);
+  auto al16 = [](const void* a) { return reinterpret_cast<std::uintptr_t>(a) % 16 == 0; };
+  return c.p.gate == kGateNone && !c.p.gdn2 && bwdc::dv_bf16_ok(c) && c.p.K % 8 == 0 && al16(c.do_) && al16(c.p.q) &&
+         al16(c.p.k) && al16(c.p.v) && al16(ws.A) && al16(ws.dwa) && al16(ws.dkLP);
 }
 void bwdc::bwd_v25_g1(const BwdCall& c, bwdc::Profile& prof) { launch_g1a<false>(c, prof); }
 void bwdc::bwd_v25_g1_dwah(const BwdCall& c, bwdc::Profile& prof) { launch_g1a<true>(c, prof); }

@@ -25,13 +25,14 @@
 // gradients bit for bit").
 //
 // Shared memory (dynamic): tiles A hi, dv_new lo, X hi (dv_new hi, then dA, then M1), Y hi (u0, E, T1, M1b) 4 x 9,216;
-// three tiles B0-B2 (v double buffer; then k slab 0, k slab 1, dw_aux slab 0) 3 x 9,216; the dE array [2][64][64]
+// three tiles B0-B2 (v double buffer in B0, B1; then k slab 0 in B(nV & 1), k slab 1 in the other, dw_aux slab 0 in
+// B2) 3 x 9,216; the dE array [2][64][64]
 // float32 32,768 (dv_new raw slabs before; dw_aux slab 1's tile in its second half before its dE); sDuV [64][68] float32
 // 17,408 (A's raw slab before); beta [64] 256: 114,944 bytes, two blocks per SM (2 x (114,944 + 1,024) <= 233,472).
 // B10's de slab [64][72] float32 lies over A hi and dv_new lo (free after B7), dbeta's lane partials [64][32] over B2.
 //
-// Range: rung 25's (bwdc::g1a_ok: DeltaNet, K % 8 == 0, V % 8 == 0, aligned), which also makes every copy 16 bytes
-// wholly inside or outside a row (8 bf16 or 4 float32), beta 4-byte aligned not needed (plain loads). Elsewhere rung 25
+// Range: rung 25's (bwdc::g1a_ok: DeltaNet, K % 8 == 0, V % 8 == 0, k, v, ws.A, ws.dwa, ws.dvn 16-byte aligned), so
+// every copy is 16 bytes wholly inside or outside a row (8 bf16 or 4 float32); beta by plain loads. Elsewhere rung 25
 // (i.e. 24). Workspace: rung 3's (dw_aux as bf16 in ws.dwa's first half, dv_new's bf16 copy in ws.du0's first half).
 #include <cstdint>
 #include <stdexcept>

@@ -938,6 +938,13 @@ MUTANTS = [
      "        bwdc::put_op4<false>(sXh, sXl, i, c, x);  // dv_new hi + lo (kLoDu0)",
      "        if (p.mutant == 300) bwdc::put_op4<true>(sXh, sXl, i, c, x); else bwdc::put_op4<false>(sXh, sXl, i, c, x);  // dv_new hi + lo (kLoDu0)",
      "bwd v26: dv_new's lo tile not written (du0 takes stale lo values)"),
+    # After session 24's review: an ordering bug (the others plant wrong data). Rung 25's slab loop converts the float32
+    # slabs without waiting for their copies: expected to fail rung 25's bit test ("CUDA v25 gradients equal v24 gradients
+    # bit for bit") by reading slabs before they land, though a race can only be expected to, not made to.
+    (301, "optimized/cuda/bwd_v25_g1async.cu",
+     "    cp_async_wait<0>();\n    __syncthreads();  // slab s in shared memory (every thread's copies); slab s - 1's products done",
+     "    if (p.mutant != 301) cp_async_wait<0>();\n    __syncthreads();  // slab s in shared memory (every thread's copies); slab s - 1's products done",
+     "bwd v25: the slab loop's cp.async wait dropped (slabs converted before they land; a race)"),
 ]
 
 HOOKS = [

@@ -8,7 +8,8 @@
 #   128 with both value tiles and determinism, among them).
 # STEP=2 (a second call; carry `.fla` too): every test_cuda_saved case with `best` = rung 26, then DeltaNet forward +
 #   backward with fla beside rungs 26 and 24 in one process at B=8 T=4096 H=16 K=V=128: the goal's ratio measured on one
-#   machine (sessions 21-24 compared with fla's 2.84 ms of session 21).
+#   machine (sessions 21-24 compared with fla's 2.84 ms of session 21); then, if .cudabin/mut.tar.xz is carried (the
+#   make_mutants.py build at HEAD), mutant 301 (rung 25's slab wait dropped: a race, expected to fail its bit test).
 # Needs .cudabin/bins.tar.xz (test_cuda_backward, test_cuda_saved, liblinattn_cuda_capi.so, stripped, built at HEAD: the
 # binaries packed in session 24 predate `best` = rung 26 and must be rebuilt); carry `.cudabin` (and `.fla` for STEP=2).
 # Usage on the device: bash optimized/cuda/bench/pending_device_run.sh (STEP=2 bash ... for step 2).
@@ -30,5 +31,12 @@ else
     > /tmp/l/bench_fla.log 2>&1
   note "bench_backward delta_rule rungs 26, 24 with fla rc $?"
   grep -E "backward|saving|kernels|fla" /tmp/l/bench_fla.log | grep -v "^summary" | cut -c1-220 >> /tmp/l/summary.log
+  cp /tmp/l/summary.log "$OUT/"
+  if [ -f .cudabin/mut.tar.xz ]; then  # mutant 301 (session 24's review: an ordering bug), make_mutants.py's build at HEAD
+    mkdir -p /tmp/m && tar -xJf .cudabin/mut.tar.xz -C /tmp/m
+    LINATTN_MUTANT=301 timeout $(left 60) /tmp/m/test_cuda_backward 'CUDA v25 gradients equal v24 gradients bit for bit' \
+      -w NoTests > /tmp/l/mut_301.log 2>&1
+    note "mutant 301 rc $? (expected to fail: a race): $(res /tmp/l/mut_301.log)"
+  fi
 fi
 finish
