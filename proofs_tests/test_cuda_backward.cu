@@ -1,6 +1,6 @@
 // proofs_tests/test_cuda_backward.cu -- the CUDA chunked backward (optimized/cuda: rung 1
 // bwd_v1_simple.cu, rung 2 bwd_v2_tensorcore.cu, rung 3 bwd_v3_async.cu, rung 4 bwd_v4_tc_tail.cu,
-// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu, rung 8 bwd_v8_wide.cu, rung 9 bwd_v9_noextras.cu, rung 10 bwd_v10_split.cu, rung 11 bwd_v11_wyfast.cu, rung 12 bwd_v12_g1slab.cu, rung 13 bwd_v13_g1g2.cu, rung 15 bwd_v15_hionly.cu, rung 16 bwd_v16_b9one.cu, rung 17 bwd_v17_hybrid.cu, rung 18 bwd_v18_lean.cu, rung 19 bwd_v19_dsbf16.cu, rung 20 bwd_v20_dvbf16.cu, rung 21 bwd_v21_duvsmem.cu, rung 22 bwd_v22_kq8.cu, rung 23 bwd_v23_dsone.cu, rung 24 bwd_v24_dswide.cu, rung 25 bwd_v25_g1async.cu, rung 26 bwd_v26_wyasync.cu; host API
+// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu, rung 8 bwd_v8_wide.cu, rung 9 bwd_v9_noextras.cu, rung 10 bwd_v10_split.cu, rung 11 bwd_v11_wyfast.cu, rung 12 bwd_v12_g1slab.cu, rung 13 bwd_v13_g1g2.cu, rung 15 bwd_v15_hionly.cu, rung 16 bwd_v16_b9one.cu, rung 17 bwd_v17_hybrid.cu, rung 18 bwd_v18_lean.cu, rung 19 bwd_v19_dsbf16.cu, rung 20 bwd_v20_dvbf16.cu, rung 21 bwd_v21_duvsmem.cu, rung 22 bwd_v22_kq8.cu, rung 23 bwd_v23_dsone.cu, rung 24 bwd_v24_dswide.cu, rung 25 bwd_v25_g1async.cu, rung 26 bwd_v26_wyasync.cu, rung 27 bwd_v27_dvplanes.cu; host API
 // cuda::chunk_backward) equals the
 // float64 reference backward
 // (reference/recurrent_backward.hpp, itself proven by finite differences in
@@ -121,7 +121,8 @@ const cuda::BwdVersion kRungs[] = {cuda::BwdVersion::v1_simple, cuda::BwdVersion
                                    cuda::BwdVersion::v23_dsone,
                                    cuda::BwdVersion::v24_dswide,
                                    cuda::BwdVersion::v25_g1async,
-                                   cuda::BwdVersion::v26_wyasync};
+                                   cuda::BwdVersion::v26_wyasync,
+                                   cuda::BwdVersion::v27_dvplanes};
 
 /// Rungs 3 to 10 share rung 3's range (bf16 inputs, 16 <= K <= 128) and bounds.
 bool rung3_family(cuda::BwdVersion ver) {
@@ -144,7 +145,8 @@ bool rung3_family(cuda::BwdVersion ver) {
          ver == cuda::BwdVersion::v23_dsone ||
          ver == cuda::BwdVersion::v24_dswide ||
          ver == cuda::BwdVersion::v25_g1async ||
-         ver == cuda::BwdVersion::v26_wyasync;
+         ver == cuda::BwdVersion::v26_wyasync ||
+         ver == cuda::BwdVersion::v27_dvplanes;
 }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
 
@@ -1732,6 +1734,72 @@ TEST_CASE("CUDA v26 on small cases for the sanitizers") {
                                    fixed_case(1, 70, 1, 40, 136, GateMode::random, true, 95),
                                    fixed_case(1, 100, 1, 64, 8, GateMode::random, true, 96)};
   CHECK(check_v26_equals_v25(cases, {Op::delta_rule}) == 6);
+}
+
+TEST_CASE("CUDA v27 chunked backward with dv_new in bf16 planes equals the float64 reference backward for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::f32, cuda::BwdVersion::v27_dvplanes);
+}
+
+TEST_CASE("CUDA v27 chunked backward with dv_new in bf16 planes and bfloat16 gates equals the reference backward on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::bf16, cuda::BwdVersion::v27_dvplanes);
+}
+
+namespace {
+/// Rung 27's route: "bwd_v27_dvp" where rung 26 takes its own kernels, else rung 26's (24's).
+std::string v27_route(const Case& c, Op op) {
+  const std::string r = v26_route(c, op);
+  return r == "bwd_v26_wya" ? "bwd_v27_dvp" : r;
+}
+
+/// Rung 27 against rung 26 bit for bit, as check_v26_equals_v25. Returns how many calls took rung 27's own kernels.
+int check_v27_equals_v26(const std::vector<Case>& cases, const std::vector<Op>& ops) {
+  EnvRestore keep_bv("LINATTN_BWD3_BV"), keep_vf("LINATTN_BWD3_VFIRST");
+  unsetenv("LINATTN_BWD3_BV");
+  unsetenv("LINATTN_BWD3_VFIRST");
+  const int sms = device_sm_count();
+  int own = 0;
+  check_rungs_agree(cuda::BwdVersion::v26_wyasync, cuda::BwdVersion::v27_dvplanes, cases, ops, 0,
+                    /*require_finite=*/true, /*poison_between=*/true,
+                    [&](const Case& c, Op op) {
+                      const std::string r = v27_route(c, op);
+                      own += r == "bwd_v27_dvp";
+                      return r;
+                    },
+                    [&](const Case& c, Op op) { return v24_grid(c, op, "", sms); });
+  return own;
+}
+}  // namespace
+
+TEST_CASE("CUDA v27 gradients equal v26 gradients bit for bit") {
+  SKIP_WITHOUT_GPU();
+  // Rung 27 (bwd_v27_dvplanes.cu) is rung 26 with DeltaNet's dv_new stored by the dstates kernel as its bf16 hi and lo
+  // parts (the values G2' multiplies) instead of float32 plus a bf16 copy of the hi part: the same tiles in both
+  // gradient kernels, so every gradient, dh0 included, must equal rung 26's bit for bit and be finite. The float32
+  // dv_new is not written on this path; NaN-filled workspaces between the rungs make a stale read of it show. Rung 26's
+  // cases (every dstates width among them: the planes are stored by every dstates kernel), every operator, each call's
+  // route and dstates width checked.
+  std::vector<Case> cases = rung20_bit_cases();
+  for (const Case& c : v25_slab_cases()) cases.push_back(c);
+  for (const Case& c : v24_wide_cases(device_sm_count())) cases.push_back(c);
+  const int own = check_v27_equals_v26(cases, std::vector<Op>(std::begin(kOps), std::end(kOps)));
+  INFO("calls that took rung 27's own kernels: " << own);
+  CHECK(own > 0);
+}
+
+TEST_CASE("CUDA v27 chunked backward outside rung 3 range runs rung 2 bit for bit") {
+  SKIP_WITHOUT_GPU();
+  check_outside_range_is_rung2(cuda::BwdVersion::v27_dvplanes);
+}
+
+TEST_CASE("CUDA v27 on small cases for the sanitizers") {
+  SKIP_WITHOUT_GPU();
+  // Rung 27's bit test on rung 26's sanitizer cases (two, three and one value slabs; two and one key slabs).
+  const std::vector<Case> cases = {fixed_case(1, 150, 1, 128, 128, GateMode::random, true, 97),
+                                   fixed_case(1, 70, 1, 40, 136, GateMode::random, true, 98),
+                                   fixed_case(1, 100, 1, 64, 8, GateMode::random, true, 99)};
+  CHECK(check_v27_equals_v26(cases, {Op::delta_rule}) == 6);
 }
 
 TEST_CASE("CUDA v18 lean chunked backward equals the float64 reference backward for every operator in bfloat16") {

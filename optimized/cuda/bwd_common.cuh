@@ -248,7 +248,7 @@ enum class DsPick { two_stage, one_stage, wide };
 /// dv_bf16 or neither; each computes the same values.
 void bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra = false, bool wide_extras = false,
                   bool extras = true, bool g_only = false, bool ds_bf16 = false, bool dv_bf16 = false,
-                  DsPick ds = DsPick::two_stage);
+                  DsPick ds = DsPick::two_stage, bool dv_planes = false);
 /// Rung 4's chunk-gradient kernel (bwd_v4_tc_tail.cu: bwd_grads_tc with B7 and B9 on tensor cores),
 /// then prof.mark(); reads the workspace bwd_v3_front leaves. batch_loads: rung 5's variant (V5Mid:
 /// stagings, tail and V4Mid's B9 slabs load in batches, the per-channel float32 B9 unrolled;
@@ -330,9 +330,11 @@ void bwd_v17_grads(const BwdCall& c, Profile& prof);
 /// ds_bf16: bwd_v3_front's (rung 19, DeltaNet; g1 must then read bf16 dS': bwd_v12_g1_dsh).
 /// dv_bf16: bwd_v3_front's (rung 20, DeltaNet and GDN; g1 must then read bf16 dv_new: bwd_v12_g1_(dsh_)dvh).
 /// ds: bwd_v3_front's (DsPick: rung 23's single-stage dstates kernel, rung 24's wide one).
+/// dv_planes: bwd_v3_front's (rung 27, DeltaNet with ds_bf16 and dv_bf16: dv_new as bf16 hi and lo planes in ws.du0, no
+/// float32 dv_new; g2 must then read the planes).
 void bwd_split_launch(const BwdCall& c, const char* name, void (*g1)(const BwdCall&, Profile&),
                       void (*g2)(const BwdCall&, Profile&), bool g_only = false, bool ds_bf16 = false,
-                      bool dv_bf16 = false, DsPick ds = DsPick::two_stage);
+                      bool dv_bf16 = false, DsPick ds = DsPick::two_stage, bool dv_planes = false);
 /// Rungs 21 and 22's split route (bwd_v21_duvsmem.cu), for a call inside rung 18's range (the caller checks it): the
 /// front without extras, then g1 and rung 21's G2' (bwd_v11_g2_duv), profiled as `name`. g1 is g1_dn for DeltaNet (with
 /// bf16 dS': ds_bf16), g1_gdn_dvh for GDN where bwdc::dv_bf16_ok holds (with bf16 dv_new: dv_bf16), else g1_gdn_lean.
@@ -346,6 +348,11 @@ void bwd_duv_split_launch(const BwdCall& c, const char* name, void (*g1_dn)(cons
 bool g1a_ok(const BwdCall& c);
 void bwd_v25_g1(const BwdCall& c, Profile& prof);
 void bwd_v25_g1_dwah(const BwdCall& c, Profile& prof);
+/// Rung 26's G2' (bwd_v26_wyasync.cu: DeltaNet, operands by cp.async ahead of their products; dw_aux as bwd_v25_g1_dwah
+/// leaves it), then prof.mark(), where g1a_ok holds. bwd_v26_g2_planes: rung 27's, reading dv_new as the bf16 hi and lo
+/// planes bwd_v3_front(.., dv_planes = true) leaves in ws.du0.
+void bwd_v26_g2(const BwdCall& c, Profile& prof);
+void bwd_v26_g2_planes(const BwdCall& c, Profile& prof);
 
 // ------------------------------------------------------------------------------------------------
 // Rung 2's chunk-gradient kernel bwd_grads_tc (B2, B4-B11 per (chunk, head); bwd_v2_tensorcore.cu's

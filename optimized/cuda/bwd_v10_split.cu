@@ -305,7 +305,7 @@ void bwdc::bwd_v10_g2(const BwdCall& c, bwdc::Profile& prof) {  // rung 12 runs 
 
 void bwdc::bwd_split_launch(const BwdCall& c, const char* name, void (*g1)(const BwdCall&, Profile&),
                             void (*g2)(const BwdCall&, Profile&), bool g_only, bool ds_bf16, bool dv_bf16,
-                            DsPick ds) {
+                            DsPick ds, bool dv_planes) {
   const KParams& p = c.p;
   if (p.N == 0) return;
   if (!bwdc::in_rung3_range(c)) return bwd_v3_launch(c);  // outside the range: rung 2 (via rung 3)
@@ -313,7 +313,7 @@ void bwdc::bwd_split_launch(const BwdCall& c, const char* name, void (*g1)(const
   if (p.gate == kGateChannel || p.gdn2) return bwd_v8_launch(c);  // KDA, GDN2: not split (file comment)
   bwdc::Profile prof(c.stream, name);
   bwdc::bwd_v3_front(c, prof, /*levels_intra=*/true, /*wide_extras=*/true, /*extras=*/true, g_only, ds_bf16,
-                     dv_bf16, ds);  // rung 8's front
+                     dv_bf16, ds, dv_planes);  // rung 8's front
   if (p.num_chunks > 0) {
     set_backward_split_route(name);  // route.hpp: this rung's G1 / G2 run
     g1(c, prof);  // the state side: "grads" in the profile

@@ -82,8 +82,22 @@ __device__ __forceinline__ void cp_f32_slab(float* r, const float* base, int HW,
   }
 }
 
+/// cp.async (not committed) of a 64 x 64 bf16 slab into an unpadded [64][64] bf16 raw slab (kDvP's dv_new planes):
+/// rows i < Lc, columns col0 + c < W of base[i * HW + ..], zero elsewhere; copy o: row o >> 3, columns 8 (o & 7) ..
+__device__ __forceinline__ void cp_bf16_raw(bf16* r, const bf16* base, int HW, int col0, int W, int Lc, int tid) {
+#pragma unroll
+  for (int q = 0; q < 2; ++q) {
+    const int o = tid + q * kThreads, i = o >> 3, c = 8 * (o & 7);
+    const bool in = i < Lc && col0 + c < W;
+    cp_async16(r + i * C + c, in ? base + i * HW + col0 + c : base, in ? 16 : 0);
+  }
+}
+
 /// G2' of rung 26 (the file comment), DeltaNet: dv, dk, dbeta of one (chunk, head), bit for bit rung 21's G2'.
-template <class Tg>
+/// kDvP (rung 27, bwd_v27_dvplanes.cu): dv_new comes as the bf16 hi and lo planes that rung 27's dstates kernel leaves in
+/// ws.du0 (first and second half), copied by cp.async into the raw slab's bytes (hi at 0, lo at 8,192) and from there
+/// into the hi and lo tiles: put_split4's values of the float32 dv_new, so the same tiles and the same bits.
+template <class Tg, bool kDvP = false>
 __global__ void __launch_bounds__(kThreads, 2) bwd26_wy(KParams p, bwdc::BwdOut out) {
   using bwdc::each_acc;
   using bwdc::gemm64;
@@ -115,12 +129,28 @@ __global__ void __launch_bounds__(kThreads, 2) bwd26_wy(KParams p, bwdc::BwdOut 
   const float* dvnb = rb.base(ws.dvn, V);
   const Tg* beta = static_cast<const Tg*>(p.beta);
   const int HK = rb.HK, HV = rb.HV;
+  // kDvP: the planes (formed only there: rb.base's asm would keep them alive otherwise)
+  const bf16 *dvhb = nullptr, *dvlb = nullptr;
+  if constexpr (kDvP) {
+    const bf16* planes = reinterpret_cast<const bf16*>(ws.du0);
+    dvhb = rb.base(planes, V);
+    dvlb = rb.base(planes + std::int64_t(p.B) * p.T * p.H * V, V);
+  }
+  // value slab vv's dv_new into raw slab r (float32, or kDvP's two bf16 planes)
+  auto cp_dvn = [&](float* r, int vv) {
+    if constexpr (kDvP) {
+      cp_bf16_raw(reinterpret_cast<bf16*>(r), dvhb, HV, vv, V, Lc, tid);
+      cp_bf16_raw(reinterpret_cast<bf16*>(r) + C * C, dvlb, HV, vv, V, Lc, tid);
+    } else {
+      cp_f32_slab(r, dvnb, HV, vv, V, Lc, tid);
+    }
+  };
   const int nV = (V + 63) / 64, nKs = (K + 63) / 64;  // nKs <= 2 (K <= 128)
 
   // start: A, value slab 0 (v into B0, dv_new into raw slab 0)
   cp_f32_slab(sDuV, rb.base(ws.A, C), rb.HC, 0, C, Lc, tid);
   cp_bf16_slab(sB, vb, HV, 0, V, Lc, tid);
-  cp_f32_slab(sdE, dvnb, HV, 0, V, Lc, tid);
+  cp_dvn(sdE, 0);
   cp_async_commit();
   for (int i = tid; i < C; i += kThreads) sbeta[i] = i < Lc ? ld(beta + rb.r0 + std::int64_t(i) * rb.H) : 0.f;
   cp_async_wait<0>();
@@ -148,9 +178,15 @@ __global__ void __launch_bounds__(kThreads, 2) bwd26_wy(KParams p, bwdc::BwdOut 
 #pragma unroll
       for (int t = 0; t < 4; ++t) {
         const int o = tid + t * kThreads, i = o >> 4, c = 4 * (o & 15);
-        float x[4];
-        bwdc::ld4(raw + i * C + c, x);
-        bwdc::put_op4<false>(sXh, sXl, i, c, x);  // dv_new hi + lo (kLoDu0)
+        if constexpr (kDvP) {  // the planes' words as they are
+          const bf16* rb16 = reinterpret_cast<const bf16*>(raw);
+          *reinterpret_cast<uint2*>(sXh + i * LT + c) = *reinterpret_cast<const uint2*>(rb16 + i * C + c);
+          *reinterpret_cast<uint2*>(sXl + i * LT + c) = *reinterpret_cast<const uint2*>(rb16 + C * C + i * C + c);
+        } else {
+          float x[4];
+          bwdc::ld4(raw + i * C + c, x);
+          bwdc::put_op4<false>(sXh, sXl, i, c, x);  // dv_new hi + lo (kLoDu0)
+        }
         const uint2 w = *reinterpret_cast<const uint2*>(sv + i * LT + c);
         float vf[4], u0[4];
         bwdc::unpack4(w, vf);
@@ -162,7 +198,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd26_wy(KParams p, bwdc::BwdOut 
       if (s + 1 < nV) {
         bf16* nv = sB + ((s + 1) & 1) * kTile;  // last read by slab s - 1's epilogue
         cp_bf16_slab(nv, vb, HV, vv + 64, V, Lc, tid);
-        cp_f32_slab(sdE + ((s + 1) & 1) * C * C, dvnb, HV, vv + 64, V, Lc, tid);
+        cp_dvn(sdE + ((s + 1) & 1) * C * C, vv + 64);
       } else {
         // the key slabs' first operands: dw_aux 0 -> B2, k 0 -> the free v tile, dw_aux 1 -> dE's second half
         cp_bf16_slab(sB + 2 * kTile, dwb, HK, 0, K, Lc, tid);
@@ -303,12 +339,12 @@ __global__ void __launch_bounds__(kThreads, 2) bwd26_wy(KParams p, bwdc::BwdOut 
   }
 }
 
-template <class Tg>
+template <class Tg, bool kDvP>
 void launch_wya(const BwdCall& c, bwdc::Profile& prof) {
   const KParams& p = c.p;
   if (!bwdc::g1a_ok(c))
     throw std::logic_error("linattn::cuda: bwd26_wy: DeltaNet inside rung 25's range only (bwd_v26_launch checks it)");
-  auto kern = bwd26_wy<Tg>;
+  auto kern = bwd26_wy<Tg, kDvP>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kWyaSmem)));
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
                                           int(cudaSharedmemCarveoutMaxShared)));
@@ -318,19 +354,23 @@ void launch_wya(const BwdCall& c, bwdc::Profile& prof) {
   prof.mark();
 }
 
-void g2_wya(const BwdCall& c, bwdc::Profile& prof) {
-  if (c.gate_dtype == 0) launch_wya<float>(c, prof);
-  else launch_wya<bf16>(c, prof);
-}
-
 }  // namespace
+
+void bwdc::bwd_v26_g2(const BwdCall& c, bwdc::Profile& prof) {
+  if (c.gate_dtype == 0) launch_wya<float, false>(c, prof);
+  else launch_wya<bf16, false>(c, prof);
+}
+void bwdc::bwd_v26_g2_planes(const BwdCall& c, bwdc::Profile& prof) {
+  if (c.gate_dtype == 0) launch_wya<float, true>(c, prof);
+  else launch_wya<bf16, true>(c, prof);
+}
 
 std::size_t bwd_v26_workspace_bytes(const KParams& p) { return bwd_v3_workspace_bytes(p); }
 
 void bwd_v26_launch(const BwdCall& c) {
   if (c.p.N == 0 || !bwdc::in_rung18_range(c) || !bwdc::g1a_ok(c)) return bwd_v25_launch(c);
   // DeltaNet: rung 25's front and G1' (with bf16 dw_aux), rung 26's G2'
-  bwdc::bwd_split_launch(c, "bwd_v26_wya", bwdc::bwd_v25_g1_dwah, g2_wya, /*g_only=*/true, /*ds_bf16=*/true,
+  bwdc::bwd_split_launch(c, "bwd_v26_wya", bwdc::bwd_v25_g1_dwah, bwdc::bwd_v26_g2, /*g_only=*/true, /*ds_bf16=*/true,
                          /*dv_bf16=*/true, bwdc::DsPick::wide);
 }
 

@@ -318,7 +318,12 @@ struct DsSmem {
 /// kVFirst (session 22's trial, LINATTN_BWD3_VFIRST=1; launch_dstates): the grid is (value tiles, sequences, heads)
 /// instead of (sequences, heads, value tiles), so that a head's value tiles run side by side and share their w_aux, Qg,
 /// Kd, P reads through L2. A template parameter, so that the default kernels' code is untouched (ptx_identity.py).
-template <int KP, int BV, bool kDsH = false, bool kDvH = false, bool kOne = false, bool kVFirst = false>
+/// kDvP (backward rung 27, bwd_v27_dvplanes.cu; DeltaNet, with kDsH and kDvH): dv_new is stored as its bf16 hi and lo
+/// parts only (put_split's values: hi = bf16_rn(dv_new), lo = bf16_rn(dv_new - hi)), hi in ws.du0's first half where kDvH
+/// puts it, lo in its second half, both viewed as bf16 [rows, V], from the fragments; no float32 dv_new, no row copy.
+/// Rung 27's G2' reads both planes, G1' the hi plane as before. Requires V % 2 == 0 (the pair stores; its range has V % 8).
+template <int KP, int BV, bool kDsH = false, bool kDvH = false, bool kOne = false, bool kVFirst = false,
+          bool kDvP = false>
 __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, const bf16* do_,
                                                          const float* dht, float* dh0) {
   using S = DsSmem<KP, BV, kOne>;
@@ -451,7 +456,19 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {  // 8-byte stores where aligned (st_pair, tc_common.cuh)
         const int ii = i + hh * 8, cc = v0 + col;
-        if (ii < Lc) st_pair(bw.dvn + (std::int64_t(tok0 + ii) * H + h) * V + cc, dv[nt][2 * hh], dv[nt][2 * hh + 1], cc, V);
+        if constexpr (kDvP) {
+          if (ii < Lc && cc < V) {  // hi and lo planes (V even: both columns in range)
+            const std::int64_t off = (std::int64_t(tok0 + ii) * H + h) * V + cc;
+            bf16* hi = reinterpret_cast<bf16*>(bw.du0);
+            const float x0 = dv[nt][2 * hh], x1 = dv[nt][2 * hh + 1];
+            const bf16 h0 = __float2bfloat16_rn(x0), h1 = __float2bfloat16_rn(x1);
+            *reinterpret_cast<__nv_bfloat162*>(hi + off) = __halves2bfloat162(h0, h1);
+            *reinterpret_cast<__nv_bfloat162*>(hi + std::int64_t(p.B) * p.T * H * V + off) = __halves2bfloat162(
+                __float2bfloat16_rn(x0 - __bfloat162float(h0)), __float2bfloat16_rn(x1 - __bfloat162float(h1)));
+          }
+        } else {
+          if (ii < Lc) st_pair(bw.dvn + (std::int64_t(tok0 + ii) * H + h) * V + cc, dv[nt][2 * hh], dv[nt][2 * hh + 1], cc, V);
+        }
       }
     }
     if constexpr (kOne) cp_async_wait<0>();  // issue_b(ci): w_aux, Qg, for B3
@@ -471,7 +488,7 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
     // kDvH: bf16_rn(dv_new) = -bf16_rn(-dv_new) (round to nearest even is odd-symmetric), rows < Lc. After B3's
     // products, not before them (session 19 call 2: copied before B3, dstates took 0.56 -> 0.67 ms); sNdv is not
     // written again before the next chunk's first barrier.
-    if constexpr (kDvH)
+    if constexpr (kDvH && !kDvP)
       dv_new_rows_store<BV, LDV>(sNdv, reinterpret_cast<bf16*>(bw.du0) + (std::int64_t(tok0) * H + h) * V,
                                  std::int64_t(H) * V, Lc, V, v0, tid);
     if (kOne && ci > 0) {
@@ -482,13 +499,13 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
   state_frag_store(st, dh0, sbase, K, V, sm, sn0, v0, g8, t4);
 }
 
-template <int KP, int BV, bool kDsH, bool kDvH, bool kOne, bool kVFirst>
+template <int KP, int BV, bool kDsH, bool kDvH, bool kOne, bool kVFirst, bool kDvP = false>
 void launch_dstates_order(const BwdCall& c, void* tcws) {
   const KParams& p = c.p;
   constexpr int bytes = DsSmem<KP, BV, kOne>::bytes;
   static_assert(bytes <= 227 * 1024, "shared memory");
   static_assert(!kOne || KP != 128 || BV != 32 || 2 * (bytes + 1024) <= 228 * 1024, "kOne: two blocks per SM");
-  auto kern = bwd3_dstates<KP, BV, kDsH, kDvH, kOne, kVFirst>;
+  auto kern = bwd3_dstates<KP, BV, kDsH, kDvH, kOne, kVFirst, kDvP>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   const int nv = (p.V + BV - 1) / BV;
   // route.hpp: the block order and the value columns per block, e.g. "sequence-first/64"
@@ -503,30 +520,33 @@ void launch_dstates_order(const BwdCall& c, void* tcws) {
 /// The dstates kernel in its default block order, or (session 22's trial, off by default) with LINATTN_BWD3_VFIRST=1
 /// the value tile first, as fla's dhu orders its programs, where the sequences fit grid y (at most 65,535) and the
 /// kernel is not rung 23's kOne (which keeps its own order); the same blocks compute the same values in either order.
-template <int KP, int BV, bool kDsH = false, bool kDvH = false, bool kOne = false>
+template <int KP, int BV, bool kDsH = false, bool kDvH = false, bool kOne = false, bool kDvP = false>
 void launch_dstates(const BwdCall& c, void* tcws) {
-  if constexpr (!kOne) {
+  if constexpr (!kOne && !kDvP) {
     const char* env = std::getenv("LINATTN_BWD3_VFIRST");
     if (env && std::atoi(env) == 1 && c.p.N <= 65535)
       return launch_dstates_order<KP, BV, kDsH, kDvH, kOne, true>(c, tcws);
   }
-  launch_dstates_order<KP, BV, kDsH, kDvH, kOne, false>(c, tcws);
+  launch_dstates_order<KP, BV, kDsH, kDvH, kOne, false, kDvP>(c, tcws);
 }
 
 /// launch_dstates at the key width KP (64 or 128: tc_pick_kp) and value tile bv (64 or 32, or 128 at KP = 128:
 /// dstates_bv).
-template <bool kDsH, bool kDvH, bool kOne = false>
+/// kDvP: rung 27's planes of dv_new (bwd3_dstates), in every kernel of the choice (not with LINATTN_BWD3_VFIRST).
+template <bool kDsH, bool kDvH, bool kOne = false, bool kDvP = false>
 void launch_dstates_kp_bv(const BwdCall& c, void* tcws, int KP, int bv) {
   // 128 columns (session 22's LINATTN_BWD3_BV=128; rung 24's default where dstates_bv says, DsPick::wide): a head's
   // whole value range in one block, with rung 23's single stage of the w_aux, Qg, Kd tiles (193,536 bytes of shared
   // memory, one block per SM): at B=8 H=16 V=128 that is 128 blocks, one wave on 132 SMs, instead of 256 blocks of 64
   // columns in two waves, and each chunk's K-side tiles are read by one block instead of two. Each column's products
   // are the same, so the same values (session 23 call 1: 0.56-0.61 -> 0.55 ms for DeltaNet, 0.67-0.68 -> 0.53 for GDN).
-  if (bv == 128 && KP == 128) return launch_dstates<128, 128, kDsH, kDvH, true>(c, tcws);
+  if (bv == 128 && KP == 128) return launch_dstates<128, 128, kDsH, kDvH, true, kDvP>(c, tcws);
   if (KP == 64)
-    bv == 64 ? launch_dstates<64, 64, kDsH, kDvH, kOne>(c, tcws) : launch_dstates<64, 32, kDsH, kDvH, kOne>(c, tcws);
+    bv == 64 ? launch_dstates<64, 64, kDsH, kDvH, kOne, kDvP>(c, tcws)
+             : launch_dstates<64, 32, kDsH, kDvH, kOne, kDvP>(c, tcws);
   else
-    bv == 64 ? launch_dstates<128, 64, kDsH, kDvH, kOne>(c, tcws) : launch_dstates<128, 32, kDsH, kDvH, kOne>(c, tcws);
+    bv == 64 ? launch_dstates<128, 64, kDsH, kDvH, kOne, kDvP>(c, tcws)
+             : launch_dstates<128, 32, kDsH, kDvH, kOne, kDvP>(c, tcws);
 }
 
 /// Value columns per block of bwd3_dstates (DsPick, bwd_common.cuh): LINATTN_BWD3_BV when it is 32 or 64, or 128 at
@@ -616,7 +636,7 @@ void bwd_saved_states_layout(const KParams& p, std::size_t& ws_bytes, std::size_
 }
 
 void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool wide_extras, bool extras,
-                        bool g_only, bool ds_bf16, bool dv_bf16, DsPick ds) {
+                        bool g_only, bool ds_bf16, bool dv_bf16, DsPick ds, bool dv_planes) {
   const KParams& p = c.p;
   const BWs bw = bwd_ws(p);
   // A training forward's saved workspace (c.saved_ws: rung 4's intra outputs, written by rung 7's intra
@@ -684,7 +704,11 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
   if (ds_one && ds_bf16) launch_dstates_kp_bv<true, false, true>(c, tcws, KP, bv);  // rung 23, DeltaNet
   else if (ds_one && dv_bf16) launch_dstates_kp_bv<false, true, true>(c, tcws, KP, bv);  // rung 23, GDN
   else if (ds_one) launch_dstates_kp_bv<false, false, true>(c, tcws, KP, bv);  // rung 23, GDN outside dv_bf16_ok
-  else if (dv_bf16 && ds_bf16) launch_dstates_kp_bv<true, true>(c, tcws, KP, bv);  // rung 20, DeltaNet
+  else if (dv_planes) {  // rung 27, DeltaNet: dv_new as bf16 hi and lo planes only
+    if (!(ds_bf16 && dv_bf16) || p.V % 2 != 0)
+      throw std::logic_error("linattn::cuda: bwd_v3_front: dv_planes goes with ds_bf16 and dv_bf16, V even (rung 27)");
+    launch_dstates_kp_bv<true, true, false, true>(c, tcws, KP, bv);
+  } else if (dv_bf16 && ds_bf16) launch_dstates_kp_bv<true, true>(c, tcws, KP, bv);  // rung 20, DeltaNet
   else if (dv_bf16) launch_dstates_kp_bv<false, true>(c, tcws, KP, bv);       // rung 20, GDN (float32 dS': dgamma)
   else if (ds_bf16) launch_dstates_kp_bv<true, false>(c, tcws, KP, bv);       // rung 19
   else launch_dstates_kp_bv<false, false>(c, tcws, KP, bv);

@@ -632,6 +632,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v24_dswide: return "bwd_v24_dswide";
     case BwdVersion::v25_g1async: return "bwd_v25_g1async";
     case BwdVersion::v26_wyasync: return "bwd_v26_wyasync";
+    case BwdVersion::v27_dvplanes: return "bwd_v27_dvplanes";
   }
   return "?";
 }
@@ -675,6 +676,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v24_dswide, detail::bwd_v24_workspace_bytes, detail::bwd_v24_launch},
     {BwdVersion::v25_g1async, detail::bwd_v25_workspace_bytes, detail::bwd_v25_launch},
     {BwdVersion::v26_wyasync, detail::bwd_v26_workspace_bytes, detail::bwd_v26_launch},
+    {BwdVersion::v27_dvplanes, detail::bwd_v27_workspace_bytes, detail::bwd_v27_launch},
 };
 }  // namespace
 
@@ -692,7 +694,8 @@ const std::vector<BwdVersion>& saved_bwd_versions() {
                                             BwdVersion::v16_b9one, BwdVersion::v17_hybrid, BwdVersion::v18_lean,
                                             BwdVersion::v19_dsbf16, BwdVersion::v20_dvbf16, BwdVersion::v21_duvsmem,
                                             BwdVersion::v22_kq8, BwdVersion::v23_dsone, BwdVersion::v24_dswide,
-                                            BwdVersion::v25_g1async, BwdVersion::v26_wyasync};
+                                            BwdVersion::v25_g1async, BwdVersion::v26_wyasync,
+                                            BwdVersion::v27_dvplanes};
   return v;
 }
 

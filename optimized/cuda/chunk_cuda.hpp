@@ -351,6 +351,9 @@ enum class BwdVersion : int {
                        ///< dw_aux handed from G1' in bf16; bit for bit with v25. `best` since session 24 call 3:
                        ///< DeltaNet saved with states 3.47-3.49 -> 3.12-3.17 ms, G2' 1.00-1.06 -> 0.72-0.76 at B=8
                        ///< T=4096 H=16 K=V=128 (RESULTS.md, "Rung 26")
+  v27_dvplanes = 27,   ///< v26 with DeltaNet's dv_new handed from the dstates kernel as bf16 hi and lo planes (no
+                       ///< float32 dv_new, no bf16 copy); bit for bit with v26. Written in session 24, not yet run
+                       ///< on a GPU (bwd_v27_dvplanes.cu)
 };
 
 const char* bwd_version_name(BwdVersion v);
@@ -477,8 +480,8 @@ class SavedForward {
 };
 
 /// The backward rungs that accept a SavedForward: those whose prepare writes forward rung 4's intra
-/// outputs (rung 4's intra kernel, or rung 7's for rungs 18 to 26 in their range and wherever v9_in_best; rung 7's
-/// kA kernel also writes lean_g) and, where v9_in_best, recomputes rung 9's lean states (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid, v18_lean, v19_dsbf16, v20_dvbf16, v21_duvsmem, v22_kq8, v23_dsone, v24_dswide, v25_g1async, v26_wyasync). Any other
+/// outputs (rung 4's intra kernel, or rung 7's for rungs 18 to 27 in their range and wherever v9_in_best; rung 7's
+/// kA kernel also writes lean_g) and, where v9_in_best, recomputes rung 9's lean states (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid, v18_lean, v19_dsbf16, v20_dvbf16, v21_duvsmem, v22_kq8, v23_dsone, v24_dswide, v25_g1async, v26_wyasync, v27_dvplanes). Any other
 /// rung, and rung 5 with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel), is refused.
 const std::vector<BwdVersion>& saved_bwd_versions();
 

@@ -277,6 +277,11 @@ void bwd_v25_launch(const BwdCall& c);
 std::size_t bwd_v26_workspace_bytes(const KParams& p);
 void bwd_v26_launch(const BwdCall& c);
 
+// bwd_v27_dvplanes.cu (rung 26 with DeltaNet's dv_new handed from the dstates kernel as bf16 hi and lo planes instead of
+// float32 and a bf16 copy: bit for bit with rung 26; GDN, KDA, GDN2 and the fallbacks run rung 26, i.e. 24)
+std::size_t bwd_v27_workspace_bytes(const KParams& p);
+void bwd_v27_launch(const BwdCall& c);
+
 // Reused by the backward's rung 3 from the forward's tensor-core rungs (bf16 inputs, 16 <= K <= 128;
 // c.p.ws is the tensor-core workspace of tc_common.cuh, V2Ws):
 /// v3_async.cu: v3's intra-chunk kernel, which also writes A = (I + L)^-1 of every chunk to a_out

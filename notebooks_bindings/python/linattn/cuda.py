@@ -148,7 +148,9 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     'bwd_v25_g1async' (rung 24 with DeltaNet's state-side gradient kernel loading its operands
     asynchronously, a value slab ahead of its products; rung 24's gradients bit for bit by design),
     'bwd_v26_wyasync' (rung 25 with DeltaNet's WY-side gradient kernel loading its operands
-    asynchronously too; rung 25's gradients bit for bit by design).
+    asynchronously too; rung 25's gradients bit for bit by design),
+    'bwd_v27_dvplanes' (rung 26 with dv_new handed between DeltaNet's kernels as two bf16 planes;
+    rung 26's gradients bit for bit by design; not yet run on a GPU).
     output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"
     _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})

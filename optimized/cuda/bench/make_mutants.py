@@ -945,6 +945,12 @@ MUTANTS = [
      "    cp_async_wait<0>();\n    __syncthreads();  // slab s in shared memory (every thread's copies); slab s - 1's products done",
      "    if (p.mutant != 301) cp_async_wait<0>();\n    __syncthreads();  // slab s in shared memory (every thread's copies); slab s - 1's products done",
      "bwd v25: the slab loop's cp.async wait dropped (slabs converted before they land; a race)"),
+    # Session 24: backward rung 27 (bwd_v27_dvplanes.cu: dv_new as bf16 hi and lo planes). Must fail test_cuda_backward's
+    # "CUDA v27 gradients equal v26 gradients bit for bit" (written before any GPU run).
+    (302, "optimized/cuda/bwd_v3_async.cu",
+     "                __float2bfloat16_rn(x0 - __bfloat162float(h0)), __float2bfloat16_rn(x1 - __bfloat162float(h1)));",
+     "                __float2bfloat16_rn(p.mutant == 302 ? 0.f : x0 - __bfloat162float(h0)), __float2bfloat16_rn(x1 - __bfloat162float(h1)));",
+     "bwd v27: dstates stores 0 for every even column's lo part of dv_new (du0 loses those lo terms)"),
 ]
 
 HOOKS = [
