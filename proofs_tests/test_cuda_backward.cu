@@ -1597,24 +1597,31 @@ std::string v25_route(const Case& c, Op op) {
   return v24_route(c, op);
 }
 
-/// Rung 25 against rung 24 bit for bit (every gradient, dh0 included), finite, routes and dstates widths checked (rung
-/// 24's rule: rung 25 runs its front), NaN-filled workspaces between the rungs. Returns how many calls took rung 25's
-/// own G1'.
-int check_v25_equals_v24(const std::vector<Case>& cases, const std::vector<Op>& ops) {
+/// Rung b against its predecessor a bit for bit (every gradient, dh0 included), finite, routes (b's, from `route`) and
+/// dstates widths (rung 24's rule: rungs 25 to 27 run its front) checked, NaN-filled workspaces between the rungs,
+/// LINATTN_BWD3_BV and LINATTN_BWD3_VFIRST unset. Returns how many calls took b's own kernels (route `own_route`).
+/// Rungs 25 to 27's bit tests share it.
+int check_rung_equals_prev(cuda::BwdVersion a, cuda::BwdVersion b, std::string (*route)(const Case&, Op),
+                           const char* own_route, const std::vector<Case>& cases, const std::vector<Op>& ops) {
   EnvRestore keep_bv("LINATTN_BWD3_BV"), keep_vf("LINATTN_BWD3_VFIRST");
   unsetenv("LINATTN_BWD3_BV");
   unsetenv("LINATTN_BWD3_VFIRST");
   const int sms = device_sm_count();
   int own = 0;
-  check_rungs_agree(cuda::BwdVersion::v24_dswide, cuda::BwdVersion::v25_g1async, cases, ops, 0,
-                    /*require_finite=*/true, /*poison_between=*/true,
+  check_rungs_agree(a, b, cases, ops, 0, /*require_finite=*/true, /*poison_between=*/true,
                     [&](const Case& c, Op op) {
-                      const std::string r = v25_route(c, op);
-                      own += r == "bwd_v25_g1a";
+                      const std::string r = route(c, op);
+                      own += r == own_route;
                       return r;
                     },
                     [&](const Case& c, Op op) { return v24_grid(c, op, "", sms); });
   return own;
+}
+
+/// Rung 25 against rung 24 (check_rung_equals_prev). Returns how many calls took rung 25's own G1'.
+int check_v25_equals_v24(const std::vector<Case>& cases, const std::vector<Op>& ops) {
+  return check_rung_equals_prev(cuda::BwdVersion::v24_dswide, cuda::BwdVersion::v25_g1async, v25_route, "bwd_v25_g1a",
+                                cases, ops);
 }
 
 /// Cases for rung 25's slab pipeline beyond rung 20's bit cases: one to four value slabs (V = 8, 64, 136 with a partial
@@ -1627,6 +1634,15 @@ std::vector<Case> v25_slab_cases() {
           fixed_case(1, 70, 1, 128, 256, GateMode::random, true, 89),
           fixed_case(1, 120, 3, 64, 96, GateMode::random, true, 90, {0, 1, 17, 64, 65, 120})};
 }
+
+/// The bit tests' cases of rungs 25 to 27: rung 20's bit cases, v25_slab_cases and v24_wide_cases (sized from this
+/// device's SM count: the 128- and 64-column dstates kernels, which these rungs' fronts run with bf16 dv_new too).
+std::vector<Case> v25_bit_cases() {
+  std::vector<Case> cases = rung20_bit_cases();
+  for (const Case& c : v25_slab_cases()) cases.push_back(c);
+  for (const Case& c : v24_wide_cases(device_sm_count())) cases.push_back(c);
+  return cases;
+}
 }  // namespace
 
 TEST_CASE("CUDA v25 gradients equal v24 gradients bit for bit") {
@@ -1638,9 +1654,7 @@ TEST_CASE("CUDA v25 gradients equal v24 gradients bit for bit") {
   // finite. Rung 20's bit cases, v25_slab_cases and v24_wide_cases (rung 25 runs rung 24's front: 128- and 64-column
   // dstates kernels with bf16 dv_new too), every operator (GDN, KDA, GDN2 run rung 24 itself), each call's route and
   // dstates width checked: DeltaNet must take rung 25's own G1' wherever K % 8 == 0 and V % 8 == 0, else rung 24's.
-  std::vector<Case> cases = rung20_bit_cases();
-  for (const Case& c : v25_slab_cases()) cases.push_back(c);
-  for (const Case& c : v24_wide_cases(device_sm_count())) cases.push_back(c);
+  const std::vector<Case> cases = v25_bit_cases();
   const int own = check_v25_equals_v24(cases, std::vector<Op>(std::begin(kOps), std::end(kOps)));
   INFO("calls that took rung 25's own G1': " << own);
   CHECK(own > 0);
@@ -1685,23 +1699,10 @@ std::string v26_route(const Case& c, Op op) {
   return r == "bwd_v25_g1a" ? "bwd_v26_wya" : r;
 }
 
-/// Rung 26 against rung 25 bit for bit (every gradient, dh0 included), finite, routes and dstates widths checked, NaN-
-/// filled workspaces between the rungs. Returns how many calls took rung 26's own kernels.
+/// Rung 26 against rung 25 (check_rung_equals_prev). Returns how many calls took rung 26's own kernels.
 int check_v26_equals_v25(const std::vector<Case>& cases, const std::vector<Op>& ops) {
-  EnvRestore keep_bv("LINATTN_BWD3_BV"), keep_vf("LINATTN_BWD3_VFIRST");
-  unsetenv("LINATTN_BWD3_BV");
-  unsetenv("LINATTN_BWD3_VFIRST");
-  const int sms = device_sm_count();
-  int own = 0;
-  check_rungs_agree(cuda::BwdVersion::v25_g1async, cuda::BwdVersion::v26_wyasync, cases, ops, 0,
-                    /*require_finite=*/true, /*poison_between=*/true,
-                    [&](const Case& c, Op op) {
-                      const std::string r = v26_route(c, op);
-                      own += r == "bwd_v26_wya";
-                      return r;
-                    },
-                    [&](const Case& c, Op op) { return v24_grid(c, op, "", sms); });
-  return own;
+  return check_rung_equals_prev(cuda::BwdVersion::v25_g1async, cuda::BwdVersion::v26_wyasync, v26_route, "bwd_v26_wya",
+                                cases, ops);
 }
 }  // namespace
 
@@ -1712,9 +1713,7 @@ TEST_CASE("CUDA v26 gradients equal v25 gradients bit for bit") {
   // products and expressions, so every gradient, dh0 included, must equal rung 25's bit for bit and be finite. Rung
   // 25's cases (one to four value slabs, one and two key slabs, partial chunks and slabs, packed batches, the wide
   // dstates cases), every operator (others run rung 25 itself), each call's route and dstates width checked.
-  std::vector<Case> cases = rung20_bit_cases();
-  for (const Case& c : v25_slab_cases()) cases.push_back(c);
-  for (const Case& c : v24_wide_cases(device_sm_count())) cases.push_back(c);
+  const std::vector<Case> cases = v25_bit_cases();
   const int own = check_v26_equals_v25(cases, std::vector<Op>(std::begin(kOps), std::end(kOps)));
   INFO("calls that took rung 26's own kernels: " << own);
   CHECK(own > 0);
@@ -1753,22 +1752,10 @@ std::string v27_route(const Case& c, Op op) {
   return r == "bwd_v26_wya" ? "bwd_v27_dvp" : r;
 }
 
-/// Rung 27 against rung 26 bit for bit, as check_v26_equals_v25. Returns how many calls took rung 27's own kernels.
+/// Rung 27 against rung 26 (check_rung_equals_prev). Returns how many calls took rung 27's own kernels.
 int check_v27_equals_v26(const std::vector<Case>& cases, const std::vector<Op>& ops) {
-  EnvRestore keep_bv("LINATTN_BWD3_BV"), keep_vf("LINATTN_BWD3_VFIRST");
-  unsetenv("LINATTN_BWD3_BV");
-  unsetenv("LINATTN_BWD3_VFIRST");
-  const int sms = device_sm_count();
-  int own = 0;
-  check_rungs_agree(cuda::BwdVersion::v26_wyasync, cuda::BwdVersion::v27_dvplanes, cases, ops, 0,
-                    /*require_finite=*/true, /*poison_between=*/true,
-                    [&](const Case& c, Op op) {
-                      const std::string r = v27_route(c, op);
-                      own += r == "bwd_v27_dvp";
-                      return r;
-                    },
-                    [&](const Case& c, Op op) { return v24_grid(c, op, "", sms); });
-  return own;
+  return check_rung_equals_prev(cuda::BwdVersion::v26_wyasync, cuda::BwdVersion::v27_dvplanes, v27_route, "bwd_v27_dvp",
+                                cases, ops);
 }
 }  // namespace
 
@@ -1780,9 +1767,7 @@ TEST_CASE("CUDA v27 gradients equal v26 gradients bit for bit") {
   // dv_new is not written on this path; NaN-filled workspaces between the rungs make a stale read of it show. Rung 26's
   // cases (every dstates width among them: the planes are stored by every dstates kernel), every operator, each call's
   // route and dstates width checked.
-  std::vector<Case> cases = rung20_bit_cases();
-  for (const Case& c : v25_slab_cases()) cases.push_back(c);
-  for (const Case& c : v24_wide_cases(device_sm_count())) cases.push_back(c);
+  const std::vector<Case> cases = v25_bit_cases();
   const int own = check_v27_equals_v26(cases, std::vector<Op>(std::begin(kOps), std::end(kOps)));
   INFO("calls that took rung 27's own kernels: " << own);
   CHECK(own > 0);
