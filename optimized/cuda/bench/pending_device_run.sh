@@ -14,7 +14,7 @@
 #   302 (rung 27's lo plane zeroed on even columns: must fail rung 27's bit test). If rung 27 passes and is faster, it
 #   becomes `best` (chunk_cuda.cu).
 # Needs .cudabin/bins.tar.xz (test_cuda_backward, test_cuda_saved, liblinattn_cuda_capi.so, stripped, built at HEAD: the
-# binaries packed at the end of session 24 are 289e39f's, `best` = rung 26, rung 27 written: .cudabin/BUILT_AT); carry
+# binaries packed at the end of session 24: .cudabin/BUILT_AT says which commit, `best` = rung 26, rung 27 written); carry
 # `.cudabin` (and `.fla` for STEP=2; the carry limit is 64 MiB in all: the tree is about 23 MB, bins 19, mut 17.5, .fla
 # 7 -- move mut.tar.xz aside for a call that does not need it).
 # Usage on the device: bash optimized/cuda/bench/pending_device_run.sh (STEP=2 bash ... for step 2).
