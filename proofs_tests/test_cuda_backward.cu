@@ -122,7 +122,8 @@ const cuda::BwdVersion kRungs[] = {cuda::BwdVersion::v1_simple, cuda::BwdVersion
                                    cuda::BwdVersion::v24_dswide,
                                    cuda::BwdVersion::v25_g1async,
                                    cuda::BwdVersion::v26_wyasync,
-                                   cuda::BwdVersion::v27_dvplanes};
+                                   cuda::BwdVersion::v27_dvplanes,
+                                   cuda::BwdVersion::v28_sbf16};
 
 /// Rungs 3 to 10 share rung 3's range (bf16 inputs, 16 <= K <= 128) and bounds.
 bool rung3_family(cuda::BwdVersion ver) {
@@ -146,7 +147,8 @@ bool rung3_family(cuda::BwdVersion ver) {
          ver == cuda::BwdVersion::v24_dswide ||
          ver == cuda::BwdVersion::v25_g1async ||
          ver == cuda::BwdVersion::v26_wyasync ||
-         ver == cuda::BwdVersion::v27_dvplanes;
+         ver == cuda::BwdVersion::v27_dvplanes ||
+         ver == cuda::BwdVersion::v28_sbf16;
 }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
 
@@ -1785,6 +1787,59 @@ TEST_CASE("CUDA v27 on small cases for the sanitizers") {
                                    fixed_case(1, 70, 1, 40, 136, GateMode::random, true, 98),
                                    fixed_case(1, 100, 1, 64, 8, GateMode::random, true, 99)};
   CHECK(check_v27_equals_v26(cases, {Op::delta_rule}) == 6);
+}
+
+TEST_CASE("CUDA v28 chunked backward with bf16 states equals the float64 reference backward for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::f32, cuda::BwdVersion::v28_sbf16);
+}
+
+TEST_CASE("CUDA v28 chunked backward with bf16 states and bfloat16 gates equals the reference backward on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::bf16, cuda::BwdVersion::v28_sbf16);
+}
+
+namespace {
+/// Rung 28's route: "bwd_v28_sbf" where rung 27 takes its own kernels (the same range), else rung 27's (24's).
+std::string v28_route(const Case& c, Op op) {
+  const std::string r = v27_route(c, op);
+  return r == "bwd_v27_dvp" ? "bwd_v28_sbf" : r;
+}
+
+/// Rung 28 against rung 27 (check_rung_equals_prev). Returns how many calls took rung 28's own kernels.
+int check_v28_equals_v27(const std::vector<Case>& cases, const std::vector<Op>& ops) {
+  return check_rung_equals_prev(cuda::BwdVersion::v27_dvplanes, cuda::BwdVersion::v28_sbf16, v28_route, "bwd_v28_sbf",
+                                cases, ops);
+}
+}  // namespace
+
+TEST_CASE("CUDA v28 gradients equal v27 gradients bit for bit") {
+  SKIP_WITHOUT_GPU();
+  // Rung 28 (bwd_v28_sbf16.cu) is rung 27 with the state entering every chunk stored by the backward's states kernel as
+  // its bf16 hi part (round to nearest even) and copied by G1' straight into its tiles, where rung 27 stored float32 and
+  // G1' rounded it on chip: the same bf16 values in the same products, so every gradient, dh0 included, must equal rung
+  // 27's bit for bit and be finite. NaN-filled workspaces between the rungs make a read of the float32 S (or of S's
+  // unwritten second half) show. Rung 25's cases (one to three value slabs, one and two key slabs, ragged chunks, every
+  // dstates width), every operator, each call's route and dstates width checked. (The saving forward's bf16 states:
+  // test_cuda_saved.cu.)
+  const std::vector<Case> cases = v25_bit_cases();
+  const int own = check_v28_equals_v27(cases, std::vector<Op>(std::begin(kOps), std::end(kOps)));
+  INFO("calls that took rung 28's own kernels: " << own);
+  CHECK(own > 0);
+}
+
+TEST_CASE("CUDA v28 chunked backward outside rung 3 range runs rung 2 bit for bit") {
+  SKIP_WITHOUT_GPU();
+  check_outside_range_is_rung2(cuda::BwdVersion::v28_sbf16);
+}
+
+TEST_CASE("CUDA v28 on small cases for the sanitizers") {
+  SKIP_WITHOUT_GPU();
+  // Rung 28's bit test on rung 26's sanitizer cases (two, three and one value slabs; two and one key slabs).
+  const std::vector<Case> cases = {fixed_case(1, 150, 1, 128, 128, GateMode::random, true, 97),
+                                   fixed_case(1, 70, 1, 40, 136, GateMode::random, true, 98),
+                                   fixed_case(1, 100, 1, 64, 8, GateMode::random, true, 99)};
+  CHECK(check_v28_equals_v27(cases, {Op::delta_rule}) == 6);
 }
 
 TEST_CASE("CUDA v18 lean chunked backward equals the float64 reference backward for every operator in bfloat16") {

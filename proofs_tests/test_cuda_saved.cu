@@ -29,7 +29,9 @@
 // final state and every gradient bit for bit with the recompute path for every saved rung (a fresh
 // object per rung), a second backward from the same object, a reused object refilled with and without
 // states (best and rung 16), and the refusal of with_states without a SavedForward; the object's size
-// is checked without a GPU.
+// is checked without a GPU. Rung 28 reads the states kept as bf16 (forward_device's states_bf16): (d) fills its object
+// so, checks states_bf16() against rung 28's range computed here, and (e) checks that the other rungs refuse such an
+// object and that states_bf16 needs with_states.
 // Without a usable GPU every test that needs one says why (Catch2 WARN) and returns; the argument
 // checks that need no device run everywhere.
 #include <catch2/catch.hpp>
@@ -200,9 +202,9 @@ struct OnDevice {
   /// o and the final state (raw bytes, NaN-filled before), by forward_device(version[, save]).
   std::pair<std::vector<unsigned char>, std::vector<unsigned char>> forward(Version ver,
                                                                            cuda::SavedForward* save = nullptr,
-                                                                           bool states = false) {
+                                                                           bool states = false, bool states_bf16 = false) {
     o.nan_fill(), ht.nan_fill();
-    if (save) cuda::forward_device(a.fwd, ver, save, states);
+    if (save) cuda::forward_device(a.fwd, ver, save, states, states_bf16);
     else cuda::forward_device(a.fwd, ver);
     if (cudaDeviceSynchronize() != cudaSuccess) throw std::runtime_error("forward failed");
     return {o.raw(), ht.raw()};
@@ -395,7 +397,9 @@ void check_saved_case(const BwdCase& b, Op op, DType gdt, cuda::SavedForward& re
 /// Test (d) for one case, operator and gate dtype: with saved states, o and the final state equal
 /// forward_device's bit for bit and are finite; for every saved rung, a fresh object's saved backward
 /// gives the recompute backward's gradients bit for bit and finite, and so does a second backward from
-/// it; for best and rung 16, `reused` (refilled, alternately with and without states) too.
+/// it; for best and rung 16, `reused` (refilled, alternately with and without states) too. Rung 28's object is filled
+/// with states_bf16 (its states bf16 exactly where rung 28's range says: DeltaNet, K % 8 == 0, V % 8 == 0, K <= 128; the
+/// problems here are bf16 with K >= 16 and aligned buffers), and rung 27's gradients are its want as well.
 void check_saved_states_case(const BwdCase& b, Op op, DType gdt, cuda::SavedForward& reused,
                              const std::vector<BwdVersion>& rungs = saved_rungs()) {
   const DevProblem d = make_dev_problem(op, b, gdt);
@@ -406,8 +410,11 @@ void check_saved_states_case(const BwdCase& b, Op op, DType gdt, cuda::SavedForw
   for (BwdVersion ver : rungs) {
     INFO(cuda::bwd_version_name(ver));
     cuda::SavedForward saved;
-    const auto with_save = dev.forward(Version::best, &saved, true);
+    const bool s_bf16 = ver == BwdVersion::v28_sbf16;
+    const auto with_save = dev.forward(Version::best, &saved, true, s_bf16);
     REQUIRE(saved.has_states());
+    const bool bf16_range = op == Op::delta_rule && b.c.K >= 16 && b.c.K <= 128 && b.c.K % 8 == 0 && b.c.V % 8 == 0;
+    CHECK(saved.states_bf16() == (s_bf16 && bf16_range));
     CHECK(saved.bytes() == cuda::SavedForward::bytes_needed(dev.a.fwd, true));
     CHECK(std::memcmp(plain.first.data(), with_save.first.data(), plain.first.size()) == 0);    // o
     CHECK(std::memcmp(plain.second.data(), with_save.second.data(), plain.second.size()) == 0);  // final state
@@ -417,6 +424,7 @@ void check_saved_states_case(const BwdCase& b, Op op, DType gdt, cuda::SavedForw
     const auto recomputed = dev.backward(ver);
     check_same_grads(recomputed, from_saved);
     check_same_grads(recomputed, dev.backward(ver, &saved));  // the kept arrays read twice
+    if (s_bf16) check_same_grads(dev.backward(BwdVersion::v27_dvplanes), from_saved);  // rung 28 = rung 27, bit for bit
     if (ver == BwdVersion::best || ver == BwdVersion::v16_b9one) {  // (rung 16: its hand-over region)
       dev.forward(Version::v4_levels, &reused, reuse_states);
       CHECK(reused.has_states() == reuse_states);
@@ -892,4 +900,51 @@ TEST_CASE("CUDA saving forward with states but no SavedForward is a linattn Erro
   // 12-14, 6,916,407,552 bytes before the lean layout).
   f.B = 8, f.T = 4096, f.H = 16, f.K = 128, f.V = 128;
   CHECK(cuda::SavedForward::bytes_needed(f, true) == std::size_t(1'684'013'312));
+}
+
+TEST_CASE("CUDA saving forward with states in bf16 is read by rung 28 only and states_bf16 needs with_states") {
+  // An object whose states are bf16 (forward_device's states_bf16; rung 28, bwd_v28_sbf16.cu) is refused by every other
+  // saved rung with a linattn::Error naming 'saved' and rung 28; states_bf16 without with_states is refused before any
+  // device work; outside rung 28's range (GDN, or V % 8 != 0) the states stay float32 and every rung reads them.
+  using Catch::Matchers::Contains;
+  {
+    cuda::DeviceArgs f;
+    f.op = Op::delta_rule, f.dtype = DType::bf16;
+    f.B = 1, f.T = 4, f.H = 1, f.K = 16, f.V = 16;
+    alignas(16) float x[4] = {};
+    f.q = f.k = f.v = f.beta = x;
+    f.o = x;
+    f.scale = 0.25f;
+    cuda::SavedForward s;
+    CHECK_THAT(err_of([&] { cuda::forward_device(f, Version::best, &s, false, true); }),
+               Contains("forward_device") && Contains("'states_bf16'") && Contains("with_states"));
+    CHECK(s.empty());
+  }
+  SKIP_WITHOUT_GPU();
+  BwdCase b;
+  b.c = fixed_case(2, 150, 2, 64, 48, GateMode::random, true, 140);
+  for (Op op : {Op::delta_rule, Op::gated_delta_rule}) {
+    INFO(ref::op_name(op));
+    const DevProblem d = make_dev_problem(op, b, DType::f32);
+    OnDevice dev(d, DType::f32);
+    cuda::SavedForward saved;
+    dev.forward(Version::best, &saved, true, true);
+    CHECK(saved.states_bf16() == (op == Op::delta_rule));
+    CHECK_THAT(saved.describe(), Contains(op == Op::delta_rule ? "with states in bfloat16" : "with states"));
+    const auto want = dev.backward(BwdVersion::v28_sbf16);
+    check_same_grads(want, dev.backward(BwdVersion::v28_sbf16, &saved));
+    cuda::SavedForward f32_states;  // without states_bf16: float32 states, which rung 28 reads through rung 27
+    dev.forward(Version::best, &f32_states, true);
+    CHECK(!f32_states.states_bf16());
+    check_same_grads(want, dev.backward(BwdVersion::v28_sbf16, &f32_states));
+    for (BwdVersion ver : {BwdVersion::best, BwdVersion::v27_dvplanes, BwdVersion::v18_lean, BwdVersion::v5_levels_front}) {
+      INFO(cuda::bwd_version_name(ver));
+      if (op == Op::delta_rule) {
+        CHECK_THAT(err_of([&] { cuda::backward_device(dev.a, ver, &saved); }),
+                   Contains("'saved'") && Contains("bwd_v28_sbf16") && Contains("states_bf16"));
+      } else {  // GDN: float32 states, read by every rung
+        check_same_grads(dev.backward(ver), dev.backward(ver, &saved));
+      }
+    }
+  }
 }

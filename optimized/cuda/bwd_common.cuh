@@ -245,7 +245,9 @@ enum class DsPick { two_stage, one_stage, wide };
 /// bwd_v12_g1_dsh_dwah. dv_bf16 (rung 20; DeltaNet and GDN, else std::logic_error): the dstates kernel also saves
 /// dv_new's bf16 hi part into ws.du0's first half (bwd3_dstates' kDvH), for bwd_v12_g1_dvh / bwd_v12_g1_dsh_dvh;
 /// the caller checks rung 20's alignment (bwdc::dv_bf16_ok). ds: which dstates kernel (DsPick), with ds_bf16 or
-/// dv_bf16 or neither; each computes the same values.
+/// dv_bf16 or neither; each computes the same values. c.s_bf16 (rung 28; with ds_bf16, dv_bf16 and dv_planes, else
+/// std::logic_error): ws.S holds S as its bf16 hi part; without saved states the states kernel stores it so (with
+/// saved states the saving forward did).
 void bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra = false, bool wide_extras = false,
                   bool extras = true, bool g_only = false, bool ds_bf16 = false, bool dv_bf16 = false,
                   DsPick ds = DsPick::two_stage, bool dv_planes = false);
@@ -335,6 +337,7 @@ void bwd_v17_grads(const BwdCall& c, Profile& prof);
 void bwd_split_launch(const BwdCall& c, const char* name, void (*g1)(const BwdCall&, Profile&),
                       void (*g2)(const BwdCall&, Profile&), bool g_only = false, bool ds_bf16 = false,
                       bool dv_bf16 = false, DsPick ds = DsPick::two_stage, bool dv_planes = false);
+/// c.s_bf16 (rung 28) goes through to bwd_v3_front: its states kernel (without saved states) stores S as bf16.
 /// Rungs 21 and 22's split route (bwd_v21_duvsmem.cu), for a call inside rung 18's range (the caller checks it): the
 /// front without extras, then g1 and rung 21's G2' (bwd_v11_g2_duv), profiled as `name`. g1 is g1_dn for DeltaNet (with
 /// bf16 dS': ds_bf16), g1_gdn_dvh for GDN where bwdc::dv_bf16_ok holds (with bf16 dv_new: dv_bf16), else g1_gdn_lean.
@@ -353,6 +356,10 @@ void bwd_v25_g1_dwah(const BwdCall& c, Profile& prof);
 /// planes bwd_v3_front(.., dv_planes = true) leaves in ws.du0.
 void bwd_v26_g2(const BwdCall& c, Profile& prof);
 void bwd_v26_g2_planes(const BwdCall& c, Profile& prof);
+/// Rung 28's G1' (bwd_v25_g1async.cu's kernel with kSh: S copied as its bf16 hi part straight into its tile; dw_aux as
+/// bwd_v25_g1_dwah), then prof.mark(), where g1a_ok holds and c.s_bf16 (ws.S holds bf16: the front's states kernel or
+/// the saving forward stored it so).
+void bwd_v28_g1(const BwdCall& c, Profile& prof);
 
 // ------------------------------------------------------------------------------------------------
 // Rung 2's chunk-gradient kernel bwd_grads_tc (B2, B4-B11 per (chunk, head); bwd_v2_tensorcore.cu's

@@ -59,11 +59,17 @@ using bf16 = __nv_bfloat16;
 
 constexpr std::size_t kRawBytes = sizeof(float) * C * C;   // 16,384: one unpadded 64 x 64 float32 slab
 constexpr std::size_t kTileB = sizeof(bf16) * kTile;        // 9,216: one padded 64 x 72 bf16 tile
-constexpr std::size_t kOffVh = 2 * kRawBytes;               // after the v_new and S slabs
-constexpr std::size_t kOffSet = kOffVh + 3 * kTileB;        // v_new hi, lo, S hi, then the two sets
-constexpr std::size_t kSetB = 3 * kTileB;                   // do, dS', dv_new
-constexpr std::size_t kG1aSmem = kOffSet + 2 * kSetB;       // 115,712
-static_assert(kG1aSmem == 115712, "the file comment's shared-memory figure");
+/// The layout for kSh = false (rung 25: S arrives as float32) and true (rung 28, bwd_v28_sbf16.cu: S arrives as its
+/// bf16 hi part, copied straight into a fourth tile of each set; no S slab, no single S hi tile).
+template <bool kSh>
+struct G1aLayout {
+  static constexpr std::size_t kOffVh = (kSh ? 1 : 2) * kRawBytes;            // after the v_new (and S) slabs
+  static constexpr std::size_t kOffSet = kOffVh + (kSh ? 2 : 3) * kTileB;     // v_new hi, lo (, S hi), then the sets
+  static constexpr std::size_t kSetB = (kSh ? 4 : 3) * kTileB;                // do, dS', dv_new (, S hi)
+  static constexpr std::size_t kSmem = kOffSet + 2 * kSetB;                   // 115,712 (rung 25), 108,544 (rung 28)
+};
+constexpr std::size_t kG1aSmem = G1aLayout<false>::kSmem;
+static_assert(kG1aSmem == 115712 && G1aLayout<true>::kSmem == 108544, "the file comments' shared-memory figures");
 static_assert(2 * (kG1aSmem + 1024) <= 233472, "two blocks per SM on the H200 (228 KB per SM, 1 KB reserved per block)");
 
 /// cp.async (not committed) of value slab vv of one (chunk, head, 64-channel K slab kk): do, dv_new (bf16, rows of the
@@ -71,9 +77,13 @@ static_assert(2 * (kG1aSmem + 1024) <= 233472, "two blocks per SM on the H200 (2
 /// d < K) into the unpadded float32 slabs. Columns vv + c < V; everything else zero-filled (a 16-byte copy with source
 /// size 0 reads nothing). Copy o = tid + t * kThreads: bf16 row o >> 3, columns 8 (o & 7) .. + 7; float32 row o >> 4,
 /// columns 4 (o & 15) .. + 3. V % 8 == 0, so a copy's columns are all in range or all out.
-__device__ __forceinline__ void issue_slab(bf16* tDo, bf16* tDs, bf16* tDv, float* rV, float* rS, const bf16* dOb,
-                                           const bf16* dvb, const float* vnb, const bf16* dSb, const float* Sb, int vv,
-                                           int kk, int K, int V, int HV, int Lc, int tid) {
+/// kSh (rung 28): S is bf16 (Sb's bytes are bf16 values, rows d = kk + i < K) and goes into the tile tSh like dS'; rS
+/// is unused.
+template <bool kSh>
+__device__ __forceinline__ void issue_slab(bf16* tDo, bf16* tDs, bf16* tDv, bf16* tSh, float* rV, float* rS,
+                                           const bf16* dOb, const bf16* dvb, const float* vnb, const bf16* dSb,
+                                           const float* Sb, int vv, int kk, int K, int V, int HV, int Lc, int tid) {
+  const bf16* Shb = reinterpret_cast<const bf16*>(Sb);
 #pragma unroll
   for (int t = 0; t < 2; ++t) {
     const int o = tid + t * kThreads, i = o >> 3, c = 8 * (o & 7), cc = vv + c;
@@ -81,13 +91,14 @@ __device__ __forceinline__ void issue_slab(bf16* tDo, bf16* tDs, bf16* tDv, floa
     cp_async16(tDo + i * LT + c, in ? dOb + i * HV + cc : dOb, in ? 16 : 0);
     cp_async16(tDv + i * LT + c, in ? dvb + i * HV + cc : dvb, in ? 16 : 0);
     cp_async16(tDs + i * LT + c, ins ? dSb + std::int64_t(kk + i) * V + cc : dSb, ins ? 16 : 0);
+    if constexpr (kSh) cp_async16(tSh + i * LT + c, ins ? Shb + std::int64_t(kk + i) * V + cc : Shb, ins ? 16 : 0);
   }
 #pragma unroll
   for (int t = 0; t < 4; ++t) {
     const int o = tid + t * kThreads, i = o >> 4, c = 4 * (o & 15), cc = vv + c;
     const bool in = i < Lc && cc < V, ins = kk + i < K && cc < V;
     cp_async16(rV + i * C + c, in ? vnb + i * HV + cc : vnb, in ? 16 : 0);
-    cp_async16(rS + i * C + c, ins ? Sb + std::int64_t(kk + i) * V + cc : Sb, ins ? 16 : 0);
+    if constexpr (!kSh) cp_async16(rS + i * C + c, ins ? Sb + std::int64_t(kk + i) * V + cc : Sb, ins ? 16 : 0);
   }
 }
 
@@ -95,17 +106,23 @@ __device__ __forceinline__ void issue_slab(bf16* tDo, bf16* tDs, bf16* tDv, floa
 /// writes dq, ws.dwa (dw_aux, float32) and ws.dkLP (dk_part) as rung 24's G1' does, bit for bit.
 /// kDwaH (rung 26, bwd_v26_wyasync.cu): dw_aux stored as bf16 pairs (round to nearest even: rung 19's kDwaH) into
 /// ws.dwa's first half, for rung 26's G2', which copies it into its tile by cp.async.
-template <bool kDwaH>
+/// kSh (rung 28, bwd_v28_sbf16.cu; with kDwaH): ws.S holds S's bf16 hi part (the states kernel's, or the saving
+/// forward's, state_frag_store_bf_pairs: bf16_rn of the float32 state, the value put_op4<true> makes of it here
+/// otherwise), copied by cp.async straight into a fourth tile of each set; only v_new is converted on chip.
+template <bool kDwaH, bool kSh = false>
 __global__ void __launch_bounds__(kThreads, 2) bwd25_g1(KParams p, bwdc::BwdOut out) {
   using bwdc::gemm64;
   using bwdc::zero;
+  using L = G1aLayout<kSh>;
+  constexpr int kSetT = kSh ? 4 : 3;                                        // tiles per set
   extern __shared__ __align__(16) unsigned char smem_raw[];
   float* rV = reinterpret_cast<float*>(smem_raw);                          // [64][64] v_new slab (float32)
-  float* rS = rV + C * C;                                                   // [64][64] S slab (float32)
-  bf16* tVh = reinterpret_cast<bf16*>(smem_raw + kOffVh);                   // v_new hi; M2 after the slabs
+  float* rS = rV + C * C;                                                   // [64][64] S slab (float32; !kSh only)
+  bf16* tVh = reinterpret_cast<bf16*>(smem_raw + L::kOffVh);                // v_new hi; M2 after the slabs
   bf16* tVl = tVh + kTile;                                                  // v_new lo
-  bf16* tSh = tVl + kTile;                                                  // S hi
-  bf16* set0 = reinterpret_cast<bf16*>(smem_raw + kOffSet);                 // set s: do, dS', dv_new at set0 + 3 s kTile
+  bf16* tSh1 = tVl + kTile;                                                 // S hi (!kSh; kSh: each set's 4th tile)
+  bf16* set0 = reinterpret_cast<bf16*>(smem_raw + L::kOffSet);              // set s: do, dS', dv_new (, S hi) at
+                                                                            // set0 + kSetT s kTile
 
   const int K = p.K, V = p.V, H = p.H, h = blockIdx.y;
   const int nK = (K + 63) / 64, chunk = blockIdx.x / nK, kk = (blockIdx.x - chunk * nK) * 64;
@@ -125,7 +142,8 @@ __global__ void __launch_bounds__(kThreads, 2) bwd25_g1(KParams p, bwdc::BwdOut 
 
   float accQ[4][4], accK[4][4], accW[4][4], accP[4][4];
   zero(accQ), zero(accK), zero(accW), zero(accP);
-  issue_slab(set0, set0 + kTile, set0 + 2 * kTile, rV, rS, dOb, dvb, vnb, dSb, Sb, 0, kk, K, V, HV, Lc, tid);
+  issue_slab<kSh>(set0, set0 + kTile, set0 + 2 * kTile, set0 + 3 * kTile, rV, rS, dOb, dvb, vnb, dSb, Sb, 0, kk, K, V,
+                  HV, Lc, tid);
   cp_async_commit();
 #pragma unroll 1
   for (int s = 0; s < nV; ++s) {
@@ -135,16 +153,20 @@ __global__ void __launch_bounds__(kThreads, 2) bwd25_g1(KParams p, bwdc::BwdOut 
 #pragma unroll
     for (int t = 0; t < 4; ++t) {
       const int o = tid + t * kThreads, i = o >> 4, c = 4 * (o & 15);
-      float x[4], y[4];
+      float x[4];
       bwdc::ld4(rV + i * C + c, x);
-      bwdc::ld4(rS + i * C + c, y);
       bwdc::put_op4<false>(tVh, tVl, i, c, x);
-      bwdc::put_op4<true>(tSh, nullptr, i, c, y);
+      if constexpr (!kSh) {
+        float y[4];
+        bwdc::ld4(rS + i * C + c, y);
+        bwdc::put_op4<true>(tSh1, nullptr, i, c, y);
+      }
     }
     __syncthreads();  // the hi / lo tiles written; the float32 slabs free
-    bf16* nxt = set0 + 3 * ((s + 1) & 1) * kTile;  // last read by slab s - 1's products
+    bf16* nxt = set0 + kSetT * ((s + 1) & 1) * kTile;  // last read by slab s - 1's products
     if (s + 1 < nV) {
-      issue_slab(nxt, nxt + kTile, nxt + 2 * kTile, rV, rS, dOb, dvb, vnb, dSb, Sb, 64 * (s + 1), kk, K, V, HV, Lc, tid);
+      issue_slab<kSh>(nxt, nxt + kTile, nxt + 2 * kTile, nxt + 3 * kTile, rV, rS, dOb, dvb, vnb, dSb, Sb, 64 * (s + 1),
+                      kk, K, V, HV, Lc, tid);
     } else {
       // B9's k and q slabs (rung 22's octets: K % 8 == 0, so an octet is wholly inside K or outside) into the free
       // set's do and dS' tiles, under the last slab's products
@@ -158,8 +180,8 @@ __global__ void __launch_bounds__(kThreads, 2) bwd25_g1(KParams p, bwdc::BwdOut 
       }
     }
     cp_async_commit();
-    const bf16* cur = set0 + 3 * (s & 1) * kTile;
-    const bf16 *sdo = cur, *sdS = cur + kTile, *sdv = cur + 2 * kTile;
+    const bf16* cur = set0 + kSetT * (s & 1) * kTile;
+    const bf16 *sdo = cur, *sdS = cur + kTile, *sdv = cur + 2 * kTile, *tSh = kSh ? cur + 3 * kTile : tSh1;
     // B4: dQg = do S^T, dKd = v_new dS'^T, dw_aux = -dv_new S^T (negated below); B5: dP = do v_new^T (hi + lo)
     gemm64<false, false>(accQ, sdo, nullptr, tSh, nullptr, m0, n0);
     gemm64<false, false>(accK, tVh, nullptr, sdS, nullptr, m0, n0);
@@ -188,7 +210,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd25_g1(KParams p, bwdc::BwdOut 
   bwdc::each_acc(accP, m0, n0, [&](int i, int j, float x) { bwdc::put_op<true>(tVh, nullptr, i, j, (i < Lc && j <= i) ? x : 0.f); });
   cp_async_wait<0>();
   __syncthreads();  // M2, k, q in shared memory
-  const bf16* kq = set0 + 3 * (nV & 1) * kTile;
+  const bf16* kq = set0 + kSetT * (nV & 1) * kTile;
   // B9's P half: dq^P = M2 k, dk^P = scale M2^T q (rung 24's aDk = 0 + scale aDkq)
   float aDq[4][4], aDk[4][4], aDkq[4][4];
   zero(aDq), zero(aDk), zero(aDkq);
@@ -216,19 +238,20 @@ __global__ void __launch_bounds__(kThreads, 2) bwd25_g1(KParams p, bwdc::BwdOut 
     }
 }
 
-template <bool kDwaH>
+template <bool kDwaH, bool kSh = false>
 void launch_g1a(const BwdCall& c, bwdc::Profile& prof) {
   const KParams& p = c.p;
   if (!bwdc::g1a_ok(c))
     throw std::logic_error("linattn::cuda: bwd25_g1: DeltaNet inside rung 20's bf16 dv_new range with K % 8 == 0 and "
                            "do 16-byte aligned only (bwd_v25_launch checks it)");
-  auto kern = bwd25_g1<kDwaH>;
-  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kG1aSmem)));
+  auto kern = bwd25_g1<kDwaH, kSh>;
+  constexpr std::size_t smem = G1aLayout<kSh>::kSmem;
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
                                           int(cudaSharedmemCarveoutMaxShared)));
   bwdc::BwdOut o{c.do_, c.dq, c.dk, c.dv, c.dg, c.dbeta, c.db, c.dw};
   const int nK = (p.K + 63) / 64;
-  kern<<<dim3(unsigned(p.num_chunks) * unsigned(nK), p.H), kThreads, kG1aSmem, c.stream>>>(p, o);
+  kern<<<dim3(unsigned(p.num_chunks) * unsigned(nK), p.H), kThreads, smem, c.stream>>>(p, o);
   LINATTN_CUDA_CHECK(cudaGetLastError());
   prof.mark();
 }
@@ -243,6 +266,12 @@ bool bwdc::g1a_ok(const BwdCall& c) {
 }
 void bwdc::bwd_v25_g1(const BwdCall& c, bwdc::Profile& prof) { launch_g1a<false>(c, prof); }
 void bwdc::bwd_v25_g1_dwah(const BwdCall& c, bwdc::Profile& prof) { launch_g1a<true>(c, prof); }
+void bwdc::bwd_v28_g1(const BwdCall& c, bwdc::Profile& prof) {
+  if (!c.s_bf16)
+    throw std::logic_error("linattn::cuda: bwd_v28_g1 reads S as bf16: the front (or the saving forward) must have "
+                           "stored it so (BwdCall::s_bf16)");
+  launch_g1a<true, true>(c, prof);
+}
 
 std::size_t bwd_v25_workspace_bytes(const KParams& p) { return bwd_v3_workspace_bytes(p); }
 

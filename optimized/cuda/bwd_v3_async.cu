@@ -656,6 +656,9 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
   fc.dtype = c.dtype, fc.gate_dtype = c.gate_dtype, fc.stream = c.stream;
   const int KP = tc_pick_kp(p.K);
   const bool saved_states = c.saved_states;
+  if (c.s_bf16 && !(ds_bf16 && dv_bf16 && dv_planes && levels_intra))
+    throw std::logic_error("linattn::cuda: bwd_v3_front: bf16 S (rung 28) goes with rung 27's front (ds_bf16, dv_bf16, "
+                           "dv_planes, levels_intra)");
   if (saved_states != (p.keep != nullptr))
     throw std::logic_error("linattn::cuda: bwd_v3_front: saved states and KParams::keep go together");
   if (saved_states && (!c.saved_ws || c.saved_A))
@@ -686,8 +689,9 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
     } else if (c.gate_dtype == 0) launch_extras<float>(c, wide_extras);
     else launch_extras<bf16>(c, wide_extras);
     prof.mark();
-    if (!saved_states && lean) tc_state_bwd_lean_launch(fc, KP, bw.S, bw.vn);
-    else if (!saved_states) tc_state_bwd_launch(fc, KP, bw.S, bw.vn);
+    // rung 28 (c.s_bf16): S stored as its bf16 hi part (state_frag_store_bf_pairs), for bwd_v28_g1
+    if (!saved_states && lean) tc_state_bwd_lean_launch(fc, KP, bw.S, bw.vn, c.s_bf16);
+    else if (!saved_states) tc_state_bwd_launch(fc, KP, bw.S, bw.vn, c.s_bf16);
     prof.mark();
   }
   const int bv = dstates_bv(p, ds);

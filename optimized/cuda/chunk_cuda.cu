@@ -281,14 +281,14 @@ SavedForward& SavedForward::operator=(SavedForward&& o) noexcept {
   fwd_done_ = o.fwd_done_, bwd_done_ = o.bwd_done_;
   o.fwd_done_ = o.bwd_done_ = nullptr;
   buf_ = o.buf_, bytes_ = o.bytes_, a_offset_ = o.a_offset_, filled_ = o.filled_;
-  states_ = o.states_, tc_offset_ = o.tc_offset_;
+  states_ = o.states_, tc_offset_ = o.tc_offset_, s_bf16_ = o.s_bf16_;
   op_ = o.op_, dtype_ = o.dtype_, gate_dtype_ = o.gate_dtype_;
   B_ = o.B_, T_ = o.T_, H_ = o.H_, K_ = o.K_, V_ = o.V_, N_ = o.N_, scale_ = o.scale_;
   cu_seqlens_ = std::move(o.cu_seqlens_);
   q_ = o.q_, k_ = o.k_, v_ = o.v_, g_ = o.g_, beta_ = o.beta_, b_ = o.b_, w_ = o.w_, h0_ = o.h0_;
   intra_rung_ = o.intra_rung_, kp_ = o.kp_;
   o.buf_ = nullptr, o.bytes_ = 0, o.a_offset_ = 0, o.filled_ = false;
-  o.states_ = false, o.tc_offset_ = 0;
+  o.states_ = false, o.tc_offset_ = 0, o.s_bf16_ = false;
   o.cu_seqlens_.clear();
   return *this;
 }
@@ -300,7 +300,7 @@ void SavedForward::release() {
     cudaFree(buf_);
   }
   buf_ = nullptr, bytes_ = 0, a_offset_ = 0, filled_ = false;
-  states_ = false, tc_offset_ = 0;
+  states_ = false, tc_offset_ = 0, s_bf16_ = false;
 }
 
 namespace {
@@ -347,10 +347,13 @@ std::string SavedForward::describe() const {
   if (!filled_) return "an empty SavedForward (moved from, released or never filled)";
   return "a SavedForward of (" + call_str(op_, dtype_, gate_dtype_, B_, T_, H_, K_, V_, N_, scale_) +
          ", intra rung " + std::to_string(intra_rung_) + ", KP = " + std::to_string(kp_) +
-         (states_ ? ", with states" : "") + ")";
+         (states_ ? (s_bf16_ ? ", with states in bfloat16" : ", with states") : "") + ")";
 }
 
-void forward_device(const DeviceArgs& a, Version version, SavedForward* save, bool with_states) {
+void forward_device(const DeviceArgs& a, Version version, SavedForward* save, bool with_states, bool states_bf16) {
+  if (states_bf16 && !with_states)
+    fail("linattn::cuda::forward_device", "states_bf16", "false unless with_states is set (it says how the states are kept)",
+         "true with with_states false");
   if (!save) {
     if (with_states) fail("linattn::cuda::forward_device", "save", "a SavedForward when with_states is set", "null");
     return forward_device(a, version);
@@ -403,7 +406,9 @@ void forward_device(const DeviceArgs& a, Version version, SavedForward* save, bo
     LINATTN_CUDA_CHECK(cudaMemsetAsync(save->buf_, 0xff, lay.total(), call.stream));
   }
   save->a_offset_ = lay.a_offset;
-  save->states_ = with_states, save->tc_offset_ = lay.tc_offset;
+  // bf16 S (rung 28) where asked and where rung 28's G1' reads it; float32 elsewhere (states_bf16() tells)
+  const bool s_bf16 = with_states && states_bf16 && detail::bwd_v28_keeps_s_bf16(call);
+  save->states_ = with_states, save->tc_offset_ = lay.tc_offset, save->s_bf16_ = s_bf16;
   save->op_ = a.op, save->dtype_ = a.dtype, save->gate_dtype_ = a.gate_dtype;
   save->B_ = a.B, save->T_ = a.T, save->H_ = a.H, save->K_ = a.K, save->V_ = a.V, save->N_ = p.N;
   save->scale_ = a.scale;
@@ -434,8 +439,8 @@ void forward_device(const DeviceArgs& a, Version version, SavedForward* save, bo
     // and ht are the plain forward's and S, v_new the backward's lean recompute's (bwd_v3_front).
     const bool lean = detail::v9_in_best(call);
     float* const s_out = at(lay.s_offset);  // with states only
-    if (with_states && lean) detail::tc_state_lean_save_launch(call, KP, s_out, at(lay.vn_offset));
-    else if (with_states) detail::tc_state_save_launch(call, KP, s_out, at(lay.vn_offset));
+    if (with_states && lean) detail::tc_state_lean_save_launch(call, KP, s_out, at(lay.vn_offset), s_bf16);
+    else if (with_states) detail::tc_state_save_launch(call, KP, s_out, at(lay.vn_offset), s_bf16);
     else if (lean) detail::tc_state_lean_launch(call, KP);
     else detail::tc_state_launch(call, KP);
   }
@@ -633,6 +638,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v25_g1async: return "bwd_v25_g1async";
     case BwdVersion::v26_wyasync: return "bwd_v26_wyasync";
     case BwdVersion::v27_dvplanes: return "bwd_v27_dvplanes";
+    case BwdVersion::v28_sbf16: return "bwd_v28_sbf16";
   }
   return "?";
 }
@@ -677,6 +683,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v25_g1async, detail::bwd_v25_workspace_bytes, detail::bwd_v25_launch},
     {BwdVersion::v26_wyasync, detail::bwd_v26_workspace_bytes, detail::bwd_v26_launch},
     {BwdVersion::v27_dvplanes, detail::bwd_v27_workspace_bytes, detail::bwd_v27_launch},
+    {BwdVersion::v28_sbf16, detail::bwd_v28_workspace_bytes, detail::bwd_v28_launch},
 };
 }  // namespace
 
@@ -695,7 +702,7 @@ const std::vector<BwdVersion>& saved_bwd_versions() {
                                             BwdVersion::v19_dsbf16, BwdVersion::v20_dvbf16, BwdVersion::v21_duvsmem,
                                             BwdVersion::v22_kq8, BwdVersion::v23_dsone, BwdVersion::v24_dswide,
                                             BwdVersion::v25_g1async, BwdVersion::v26_wyasync,
-                                            BwdVersion::v27_dvplanes};
+                                            BwdVersion::v27_dvplanes, BwdVersion::v28_sbf16};
   return v;
 }
 
@@ -821,6 +828,11 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
               "intra rung or KP");
     }
     check_saved(fn, f, p.N, version, s, diff);
+    // bf16 states (forward_device's states_bf16): only rung 28's G1' reads S as bf16
+    if (s.s_bf16_ && s.states_ && version != BwdVersion::v28_sbf16)
+      fail(fn, "saved", std::string("a SavedForward whose states are float32 for ") + bwd_version_name(version) +
+                            " (bf16 states are read by rung 28, bwd_v28_sbf16, only)",
+           s.describe() + " (filled with states_bf16)");
     if (!s.states_) {
       call.saved_ws = s.buf_;
       call.saved_A = reinterpret_cast<const float*>(static_cast<const char*>(s.buf_) + s.a_offset_);
@@ -828,6 +840,7 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
       call.saved_ws = static_cast<char*>(s.buf_) + s.tc_offset_;
       call.saved_A = nullptr;
       call.saved_states = true;
+      call.s_bf16 = s.s_bf16_;
     }
   }
   const bool saved_states = saved && saved->states_;

@@ -138,7 +138,14 @@ class SavedForward;
 /// skips its states kernel and A's copy; o and the final state are still best's bit for bit (where best
 /// runs rung 9, S and v_new are its lean kernel's, which the backward's recompute computes there too).
 /// with_states with a null `save` is a linattn::Error naming 'save'.
-void forward_device(const DeviceArgs& args, Version version, SavedForward* save, bool with_states = false);
+/// states_bf16 (with with_states; backward rung 28, bwd_v28_sbf16.cu): the state entering every chunk is kept as its
+/// bf16 hi part (round to nearest even), the only part rung 28's DeltaNet G1' multiplies, where that rung's range
+/// allows (DeltaNet, 16 <= K <= 128, K % 8 == 0, V % 8 == 0: SavedForward::states_bf16() says whether it did; elsewhere
+/// float32 as without it). 268 MB less written at B=8 T=4096 H=16 K=V=128. Such an object is read by backward rung 28
+/// only (and by `best` once it is rung 28): backward_device refuses it for the others (linattn::Error naming 'saved').
+/// states_bf16 without with_states is a linattn::Error naming 'states_bf16'.
+void forward_device(const DeviceArgs& args, Version version, SavedForward* save, bool with_states = false,
+                    bool states_bf16 = false);
 
 /// True when a CUDA device can be used; otherwise `why` says what is missing.
 bool device_available(std::string* why = nullptr);
@@ -354,6 +361,9 @@ enum class BwdVersion : int {
   v27_dvplanes = 27,   ///< v26 with DeltaNet's dv_new handed from the dstates kernel as bf16 hi and lo planes (no
                        ///< float32 dv_new, no bf16 copy); bit for bit with v26. Written in session 24, not yet run
                        ///< on a GPU (bwd_v27_dvplanes.cu)
+  v28_sbf16 = 28,      ///< v27 with DeltaNet's state entering every chunk kept as its bf16 hi part (the backward's
+                       ///< states kernel, or the saving forward with states_bf16) and copied by G1' straight into its
+                       ///< tile; bit for bit with v27. Written in session 25 (bwd_v28_sbf16.cu)
 };
 
 const char* bwd_version_name(BwdVersion v);
@@ -450,6 +460,9 @@ class SavedForward {
   static std::size_t bytes_needed(const DeviceArgs& args, bool with_states = false);
   /// True when filled by a forward with_states (the backward then skips its states kernel).
   bool has_states() const { return filled_ && states_; }
+  /// True when filled with states kept as bf16 (forward_device's states_bf16, where rung 28's range allows): only
+  /// backward rung 28 reads it.
+  bool states_bf16() const { return filled_ && states_ && s_bf16_; }
   /// Frees the device memory once the calls using it are done (the events stay until the destructor);
   /// the object becomes empty.
   void release();
@@ -457,12 +470,13 @@ class SavedForward {
   std::string describe() const;
 
  private:
-  friend void forward_device(const DeviceArgs&, Version, SavedForward*, bool);
+  friend void forward_device(const DeviceArgs&, Version, SavedForward*, bool, bool);
   friend void backward_device(const DeviceBwdArgs&, BwdVersion, const SavedForward*);
   void* buf_ = nullptr;          // device: the tc workspace, then A at a_offset_
   std::size_t bytes_ = 0, a_offset_ = 0;
   bool filled_ = false;
   bool states_ = false;         // with states: buf_ is a backward workspace, the tc workspace at tc_offset_
+  bool s_bf16_ = false;         // with states: S kept as bf16 in its slot's first half (rung 28)
   std::size_t tc_offset_ = 0;
   // The call it was filled for.
   Op op_ = Op::delta_rule;
@@ -481,7 +495,7 @@ class SavedForward {
 
 /// The backward rungs that accept a SavedForward: those whose prepare writes forward rung 4's intra
 /// outputs (rung 4's intra kernel, or rung 7's for rungs 18 to 27 in their range and wherever v9_in_best; rung 7's
-/// kA kernel also writes lean_g) and, where v9_in_best, recomputes rung 9's lean states (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid, v18_lean, v19_dsbf16, v20_dvbf16, v21_duvsmem, v22_kq8, v23_dsone, v24_dswide, v25_g1async, v26_wyasync, v27_dvplanes). Any other
+/// kA kernel also writes lean_g) and, where v9_in_best, recomputes rung 9's lean states (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid, v18_lean, v19_dsbf16, v20_dvbf16, v21_duvsmem, v22_kq8, v23_dsone, v24_dswide, v25_g1async, v26_wyasync, v27_dvplanes, v28_sbf16). Any other
 /// rung, and rung 5 with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel), is refused.
 const std::vector<BwdVersion>& saved_bwd_versions();
 

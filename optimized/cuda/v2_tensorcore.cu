@@ -529,10 +529,14 @@ struct StateBwdOut {
 /// and v_new (v_new before its exp(G_C - G_i) factor, as kBwd stores it), and the backward's recompute runs
 /// the lean chain without o (no q rows loaded), so both give the lean states bit for bit. For DeltaNet the
 /// lean and default chains give the same S and v_new (k~ = k, one bf16 v_new); only o differs.
+/// kSbf (with kBwd or kSave; backward rung 28, bwd_v28_sbf16.cu): S stored as its bf16 hi part (round to nearest even,
+/// state_frag_store_bf_pairs) into bwd.S's first half instead of float32; the same chain, so the same S rounded once.
+/// Its own instantiations (v2_state_*_sbf below), so that the float32 kernels' code is unchanged.
 template <int KP, int BV, bool kBwd, bool kHt, int NS, bool kPF, bool kBulk, bool kLean, bool kSave = false,
-          bool kMC = false>
+          bool kMC = false, bool kSbf = false>
 __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOut& bwd, const StateTmaps* tm = nullptr) {
   static_assert(!kSave || (!kBwd && !kHt && NS == 2 && !kPF && !kBulk), "kSave: the default or lean forward kernel plus kBwd's stores");
+  static_assert(!kSbf || ((kBwd || kSave) && NS == 2 && !kHt && !kPF && !kBulk && !kMC), "kSbf: the plain kBwd / kSave stores");
   static_assert(!kBulk || NS == 2, "kBulk: two stages (parity of chunk ci's barrier phase = (ci >> 1) & 1)");
   static_assert(NS != 1 || (!kBwd && !kBulk), "NS = 1 (LINATTN_STATE_OCC2): the forward only, cp.async tiles");
   static_assert(!kLean || (NS == 2 && !kHt && !kPF && !kBulk), "kLean: two stages, cp.async tiles, no knobs");
@@ -769,9 +773,10 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
     const bf16* sP = reinterpret_cast<const bf16*>(smem + S::sP + stg * S::tileP);
     const float* sU = reinterpret_cast<const float*>(smem + S::sU + stg * 64 * LDU * 4);
     const float* sgC = reinterpret_cast<const float*>(smem + S::sgC + stg * KP * 4);
-    if (kBwd || kSave) {  // the state entering this chunk
-      float* Sout = bwd.S + (std::int64_t(c_first + ci) * H + h) * K * V;
-      state_frag_store_pairs(st, Sout, K, V, sm, sn0, v0, g8, t4);
+    if (kBwd || kSave) {  // the state entering this chunk (float32, or its bf16 hi part for rung 28)
+      const std::int64_t off = (std::int64_t(c_first + ci) * H + h) * K * V;
+      if constexpr (kSbf) state_frag_store_bf_pairs(st, reinterpret_cast<bf16*>(bwd.S) + off, K, V, sm, sn0, v0, g8, t4);
+      else state_frag_store_pairs(st, bwd.S + off, K, V, sm, sn0, v0, g8, t4);
     }
 
     // v_new = u - w_aux S and o = qg S (rows 16 wm.., columns of n-tiles wn0..).
@@ -1026,6 +1031,25 @@ __global__ void __launch_bounds__(kThreads) v2_state_lean_save(KParams p, StateB
 template <int KP, int BV>
 __global__ void __launch_bounds__(kThreads) v2_state_bwd_lean(KParams p, StateBwdOut bwd) {
   v2_state_body<KP, BV, true, false, 2, false, false, true>(p, bwd);
+}
+
+/// Backward rung 28's four (kSbf: S stored as bf16): the backward's states kernel (kBwd, the default tiles, no knobs),
+/// the saving forward's (kSave), and their lean pair (kLean).
+template <int KP, int BV>
+__global__ void __launch_bounds__(kThreads) v2_state_bwd_sbf(KParams p, StateBwdOut bwd) {
+  v2_state_body<KP, BV, true, false, 2, false, false, false, false, false, true>(p, bwd);
+}
+template <int KP, int BV>
+__global__ void __launch_bounds__(kThreads) v2_state_save_sbf(KParams p, StateBwdOut bwd) {
+  v2_state_body<KP, BV, false, false, 2, false, false, false, true, false, true>(p, bwd);
+}
+template <int KP, int BV>
+__global__ void __launch_bounds__(kThreads) v2_state_lean_save_sbf(KParams p, StateBwdOut bwd) {
+  v2_state_body<KP, BV, false, false, 2, false, false, true, true, false, true>(p, bwd);
+}
+template <int KP, int BV>
+__global__ void __launch_bounds__(kThreads) v2_state_bwd_lean_sbf(KParams p, StateBwdOut bwd) {
+  v2_state_body<KP, BV, true, false, 2, false, false, true, false, false, true>(p, bwd);
 }
 
 int pick_bv(const KParams& p) {
@@ -1338,30 +1362,44 @@ void tc_state_lean_launch(const Call& c, int KP) {
              [&](auto kp, auto bv) { launch_state_lean<decltype(kp)::value, decltype(bv)::value>(c); });
 }
 
-void tc_state_bwd_launch(const Call& c, int KP, float* s_out, float* vn_out) {
+void tc_state_bwd_launch(const Call& c, int KP, float* s_out, float* vn_out, bool s_bf16) {
   const StateBwdOut bwd{s_out, vn_out};
-  with_kp_bv(KP, pick_bv(c.p),
-             [&](auto kp, auto bv) { launch_state<decltype(kp)::value, decltype(bv)::value, true>(c, bwd); });
+  with_kp_bv(KP, pick_bv(c.p), [&](auto kp, auto bv) {
+    constexpr int KPv = decltype(kp)::value, BVv = decltype(bv)::value;
+    if (s_bf16) launch_value_tiles<BVv>(v2_state_bwd_sbf<KPv, BVv>, StateSmem<KPv, BVv>::bytes, c, bwd);  // rung 28
+    else launch_state<KPv, BVv, true>(c, bwd);
+  });
 }
 
-void tc_state_lean_save_launch(const Call& c, int KP, float* s_out, float* vn_out) {
+void tc_state_lean_save_launch(const Call& c, int KP, float* s_out, float* vn_out, bool s_bf16) {
   const StateBwdOut bwd{s_out, vn_out};
-  with_kp_bv(KP, pick_bv(c.p),
-             [&](auto kp, auto bv) { launch_state_lean_save<decltype(kp)::value, decltype(bv)::value>(c, bwd); });
+  with_kp_bv(KP, pick_bv(c.p), [&](auto kp, auto bv) {
+    constexpr int KPv = decltype(kp)::value, BVv = decltype(bv)::value;
+    if (s_bf16)  // rung 28
+      launch_value_tiles<BVv>(v2_state_lean_save_sbf<KPv, BVv>, StateSmem<KPv, BVv, 2, false, true>::bytes, c, bwd);
+    else launch_state_lean_save<KPv, BVv>(c, bwd);
+  });
 }
 
-void tc_state_bwd_lean_launch(const Call& c, int KP, float* s_out, float* vn_out) {
+void tc_state_bwd_lean_launch(const Call& c, int KP, float* s_out, float* vn_out, bool s_bf16) {
   const StateBwdOut bwd{s_out, vn_out};
-  with_kp_bv(KP, pick_bv(c.p),
-             [&](auto kp, auto bv) { launch_state_bwd_lean<decltype(kp)::value, decltype(bv)::value>(c, bwd); });
+  with_kp_bv(KP, pick_bv(c.p), [&](auto kp, auto bv) {
+    constexpr int KPv = decltype(kp)::value, BVv = decltype(bv)::value;
+    if (s_bf16)  // rung 28
+      launch_value_tiles<BVv>(v2_state_bwd_lean_sbf<KPv, BVv>, StateSmem<KPv, BVv, 2, false, true>::bytes, c, bwd);
+    else launch_state_bwd_lean<KPv, BVv>(c, bwd);
+  });
 }
 
-void tc_state_save_launch(const Call& c, int KP, float* s_out, float* vn_out) {
+void tc_state_save_launch(const Call& c, int KP, float* s_out, float* vn_out, bool s_bf16) {
   // pick_bv's tile width, as the forward's and the backward's state kernels (BV changes no value:
   // v2_state above); none of the forward's knobs (OCC2, STAGES, BULK, PREFETCH, GRID).
   const StateBwdOut bwd{s_out, vn_out};
-  with_kp_bv(KP, pick_bv(c.p),
-             [&](auto kp, auto bv) { launch_state_save<decltype(kp)::value, decltype(bv)::value>(c, bwd); });
+  with_kp_bv(KP, pick_bv(c.p), [&](auto kp, auto bv) {
+    constexpr int KPv = decltype(kp)::value, BVv = decltype(bv)::value;
+    if (s_bf16) launch_value_tiles<BVv>(v2_state_save_sbf<KPv, BVv>, StateSmem<KPv, BVv>::bytes, c, bwd);  // rung 28
+    else launch_state_save<KPv, BVv>(c, bwd);
+  });
 }
 
 void tc_state_split_launch(const Call& c, int KP, float* s_out, float* vn_out) {

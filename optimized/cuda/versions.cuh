@@ -125,6 +125,10 @@ struct BwdCall {
   /// the saving forward already wrote, A, the state entering every chunk and v_new (bwd_ws places its
   /// A, S, vn there), so bwd_v3_front neither copies A nor runs the states kernel.
   bool saved_states = false;
+  /// Rung 28 (bwd_v28_sbf16.cu): the state entering every chunk is kept as its bf16 hi part in ws.S's first half (with
+  /// saved states: the saving forward stored it so, SavedForward's states_bf16; without: bwd_v3_front's states kernel
+  /// does, where rung 28 sets this). Only rung 28's G1' reads S then; backward_device refuses other rungs.
+  bool s_bf16 = false;
 };
 
 // bwd_v1_simple.cu
@@ -282,6 +286,16 @@ void bwd_v26_launch(const BwdCall& c);
 std::size_t bwd_v27_workspace_bytes(const KParams& p);
 void bwd_v27_launch(const BwdCall& c);
 
+// bwd_v28_sbf16.cu (rung 27 with DeltaNet's state entering every chunk kept as its bf16 hi part, the only part G1'
+// multiplies: stored so by the backward's states kernel or by the saving forward (states_bf16), copied by G1' straight
+// into its tile: bit for bit with rung 27; GDN, KDA, GDN2 and the fallbacks run rung 27, i.e. 24).
+std::size_t bwd_v28_workspace_bytes(const KParams& p);
+void bwd_v28_launch(const BwdCall& c);
+/// Whether a saving forward with states_bf16 keeps this call's S as bf16 (rung 28's range as the forward can see it:
+/// DeltaNet, bf16, 16 <= K <= 128, K % 8 == 0, V % 8 == 0, RowBase's range and G1''s grid; q, k, v 16-byte aligned).
+/// Rung 28's backward reads such an object wherever backward_device takes it (do 16-byte aligned).
+bool bwd_v28_keeps_s_bf16(const Call& c);
+
 // Reused by the backward's rung 3 from the forward's tensor-core rungs (bf16 inputs, 16 <= K <= 128;
 // c.p.ws is the tensor-core workspace of tc_common.cuh, V2Ws):
 /// v3_async.cu: v3's intra-chunk kernel, which also writes A = (I + L)^-1 of every chunk to a_out
@@ -300,16 +314,16 @@ void tc_state_launch(const Call& c, int KP);
 /// v2_tensorcore.cu: v2's state kernel in its backward mode: instead of o, it writes the state
 /// entering every chunk to s_out ([num_chunks, H, K, V] float32) and v_new to vn_out ([B * T * H, V]
 /// float32); ht is not written.
-void tc_state_bwd_launch(const Call& c, int KP, float* s_out, float* vn_out);
+void tc_state_bwd_launch(const Call& c, int KP, float* s_out, float* vn_out, bool s_bf16 = false);
 /// v2_tensorcore.cu: the saving forward's state kernel with states (v2_state_body's kSave): the
 /// forward's (o, and ht where set) that also writes what tc_state_bwd_launch writes, the same values.
-void tc_state_save_launch(const Call& c, int KP, float* s_out, float* vn_out);
+void tc_state_save_launch(const Call& c, int KP, float* s_out, float* vn_out, bool s_bf16 = false);
 /// v2_tensorcore.cu: rung 9's lean state kernel (tc_state_lean_launch: q, k from the inputs, G_i from the
 /// workspace's lean_g), as above: with kSave's stores (o, ht and s_out, vn_out; the saving forward where
 /// v9_in_best), and in kBwd's mode (s_out, vn_out only; the backward's recompute there). Both give the lean
 /// chain's S and v_new bit for bit; for DeltaNet these equal tc_state_bwd_launch's.
-void tc_state_lean_save_launch(const Call& c, int KP, float* s_out, float* vn_out);
-void tc_state_bwd_lean_launch(const Call& c, int KP, float* s_out, float* vn_out);
+void tc_state_lean_save_launch(const Call& c, int KP, float* s_out, float* vn_out, bool s_bf16 = false);
+void tc_state_bwd_lean_launch(const Call& c, int KP, float* s_out, float* vn_out, bool s_bf16 = false);
 /// v2_tensorcore.cu: forward rung 6's state kernel (v2_state's kLean: q, k from the inputs, row factors from
 /// lean_g; o, ht); bf16 inputs, gate none or scalar, KP = 64 or 128. Also the saving forward's without states
 /// where v9_in_best.

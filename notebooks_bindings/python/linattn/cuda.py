@@ -150,7 +150,9 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     'bwd_v26_wyasync' (rung 25 with DeltaNet's WY-side gradient kernel loading its operands
     asynchronously too; rung 25's gradients bit for bit by design),
     'bwd_v27_dvplanes' (rung 26 with dv_new handed between DeltaNet's kernels as two bf16 planes;
-    rung 26's gradients bit for bit by design; not yet run on a GPU).
+    rung 26's gradients bit for bit by design),
+    'bwd_v28_sbf16' (rung 27 with DeltaNet's chunk states kept as their bf16 hi part, the only part its
+    state-side gradient kernel multiplies; rung 27's gradients bit for bit by design).
     output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"
     _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})

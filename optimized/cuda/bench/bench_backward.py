@@ -84,11 +84,14 @@ def linattn_backward(lin, op, x, do, dht, scale, ver, saved=None):
     return run, grads
 
 
-def linattn_forward_save(lin, op, x, scale, ver, states=False):
-    """The training forward (linattn_cuda_forward_save, or with states linattn_cuda_forward_save_states)
-    with its own o, final state and saved handle, argument block built once; returns (run, o, ht,
-    handle). Free the handle with linattn_cuda_saved_free."""
-    for name in ("linattn_cuda_forward_save", "linattn_cuda_forward_save_states"):
+def linattn_forward_save(lin, op, x, scale, ver, states=False, states_bf16=False):
+    """The training forward (linattn_cuda_forward_save, or with states linattn_cuda_forward_save_states, or with
+    states kept as bf16 for backward rung 28 linattn_cuda_forward_save_states_bf16) with its own o, final state and
+    saved handle, argument block built once; returns (run, o, ht, handle). Free the handle with
+    linattn_cuda_saved_free."""
+    for name in ("linattn_cuda_forward_save", "linattn_cuda_forward_save_states", "linattn_cuda_forward_save_states_bf16"):
+        if not hasattr(lin.lib, name):  # a library built before session 25 has no states_bf16 entry
+            continue
         getattr(lin.lib, name).argtypes = [ctypes.POINTER(Args), ctypes.c_int, ctypes.POINTER(ctypes.c_void_p),
                                            ctypes.c_char_p, ctypes.c_int]
         getattr(lin.lib, name).restype = ctypes.c_int
@@ -99,7 +102,8 @@ def linattn_forward_save(lin, op, x, scale, ver, states=False):
     run_plain = _
     a = run_plain.args
     handle = ctypes.c_void_p()
-    fn = lin.lib.linattn_cuda_forward_save_states if states else lin.lib.linattn_cuda_forward_save
+    fn = (lin.lib.linattn_cuda_forward_save_states_bf16 if states and states_bf16 else
+          lin.lib.linattn_cuda_forward_save_states if states else lin.lib.linattn_cuda_forward_save)
     ref, err, hp = ctypes.byref(a), lin.err, ctypes.byref(handle)
 
     def run():
@@ -170,9 +174,13 @@ def saved_rows(lin, op, x, do, dht, scale, ver, s, record, timed, results, run_f
     'linattn forward (saving) + backward (saved) v{ver}'; with `states` the forward also saves the chunk
     states (rows '(saving states)', '(saved states)')."""
     handle = None
+    # Backward rung 28 and up read the states kept as bf16 (forward_device's states_bf16): the saving forward keeps them so
+    s_bf16 = states and ver >= 28
     fwd_name, bwd_name = ("saving states", "saved states") if states else ("saving", "saved")
+    if s_bf16:
+        fwd_name, bwd_name = "saving states bf16", "saved states bf16"
     try:
-        run_fs, o_s, _, handle = linattn_forward_save(lin, op, x, scale, 4, states)
+        run_fs, o_s, _, handle = linattn_forward_save(lin, op, x, scale, 4, states, s_bf16)
         run_r, g_r = linattn_backward(lin, op, x, do, dht, scale, ver)
         for t in g_r.values():
             t.fill_(float("nan"))
@@ -192,9 +200,9 @@ def saved_rows(lin, op, x, do, dht, scale, ver, s, record, timed, results, run_f
                  f"; saved {lin.lib.linattn_cuda_saved_bytes(handle) / 2**20:.1f} MiB")
         results.setdefault("saved_check", []).append({"shape": s, "op": op, "bwd_version": ver, "states": states,
                                                       "text": check})
-        if (s, op, states) not in _SAVING_TIMED:  # once per shape, op and mode
+        if (s, op, fwd_name) not in _SAVING_TIMED:  # once per shape, op and mode
             record(s, op, f"linattn forward ({fwd_name})", timed(run_fs))
-            _SAVING_TIMED.add((s, op, states))
+            _SAVING_TIMED.add((s, op, fwd_name))
 
         def fsb():
             run_fs()
@@ -222,7 +230,7 @@ def main():
     ap.add_argument("--fla", default=None)
     ap.add_argument("--shapes", default="8x4096x16x128x128")
     ap.add_argument("--ops", default=",".join(OPS))
-    ap.add_argument("--bwd-versions", default="2,3", help="backward rungs, comma-separated (1 = bwd_v1_simple, 2 = bwd_v2_tensorcore, 3 = bwd_v3_async, 4 = bwd_v4_tc_tail, 5 = bwd_v5_levels_front, 6 = bwd_v6_tc_b9, 7 = bwd_v7_rowbase, 8 = bwd_v8_wide, 9 = bwd_v9_noextras, 10 = bwd_v10_split, 11 = bwd_v11_wyfast, 12 = bwd_v12_g1slab, 13 = bwd_v13_g1g2, 14 = bwd_v14_pchan, 15 = bwd_v15_hionly, 16 = bwd_v16_b9one, 17 = bwd_v17_hybrid, best in session 10, 18 = bwd_v18_lean, best in sessions 11-17, 19 = bwd_v19_dsbf16, best in session 18, 20 = bwd_v20_dvbf16, best in session 19, 21 = bwd_v21_duvsmem, best since session 20, 22 = bwd_v22_kq8, 23 = bwd_v23_dsone, 24 = bwd_v24_dswide, best since session 23, 25 = bwd_v25_g1async, 26 = bwd_v26_wyasync, best since session 24, 27 = bwd_v27_dvplanes)")
+    ap.add_argument("--bwd-versions", default="2,3", help="backward rungs, comma-separated (1 = bwd_v1_simple, 2 = bwd_v2_tensorcore, 3 = bwd_v3_async, 4 = bwd_v4_tc_tail, 5 = bwd_v5_levels_front, 6 = bwd_v6_tc_b9, 7 = bwd_v7_rowbase, 8 = bwd_v8_wide, 9 = bwd_v9_noextras, 10 = bwd_v10_split, 11 = bwd_v11_wyfast, 12 = bwd_v12_g1slab, 13 = bwd_v13_g1g2, 14 = bwd_v14_pchan, 15 = bwd_v15_hionly, 16 = bwd_v16_b9one, 17 = bwd_v17_hybrid, best in session 10, 18 = bwd_v18_lean, best in sessions 11-17, 19 = bwd_v19_dsbf16, best in session 18, 20 = bwd_v20_dvbf16, best in session 19, 21 = bwd_v21_duvsmem, best since session 20, 22 = bwd_v22_kq8, 23 = bwd_v23_dsone, 24 = bwd_v24_dswide, best since session 23, 25 = bwd_v25_g1async, 26 = bwd_v26_wyasync, best since session 24, 27 = bwd_v27_dvplanes, 28 = bwd_v28_sbf16: its saving forward keeps the states as bf16)")
     ap.add_argument("--fwd-version", type=int, default=0, help="forward rung for fwd + bwd (0 = best)")
     ap.add_argument("--rep", type=int, default=200)
     ap.add_argument("--slow-rep", type=int, default=40, help="rep for calls slower than 20 ms")

@@ -106,14 +106,14 @@ int linattn_cuda_backward(const LinattnBwdArgs* a, int version, char* err, int e
 /// otherwise the one there is refilled (its memory reused when large enough). Returns 0 on success;
 /// otherwise 1 and the message in err (a new object is then freed and *saved left null).
 static int forward_save(const char* fn, const LinattnArgs* a, int version, void** saved, bool states, char* err,
-                        int errlen) {
+                        int errlen, bool states_bf16 = false) {
   linattn::cuda::SavedForward* fresh = nullptr;
   try {
     if (!saved)
       throw std::invalid_argument(std::string(fn) + ": argument 'saved' expected a pointer to a handle but got null");
     auto* s = static_cast<linattn::cuda::SavedForward*>(*saved);
     if (!s) s = fresh = new linattn::cuda::SavedForward;
-    linattn::cuda::forward_device(device_args(a), static_cast<linattn::cuda::Version>(version), s, states);
+    linattn::cuda::forward_device(device_args(a), static_cast<linattn::cuda::Version>(version), s, states, states_bf16);
     *saved = s;
     return 0;
   } catch (const std::exception& e) {
@@ -132,6 +132,12 @@ int linattn_cuda_forward_save(const LinattnArgs* a, int version, void** saved, c
 /// (linattn_cuda_saved_bytes).
 int linattn_cuda_forward_save_states(const LinattnArgs* a, int version, void** saved, char* err, int errlen) {
   return forward_save("linattn_cuda_forward_save_states", a, version, saved, true, err, errlen);
+}
+
+/// The same with the states kept as bf16 where backward rung 28 reads them (forward_device(args, version, saved, true,
+/// true); chunk_cuda.hpp): only rung 28 (bwd_v28_sbf16) then reads the handle.
+int linattn_cuda_forward_save_states_bf16(const LinattnArgs* a, int version, void** saved, char* err, int errlen) {
+  return forward_save("linattn_cuda_forward_save_states_bf16", a, version, saved, true, err, errlen, true);
 }
 
 /// backward_device(args, version, saved) with the handle linattn_cuda_forward_save filled for this

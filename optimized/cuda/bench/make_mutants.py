@@ -917,12 +917,12 @@ MUTANTS = [
      "    gemm64<false, false>(accP, sdo, nullptr, tVh, p.mutant == 295 ? nullptr : tVl, m0, n0);",
      "bwd v25: dP = do v_new^T without v_new's lo tile (rung 15's hi-only dP)"),
     (296, "optimized/cuda/bwd_v25_g1async.cu",
-     "  const bf16* kq = set0 + 3 * (nV & 1) * kTile;",
-     "  const bf16* kq = set0 + 3 * ((nV + (p.mutant == 296 ? 1 : 0)) & 1) * kTile;",
+     "  const bf16* kq = set0 + kSetT * (nV & 1) * kTile;",
+     "  const bf16* kq = set0 + kSetT * ((nV + (p.mutant == 296 ? 1 : 0)) & 1) * kTile;",
      "bwd v25: B9 reads k and q from the other tile set (the last slab's do and dS')"),
     (297, "optimized/cuda/bwd_v25_g1async.cu",
-     "Sb, 64 * (s + 1), kk, K, V, HV, Lc, tid);",
-     "Sb, 64 * (s + (p.mutant == 297 ? 0 : 1)), kk, K, V, HV, Lc, tid);",
+     "Sb, 64 * (s + 1),",
+     "Sb, 64 * (s + (p.mutant == 297 ? 0 : 1)),",
      "bwd v25: every slab after the first loads the previous slab's columns again"),
     # Session 24: backward rung 26 (bwd_v26_wyasync.cu: DeltaNet's G2' by cp.async). Each must fail test_cuda_backward's
     # "CUDA v26 gradients equal v25 gradients bit for bit" (written before any GPU run).
@@ -951,6 +951,16 @@ MUTANTS = [
      "                __float2bfloat16_rn(x0 - __bfloat162float(h0)), __float2bfloat16_rn(x1 - __bfloat162float(h1)));",
      "                __float2bfloat16_rn(p.mutant == 302 ? 0.f : x0 - __bfloat162float(h0)), __float2bfloat16_rn(x1 - __bfloat162float(h1)));",
      "bwd v27: dstates stores 0 for every even column's lo part of dv_new (du0 loses those lo terms)"),
+    # Session 25: backward rung 28 (bwd_v28_sbf16.cu: S kept as its bf16 hi part). Each must fail test_cuda_backward's
+    # "CUDA v28 gradients equal v27 gradients bit for bit" (written before any GPU run).
+    (303, "optimized/cuda/v2_tensorcore.cu",
+     "state_frag_store_bf_pairs(st, reinterpret_cast<bf16*>(bwd.S) + off, K,",
+     "state_frag_store_bf_pairs(st, reinterpret_cast<bf16*>(bwd.S) + off + (p.mutant == 303 ? V : 0), K,",
+     "bwd v28: the states kernel stores bf16 S one state row down (G1' multiplies row d - 1 as row d)"),
+    (304, "optimized/cuda/bwd_v25_g1async.cu",
+     "*tSh = kSh ? cur + 3 * kTile : tSh1;",
+     "*tSh = kSh ? (p.mutant == 304 && s > 0 ? set0 + kSetT * ((s + 1) & 1) * kTile : cur) + 3 * kTile : tSh1;",
+     "bwd v28: G1' multiplies the previous slab's S tile after the first slab"),
 ]
 
 HOOKS = [
