@@ -635,8 +635,8 @@ MUTANTS = [
      "v10: every segment reads the first segment's gates (GDN only)"),
     # Rung 3 of the backward (bwd_v3_async.cu and the forward kernels it reuses).
     (41, "optimized/cuda/v2_tensorcore.cu",
-     "      float* Sout = bwd.S + (std::int64_t(c_first + ci) * H + h) * K * V;",
-     "      float* Sout = bwd.S + (std::int64_t(c_first + ci - (p.mutant == 41 && ci > 0 ? 1 : 0)) * H + h) * K * V;",
+     "      const std::int64_t off = (std::int64_t(c_first + ci) * H + h) * K * V;",
+     "      const std::int64_t off = (std::int64_t(c_first + ci - (p.mutant == 41 && ci > 0 ? 1 : 0)) * H + h) * K * V;",
      "bwd v3: the state kernel stores each chunk's entering state one chunk early (off by one chunk)"),
     (42, "optimized/cuda/bwd_v3_async.cu",
      "      mma_acc_two_b(st, aq, sDo, aw, sNdv, LDV, k0, 8 * sn0);",
