@@ -136,7 +136,11 @@ __global__ void __launch_bounds__(kThreads, 2) bwd25_g1(KParams p, bwdc::BwdOut 
   const bf16* dOb = rb.base(static_cast<const bf16*>(out.do_), V);
   const bf16* dvb = rb.base(reinterpret_cast<const bf16*>(ws.du0), V);  // rung 20's bf16 dv_new
   const float* vnb = rb.base(ws.vn, V);
-  const float* Sb = ws.S + (std::int64_t(chunk) * H + h) * K * V;
+  // kSh: S's bf16 hi part, [chunks, H, K, V] bf16 from ws.S's start (state_frag_store_bf_pairs' layout); issue_slab
+  // takes it as the bytes of Sb
+  const float* Sb = kSh ? reinterpret_cast<const float*>(reinterpret_cast<const bf16*>(ws.S) +
+                                                         (std::int64_t(chunk) * H + h) * K * V)
+                        : ws.S + (std::int64_t(chunk) * H + h) * K * V;
   const bf16* dSb = reinterpret_cast<const bf16*>(ws.dS) + (std::int64_t(chunk) * H + h) * K * V;  // rung 19's bf16 dS'
   const int nV = (V + 63) / 64;
 
