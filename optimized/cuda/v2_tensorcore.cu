@@ -775,7 +775,9 @@ __device__ __forceinline__ void v2_state_body(const KParams& p, const StateBwdOu
     const float* sgC = reinterpret_cast<const float*>(smem + S::sgC + stg * KP * 4);
     if (kBwd || kSave) {  // the state entering this chunk (float32, or its bf16 hi part for rung 28)
       const std::int64_t off = (std::int64_t(c_first + ci) * H + h) * K * V;
-      if constexpr (kSbf) state_frag_store_bf_pairs(st, reinterpret_cast<bf16*>(bwd.S) + off, K, V, sm, sn0, v0, g8, t4);
+      // kSbf: the hi tile sSh, which holds bf16_rn of this very state (state_frag_store_hilo, after the loop top's
+      // barrier; overwritten only after the barrier that ends its reads), by 16-byte row stores (state_hi_store_rows)
+      if constexpr (kSbf) state_hi_store_rows<KP, BV, LDV>(sSh, reinterpret_cast<bf16*>(bwd.S) + off, K, V, v0, tid);
       else state_frag_store_pairs(st, bwd.S + off, K, V, sm, sn0, v0, g8, t4);
     }
 

@@ -954,8 +954,8 @@ MUTANTS = [
     # Session 25: backward rung 28 (bwd_v28_sbf16.cu: S kept as its bf16 hi part). Each must fail test_cuda_backward's
     # "CUDA v28 gradients equal v27 gradients bit for bit" (written before any GPU run).
     (303, "optimized/cuda/v2_tensorcore.cu",
-     "state_frag_store_bf_pairs(st, reinterpret_cast<bf16*>(bwd.S) + off, K,",
-     "state_frag_store_bf_pairs(st, reinterpret_cast<bf16*>(bwd.S) + off + (p.mutant == 303 ? V : 0), K,",
+     "state_hi_store_rows<KP, BV, LDV>(sSh, reinterpret_cast<bf16*>(bwd.S) + off, K,",
+     "state_hi_store_rows<KP, BV, LDV>(sSh, reinterpret_cast<bf16*>(bwd.S) + off + (p.mutant == 303 ? V : 0), K,",
      "bwd v28: the states kernel stores bf16 S one state row down (G1' multiplies row d - 1 as row d)"),
     (304, "optimized/cuda/bwd_v25_g1async.cu",
      "*tSh = kSh ? cur + 3 * kTile : tSh1;",
