@@ -903,8 +903,8 @@ TEST_CASE("CUDA saving forward with states but no SavedForward is a linattn Erro
 }
 
 TEST_CASE("CUDA saving forward with states in bf16 is read by rung 28 only and states_bf16 needs with_states") {
-  // An object whose states are bf16 (forward_device's states_bf16; rung 28, bwd_v28_sbf16.cu) is refused by every other
-  // saved rung with a linattn::Error naming 'saved' and rung 28; states_bf16 without with_states is refused before any
+  // An object whose states are bf16 (forward_device's states_bf16; rung 28, bwd_v28_sbf16.cu, `best`) is read by rung 28
+  // and best and refused by every other saved rung with a linattn::Error naming 'saved' and rung 28; states_bf16 without with_states is refused before any
   // device work; outside rung 28's range (GDN, or V % 8 != 0) the states stay float32 and every rung reads them.
   using Catch::Matchers::Contains;
   {
@@ -937,7 +937,8 @@ TEST_CASE("CUDA saving forward with states in bf16 is read by rung 28 only and s
     dev.forward(Version::best, &f32_states, true);
     CHECK(!f32_states.states_bf16());
     check_same_grads(want, dev.backward(BwdVersion::v28_sbf16, &f32_states));
-    for (BwdVersion ver : {BwdVersion::best, BwdVersion::v27_dvplanes, BwdVersion::v18_lean, BwdVersion::v5_levels_front}) {
+    check_same_grads(want, dev.backward(BwdVersion::best, &saved));  // best = rung 28 since session 25
+    for (BwdVersion ver : {BwdVersion::v27_dvplanes, BwdVersion::v18_lean, BwdVersion::v5_levels_front}) {
       INFO(cuda::bwd_version_name(ver));
       if (op == Op::delta_rule) {
         CHECK_THAT(err_of([&] { cuda::backward_device(dev.a, ver, &saved); }),

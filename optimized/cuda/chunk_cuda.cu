@@ -779,7 +779,10 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
   // GDN 4.536 -> 4.447; RESULTS.md "Rung 21").
   // Since session 21: best = rung 22, rung 21 with G1''s k, q slabs staged by 16-byte octets, bit for bit with rung 21
   // (RESULTS.md "Rung 22").
-  if (version == BwdVersion::best) version = BwdVersion::v26_wyasync;  // since session 24 call 3 (RESULTS.md "Rung 26")
+  // Since session 24 call 3: best = rung 26 (RESULTS.md "Rung 26"). Since session 25 call 2: best = rung 28, rung 27 with
+  // DeltaNet's states kept as bf16 (with bf16 saved states, forward_device's states_bf16: 2.89-2.92 ms against rung
+  // 27's 3.02-3.05 and fla's 2.83; RESULTS.md "Rung 28"); a saved forward with float32 states runs rung 27's kernels.
+  if (version == BwdVersion::best) version = BwdVersion::v28_sbf16;
   const BwdRung* rung = nullptr;
   for (const BwdRung& r : kBwdLadder)
     if (r.version == version) rung = &r;

@@ -174,8 +174,9 @@ def saved_rows(lin, op, x, do, dht, scale, ver, s, record, timed, results, run_f
     'linattn forward (saving) + backward (saved) v{ver}'; with `states` the forward also saves the chunk
     states (rows '(saving states)', '(saved states)')."""
     handle = None
-    # Backward rung 28 and up read the states kept as bf16 (forward_device's states_bf16): the saving forward keeps them so
-    s_bf16 = states and ver >= 28
+    # Backward rung 28 and up, and best (rung 28 since session 25), read the states kept as bf16 (forward_device's
+    # states_bf16): the saving forward keeps them so
+    s_bf16 = states and (ver >= 28 or ver == 0)
     fwd_name, bwd_name = ("saving states", "saved states") if states else ("saving", "saved")
     if s_bf16:
         fwd_name, bwd_name = "saving states bf16", "saved states bf16"
