@@ -107,7 +107,7 @@ __device__ __forceinline__ void issue_slab(bf16* tDo, bf16* tDs, bf16* tDv, bf16
 /// kDwaH (rung 26, bwd_v26_wyasync.cu): dw_aux stored as bf16 pairs (round to nearest even: rung 19's kDwaH) into
 /// ws.dwa's first half, for rung 26's G2', which copies it into its tile by cp.async.
 /// kSh (rung 28, bwd_v28_sbf16.cu; with kDwaH): ws.S holds S's bf16 hi part (the states kernel's, or the saving
-/// forward's, state_frag_store_bf_pairs: bf16_rn of the float32 state, the value put_op4<true> makes of it here
+/// forward's, from their bf16 hi tile by state_hi_store_rows: bf16_rn of the float32 state, the value put_op4<true> makes of it here
 /// otherwise), copied by cp.async straight into a fourth tile of each set; only v_new is converted on chip.
 template <bool kDwaH, bool kSh = false>
 __global__ void __launch_bounds__(kThreads, 2) bwd25_g1(KParams p, bwdc::BwdOut out) {
@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd25_g1(KParams p, bwdc::BwdOut 
   const bf16* dOb = rb.base(static_cast<const bf16*>(out.do_), V);
   const bf16* dvb = rb.base(reinterpret_cast<const bf16*>(ws.du0), V);  // rung 20's bf16 dv_new
   const float* vnb = rb.base(ws.vn, V);
-  // kSh: S's bf16 hi part, [chunks, H, K, V] bf16 from ws.S's start (state_frag_store_bf_pairs' layout); issue_slab
+  // kSh: S's bf16 hi part, [chunks, H, K, V] bf16 from ws.S's start (the states kernels' kSbf layout); issue_slab
   // takes it as the bytes of Sb
   const float* Sb = kSh ? reinterpret_cast<const float*>(reinterpret_cast<const bf16*>(ws.S) +
                                                          (std::int64_t(chunk) * H + h) * K * V)

@@ -10,11 +10,14 @@
 // tile (no slab, no conversion). bench/analysis_bwd_plan.md ("Session 22", item 1, change (a)) proposed it.
 //
 // What changes against rung 27:
-//   * the states kernel (v2_state_body's kBwd / kSave stores) writes S through state_frag_store_bf_pairs (tc_common.cuh:
-//     bf16_rn of each fragment value, the rounding G1''s put_op4<true> applied to the float32 value it loaded) into
+//   * the states kernel (v2_state_body's kBwd / kSave stores, its kSbf instantiations v2_state_*_sbf) writes S's bf16
+//     hi part from its own bf16 hi tile (bf16_rn of that very state, which its products read: the rounding G1''s
+//     put_op4<true> applied to the float32 value it loaded) by 16-byte rows (tc_common.cuh, state_hi_store_rows) into
 //     ws.S's first half: in the backward's own recompute (bwd_v3_front with BwdCall::s_bf16), and in the saving forward
 //     when the caller asks for it (forward_device(.., with_states = true, states_bf16 = true) where
-//     bwd_v28_keeps_s_bf16 holds; SavedForward::states_bf16());
+//     bwd_v28_keeps_s_bf16 holds; SavedForward::states_bf16()). (Session 25 call 1 ran a first form that stored the
+//     fragments by 4-byte pairs: its recompute kernel spilled and took 0.73-0.78 ms against 0.48; the row stores take
+//     0.43-0.45, and the saving forward 0.986 against the float32 states' 1.049: RESULTS.md, "Rung 28".)
 //   * G1' is bwd25_g1<kDwaH = true, kSh = true> (bwd_v25_g1async.cu): S's bf16 slab goes by cp.async into a fourth
 //     tile of each double-buffered set, beside do, dS' and dv_new; only v_new is still converted on chip. 108,544 bytes
 //     of shared memory (rung 25's 115,712 less the S slab and the single S tile, plus two S tiles).

@@ -689,7 +689,7 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
     } else if (c.gate_dtype == 0) launch_extras<float>(c, wide_extras);
     else launch_extras<bf16>(c, wide_extras);
     prof.mark();
-    // rung 28 (c.s_bf16): S stored as its bf16 hi part (state_frag_store_bf_pairs), for bwd_v28_g1
+    // rung 28 (c.s_bf16): S stored as its bf16 hi part (v2_state_body's kSbf), for bwd_v28_g1
     if (!saved_states && lean) tc_state_bwd_lean_launch(fc, KP, bw.S, bw.vn, c.s_bf16);
     else if (!saved_states) tc_state_bwd_launch(fc, KP, bw.S, bw.vn, c.s_bf16);
     prof.mark();

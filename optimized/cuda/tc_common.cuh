@@ -118,32 +118,9 @@ __device__ __forceinline__ void state_frag_store_pairs(const float (&st)[SNT][4]
     }
 }
 
-/// state_frag_store_pairs in bfloat16 (backward rung 28, bwd_v28_sbf16.cu: DeltaNet's G1' multiplies only S's hi
-/// part, so the state entering each chunk may be kept as that part alone): bf16_rn of each value (the rounding G1'
-/// applied to the float32 S it loaded), a 4-byte pair where both columns are in range and d is 4-byte aligned, else
-/// one 2-byte store per column. Half the bytes of the float32 store (268 MB less at B=8 T=4096 H=16 K=V=128).
-template <int SNT>
-__device__ __forceinline__ void state_frag_store_bf_pairs(const float (&st)[SNT][4], __nv_bfloat16* dst, int K, int V,
-                                                          int sm, int sn0, int v0, int g8, int t4) {
-#pragma unroll
-  for (int nt = 0; nt < SNT; ++nt)
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      const int r = 16 * sm + g8 + hh * 8, col = v0 + 8 * (sn0 + nt) + 2 * t4;
-      if (r >= K) continue;
-      __nv_bfloat16* d = dst + std::int64_t(r) * V + col;
-      const float x0 = st[nt][2 * hh], x1 = st[nt][2 * hh + 1];
-      if (col + 1 < V && (reinterpret_cast<std::uintptr_t>(d) & 3) == 0) {
-        *reinterpret_cast<unsigned*>(d) = pack_bf16(x0, x1);
-      } else {
-        if (col < V) d[0] = __float2bfloat16_rn(x0);
-        if (col + 1 < V) d[1] = __float2bfloat16_rn(x1);
-      }
-    }
-}
-
 /// Rows r < K of a state's bf16 hi tile sSh ([KP][LDV] in shared memory, columns v0 .. v0 + BV - 1 of the
-/// state) to dst[r V + v0 + c] for v0 + c < V (backward rung 19: dS' for G1', which multiplies only its hi part):
+/// state) to dst[r V + v0 + c] for v0 + c < V (backward rung 19: dS' for G1', which multiplies only its hi part; rung 28:
+/// the state kernels' S, kSbf):
 /// one 16-byte store per 8-column octet where V % 8 == 0 and dst is 16-byte aligned (whole 128- / 64-byte row
 /// segments per warp instruction, where the fragments' 4-byte pairs would cover 16 bytes of each of 8 rows),
 /// else item by item. The caller's barriers order it after the tile's writes and before its next ones.

@@ -529,8 +529,9 @@ struct StateBwdOut {
 /// and v_new (v_new before its exp(G_C - G_i) factor, as kBwd stores it), and the backward's recompute runs
 /// the lean chain without o (no q rows loaded), so both give the lean states bit for bit. For DeltaNet the
 /// lean and default chains give the same S and v_new (k~ = k, one bf16 v_new); only o differs.
-/// kSbf (with kBwd or kSave; backward rung 28, bwd_v28_sbf16.cu): S stored as its bf16 hi part (round to nearest even,
-/// state_frag_store_bf_pairs) into bwd.S's first half instead of float32; the same chain, so the same S rounded once.
+/// kSbf (with kBwd or kSave; backward rung 28, bwd_v28_sbf16.cu): S stored as its bf16 hi part (round to nearest even:
+/// the hi tile sSh the products read, by 16-byte rows, state_hi_store_rows) into bwd.S's first half instead of float32;
+/// the same chain, so the same S rounded once.
 /// Its own instantiations (v2_state_*_sbf below), so that the float32 kernels' code is unchanged.
 template <int KP, int BV, bool kBwd, bool kHt, int NS, bool kPF, bool kBulk, bool kLean, bool kSave = false,
           bool kMC = false, bool kSbf = false>
