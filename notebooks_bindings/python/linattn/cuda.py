@@ -144,7 +144,7 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     design; measured slower than rung 22 in session 21),
     'bwd_v24_dswide' (rung 22 with the reverse-recurrence kernel's value columns per block, up to a
     head's 128, picked for K > 64 by how many waves of blocks each width needs on the GPU; rung 22's
-    gradients bit for bit; the one 'best' picks since session 23),
+    gradients bit for bit; the one 'best' picked in session 23),
     'bwd_v25_g1async' (rung 24 with DeltaNet's state-side gradient kernel loading its operands
     asynchronously, a value slab ahead of its products; rung 24's gradients bit for bit by design),
     'bwd_v26_wyasync' (rung 25 with DeltaNet's WY-side gradient kernel loading its operands
@@ -152,7 +152,8 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     'bwd_v27_dvplanes' (rung 26 with dv_new handed between DeltaNet's kernels as two bf16 planes;
     rung 26's gradients bit for bit by design),
     'bwd_v28_sbf16' (rung 27 with DeltaNet's chunk states kept as their bf16 hi part, the only part its
-    state-side gradient kernel multiplies; rung 27's gradients bit for bit by design).
+    state-side gradient kernel multiplies; rung 27's gradients bit for bit by design; the one 'best'
+    picks since session 25).
     output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"
     _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})
