@@ -1822,9 +1822,11 @@ TEST_CASE("CUDA v28 gradients equal v27 gradients bit for bit") {
   // G1' rounded it on chip: the same bf16 values in the same products, so every gradient, dh0 included, must equal rung
   // 27's bit for bit and be finite. NaN-filled workspaces between the rungs make a read of the float32 S (or of S's
   // unwritten second half) show. Rung 25's cases (one to three value slabs, one and two key slabs, ragged chunks, every
-  // dstates width), every operator, each call's route and dstates width checked. (The saving forward's bf16 states:
-  // test_cuda_saved.cu.)
-  const std::vector<Case> cases = v25_bit_cases();
+  // dstates width), every operator, each call's route and dstates width checked, and (after session 25's review) an
+  // in-range case without an initial state (the first chunk's S = 0 stored from the hi tile). (The saving forward's bf16
+  // states: test_cuda_saved.cu.)
+  std::vector<Case> cases = v25_bit_cases();
+  cases.push_back(fixed_case(1, 130, 2, 64, 64, GateMode::random, false, 141));
   const int own = check_v28_equals_v27(cases, std::vector<Op>(std::begin(kOps), std::end(kOps)));
   INFO("calls that took rung 28's own kernels: " << own);
   CHECK(own > 0);

@@ -794,7 +794,9 @@ TEST_CASE("CUDA saving forward with states stores every state and v_new at value
     ::setenv("LINATTN_V2_BV", bv, 1);
     INFO("LINATTN_V2_BV=" << bv);
     for (std::size_t i : {std::size_t(2), std::size_t(5), std::size_t(6), std::size_t(7), std::size_t(8)})
-      for (Op op : kOps) check_saved_states_case(all.at(i), op, DType::f32, reused, {BwdVersion::best, BwdVersion::v16_b9one});
+      for (Op op : kOps)  // rung 28: its bf16 saving kernels (kSbf) at every width too (session 25's review)
+        check_saved_states_case(all.at(i), op, DType::f32, reused,
+                                {BwdVersion::best, BwdVersion::v16_b9one, BwdVersion::v28_sbf16});
   }
 }
 
@@ -937,6 +939,15 @@ TEST_CASE("CUDA saving forward with states in bf16 is read by rung 28 only and s
     dev.forward(Version::best, &f32_states, true);
     CHECK(!f32_states.states_bf16());
     check_same_grads(want, dev.backward(BwdVersion::v28_sbf16, &f32_states));
+    // One object refilled with states_bf16 off, on, off (session 25's review): the flag follows every fill, and every
+    // rung that accepts the object reads it as it was last filled.
+    for (const bool bf : {false, true, false}) {
+      INFO("refill with states_bf16 = " << bf);
+      dev.forward(Version::best, &f32_states, true, bf);
+      CHECK(f32_states.states_bf16() == (bf && op == Op::delta_rule));
+      check_same_grads(want, dev.backward(BwdVersion::v28_sbf16, &f32_states));
+      if (!f32_states.states_bf16()) check_same_grads(want, dev.backward(BwdVersion::v27_dvplanes, &f32_states));
+    }
     check_same_grads(want, dev.backward(BwdVersion::best, &saved));  // best = rung 28 since session 25
     for (BwdVersion ver : {BwdVersion::v27_dvplanes, BwdVersion::v18_lean, BwdVersion::v5_levels_front}) {
       INFO(cuda::bwd_version_name(ver));

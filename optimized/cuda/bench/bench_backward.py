@@ -102,6 +102,9 @@ def linattn_forward_save(lin, op, x, scale, ver, states=False, states_bf16=False
     run_plain = _
     a = run_plain.args
     handle = ctypes.c_void_p()
+    if states and states_bf16 and not hasattr(lin.lib, "linattn_cuda_forward_save_states_bf16"):
+        raise RuntimeError(f"{lin.lib._name}: no linattn_cuda_forward_save_states_bf16 (a library built before session 25); "
+                           "backward rung 28 and best need it for their bf16 saved states")
     fn = (lin.lib.linattn_cuda_forward_save_states_bf16 if states and states_bf16 else
           lin.lib.linattn_cuda_forward_save_states if states else lin.lib.linattn_cuda_forward_save)
     ref, err, hp = ctypes.byref(a), lin.err, ctypes.byref(handle)

@@ -6,7 +6,10 @@
 # knob does not apply to rungs 27-28); the test now names rung 26 and has not been rerun. What waits:
 # STEP=1 (one call, bound 575 s; session 24's whole suite took 449 s for 109 cases, it has grown by about 15): every
 #   test_cuda_backward case with `best` = rung 28 (the value-first knob test on rung 26 among them).
-# STEP=2 (a second call; carry `.fla` too): every operator's forward + backward with fla in the same process at B=8 T=4096
+#   Session 25's review added, not yet run: an in-range case without an initial state to rung 28's bit test, rung 28 in
+#   the saving-forward tile-width test (its bf16 saving kernels at 16, 32, 64 columns) and a refill of one object with
+#   states_bf16 off, on, off (test_cuda_saved, step 2).
+# STEP=2 (a second call; carry `.fla` too): every test_cuda_saved case, then every operator's forward + backward with fla in the same process at B=8 T=4096
 #   H=16 K=V=128, backward `best` (DeltaNet's saving forward keeping bf16 states): issue 6's goal table, which session
 #   25's call 3 could not finish.
 # Needs .cudabin/bins.tar.xz (test_cuda_backward, test_cuda_saved, liblinattn_cuda_capi.so, stripped, built at HEAD:
@@ -23,6 +26,9 @@ if [ "$STEP" = 1 ]; then
   note "test_cuda_backward (all) rc $?: $(res /tmp/l/backward_all.log)"
   grep -E "FAILED|with expansion" /tmp/l/backward_all.log | head -20 >> /tmp/l/summary.log
 else
+  timeout $(left 120) /tmp/b/test_cuda_saved -w NoTests --durations yes > /tmp/l/saved_all.log 2>&1
+  note "test_cuda_saved (all) rc $?: $(res /tmp/l/saved_all.log)"
+  grep -E "FAILED|with expansion" /tmp/l/saved_all.log | head -10 >> /tmp/l/summary.log
   timeout $(left 150) python3 optimized/cuda/bench/bench_backward.py --lib /tmp/b/liblinattn_cuda_capi.so --fla .fla \
     --shapes 8x4096x16x128x128 --ops delta_rule --bwd-versions 0,0 --rep 50 --json /tmp/l/bench_dn.json \
     > /tmp/l/bench_dn.log 2>&1
