@@ -40,10 +40,13 @@ std::size_t bwd_v28_workspace_bytes(const KParams& p) { return bwd_v3_workspace_
 bool bwd_v28_keeps_s_bf16(const Call& c) {
   const KParams& p = c.p;
   auto al16 = [](const void* a) { return reinterpret_cast<std::uintptr_t>(a) % 16 == 0; };
-  // g1a_ok's conditions that the forward can see; the workspace's alignments follow for DeltaNet (no G array; every
-  // array a multiple of rows x 8 floats: K % 8 == V % 8 == 0), and backward_device requires do 16-byte aligned.
-  return c.dtype == 1 && p.gate == kGateNone && !p.gdn2 && p.K >= 16 && p.K <= 128 && p.K % 8 == 0 && p.V % 8 == 0 &&
-         bwdc::in_rowbase_range(p) && bwdc::slab_grid_fits(p) && al16(p.q) && al16(p.k) && al16(p.v);
+  // g1a_ok's conditions that the forward can see: rung 18's range (which reads only the parameters and the dtype) for
+  // DeltaNet, K % 8 == V % 8 == 0, q, k, v 16-byte aligned. The workspace's alignments follow for DeltaNet (no G array;
+  // every array a multiple of rows x 8 floats), and backward_device requires do 16-byte aligned.
+  BwdCall b;
+  b.p = p, b.dtype = c.dtype;
+  return bwdc::in_rung18_range(b) && p.gate == kGateNone && p.K % 8 == 0 && p.V % 8 == 0 && al16(p.q) && al16(p.k) &&
+         al16(p.v);
 }
 
 void bwd_v28_launch(const BwdCall& c0) {
