@@ -322,8 +322,12 @@ struct DsSmem {
 /// parts only (put_split's values: hi = bf16_rn(dv_new), lo = bf16_rn(dv_new - hi)), hi in ws.du0's first half where kDvH
 /// puts it, lo in its second half, both viewed as bf16 [rows, V], from the fragments; no float32 dv_new, no row copy.
 /// Rung 27's G2' reads both planes, G1' the hi plane as before. Requires V % 2 == 0 (the pair stores; its range has V % 8).
+/// kB1Hi (backward rung 29, bwd_v29_b1hi.cu; DeltaNet, with kDvP): B1's product Kd dS' multiplies dS''s bf16 hi part
+/// only (one MMA per k step instead of hi + lo, as fla's chunk_bwd_dhu multiplies b_dh.to(bf16)), so the lo tile is
+/// neither written nor read. dS' itself stays float32 in registers (B3 accumulates it as before); only dv_new changes,
+/// by at most 2^-9 of |Kd| |dS'| per term (not bit for bit with rung 28).
 template <int KP, int BV, bool kDsH = false, bool kDvH = false, bool kOne = false, bool kVFirst = false,
-          bool kDvP = false>
+          bool kDvP = false, bool kB1Hi = false>
 __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, const bf16* do_,
                                                          const float* dht, float* dh0) {
   using S = DsSmem<KP, BV, kOne>;
@@ -356,7 +360,10 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
   float st[SNT][4];
   const std::int64_t sbase = (std::int64_t(n) * H + h) * K * V;
   state_frag_load(st, dht, sbase, K, V, sm, sn0, v0, g8, t4);
-  auto store_state_bf16 = [&]() { state_frag_store_hilo<LDV>(st, sSh, sSl, sm, sn0, g8, t4); };
+  auto store_state_bf16 = [&]() {  // kB1Hi: the hi tile only (B1 reads no lo part)
+    if constexpr (kB1Hi) state_frag_store_hi<LDV>(st, sSh, sm, sn0, g8, t4);
+    else state_frag_store_hilo<LDV>(st, sSh, sSl, sm, sn0, g8, t4);
+  };
   store_state_bf16();
 
   // kOne: one [64][LDK] tile of the workspace array a (w_aux, Qg or Kd) of block cw, as cp_async_wqk_tiles does each
@@ -446,7 +453,8 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
     for (int k0 = 0; k0 < KP; k0 += 16) {
       unsigned a[4];
       load_a(a, sKd, LDK, 16 * wm, k0);
-      mma_acc_two_b(dv, a, sSh, a, sSl, LDV, k0, 8 * wn0);  // Kd (dS' hi + lo)
+      if constexpr (kB1Hi) mma_acc_b(dv, a, sSh, LDV, k0, 8 * wn0);  // Kd bf16_rn(dS') (rung 29)
+      else mma_acc_two_b(dv, a, sSh, a, sSl, LDV, k0, 8 * wn0);      // Kd (dS' hi + lo)
     }
 #pragma unroll
     for (int nt = 0; nt < ONT; ++nt) {
@@ -499,13 +507,14 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
   state_frag_store(st, dh0, sbase, K, V, sm, sn0, v0, g8, t4);
 }
 
-template <int KP, int BV, bool kDsH, bool kDvH, bool kOne, bool kVFirst, bool kDvP = false>
+template <int KP, int BV, bool kDsH, bool kDvH, bool kOne, bool kVFirst, bool kDvP = false, bool kB1Hi = false>
 void launch_dstates_order(const BwdCall& c, void* tcws) {
   const KParams& p = c.p;
   constexpr int bytes = DsSmem<KP, BV, kOne>::bytes;
   static_assert(bytes <= 227 * 1024, "shared memory");
   static_assert(!kOne || KP != 128 || BV != 32 || 2 * (bytes + 1024) <= 228 * 1024, "kOne: two blocks per SM");
-  auto kern = bwd3_dstates<KP, BV, kDsH, kDvH, kOne, kVFirst, kDvP>;
+  static_assert(!kB1Hi || kDvP, "kB1Hi is rung 29's, with rung 27's planes");
+  auto kern = bwd3_dstates<KP, BV, kDsH, kDvH, kOne, kVFirst, kDvP, kB1Hi>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   const int nv = (p.V + BV - 1) / BV;
   // route.hpp: the block order and the value columns per block, e.g. "sequence-first/64"
@@ -520,33 +529,35 @@ void launch_dstates_order(const BwdCall& c, void* tcws) {
 /// The dstates kernel in its default block order, or (session 22's trial, off by default) with LINATTN_BWD3_VFIRST=1
 /// the value tile first, as fla's dhu orders its programs, where the sequences fit grid y (at most 65,535) and the
 /// kernel is not rung 23's kOne (which keeps its own order); the same blocks compute the same values in either order.
-template <int KP, int BV, bool kDsH = false, bool kDvH = false, bool kOne = false, bool kDvP = false>
+template <int KP, int BV, bool kDsH = false, bool kDvH = false, bool kOne = false, bool kDvP = false,
+          bool kB1Hi = false>
 void launch_dstates(const BwdCall& c, void* tcws) {
   if constexpr (!kOne && !kDvP) {
     const char* env = std::getenv("LINATTN_BWD3_VFIRST");
     if (env && std::atoi(env) == 1 && c.p.N <= 65535)
       return launch_dstates_order<KP, BV, kDsH, kDvH, kOne, true>(c, tcws);
   }
-  launch_dstates_order<KP, BV, kDsH, kDvH, kOne, false, kDvP>(c, tcws);
+  launch_dstates_order<KP, BV, kDsH, kDvH, kOne, false, kDvP, kB1Hi>(c, tcws);
 }
 
 /// launch_dstates at the key width KP (64 or 128: tc_pick_kp) and value tile bv (64 or 32, or 128 at KP = 128:
 /// dstates_bv).
 /// kDvP: rung 27's planes of dv_new (bwd3_dstates), in every kernel of the choice (not with LINATTN_BWD3_VFIRST).
-template <bool kDsH, bool kDvH, bool kOne = false, bool kDvP = false>
+/// kB1Hi: rung 29's B1 on dS''s hi part only (bwd3_dstates), with kDvP.
+template <bool kDsH, bool kDvH, bool kOne = false, bool kDvP = false, bool kB1Hi = false>
 void launch_dstates_kp_bv(const BwdCall& c, void* tcws, int KP, int bv) {
   // 128 columns (session 22's LINATTN_BWD3_BV=128; rung 24's default where dstates_bv says, DsPick::wide): a head's
   // whole value range in one block, with rung 23's single stage of the w_aux, Qg, Kd tiles (193,536 bytes of shared
   // memory, one block per SM): at B=8 H=16 V=128 that is 128 blocks, one wave on 132 SMs, instead of 256 blocks of 64
   // columns in two waves, and each chunk's K-side tiles are read by one block instead of two. Each column's products
   // are the same, so the same values (session 23 call 1: 0.56-0.61 -> 0.55 ms for DeltaNet, 0.67-0.68 -> 0.53 for GDN).
-  if (bv == 128 && KP == 128) return launch_dstates<128, 128, kDsH, kDvH, true, kDvP>(c, tcws);
+  if (bv == 128 && KP == 128) return launch_dstates<128, 128, kDsH, kDvH, true, kDvP, kB1Hi>(c, tcws);
   if (KP == 64)
-    bv == 64 ? launch_dstates<64, 64, kDsH, kDvH, kOne, kDvP>(c, tcws)
-             : launch_dstates<64, 32, kDsH, kDvH, kOne, kDvP>(c, tcws);
+    bv == 64 ? launch_dstates<64, 64, kDsH, kDvH, kOne, kDvP, kB1Hi>(c, tcws)
+             : launch_dstates<64, 32, kDsH, kDvH, kOne, kDvP, kB1Hi>(c, tcws);
   else
-    bv == 64 ? launch_dstates<128, 64, kDsH, kDvH, kOne, kDvP>(c, tcws)
-             : launch_dstates<128, 32, kDsH, kDvH, kOne, kDvP>(c, tcws);
+    bv == 64 ? launch_dstates<128, 64, kDsH, kDvH, kOne, kDvP, kB1Hi>(c, tcws)
+             : launch_dstates<128, 32, kDsH, kDvH, kOne, kDvP, kB1Hi>(c, tcws);
 }
 
 /// Value columns per block of bwd3_dstates (DsPick, bwd_common.cuh): LINATTN_BWD3_BV when it is 32 or 64, or 128 at
@@ -703,6 +714,8 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
   // DsPick::one_stage (rung 23): the single-stage kernel (kOne) for rung 21's three fronts. DsPick::wide (rung 24): bv
   // is 128 where dstates_bv picks the wide kernel, which launch_dstates_kp_bv runs for any front (it is kOne's)
   const bool ds_one = ds == DsPick::one_stage;
+  if (c.ds_b1_hi && !(dv_planes && !ds_one))
+    throw std::logic_error("linattn::cuda: bwd_v3_front: ds_b1_hi (rung 29) goes with rung 27's dv_planes front");
   if (ds_one && ds_bf16 && dv_bf16)
     throw std::logic_error("linattn::cuda: bwd_v3_front: ds_one takes bf16 dS' or bf16 dv_new, not both (rung 21's fronts)");
   if (ds_one && ds_bf16) launch_dstates_kp_bv<true, false, true>(c, tcws, KP, bv);  // rung 23, DeltaNet
@@ -711,7 +724,8 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
   else if (dv_planes) {  // rung 27, DeltaNet: dv_new as bf16 hi and lo planes only
     if (!(ds_bf16 && dv_bf16) || p.V % 2 != 0)
       throw std::logic_error("linattn::cuda: bwd_v3_front: dv_planes goes with ds_bf16 and dv_bf16, V even (rung 27)");
-    launch_dstates_kp_bv<true, true, false, true>(c, tcws, KP, bv);
+    if (c.ds_b1_hi) launch_dstates_kp_bv<true, true, false, true, true>(c, tcws, KP, bv);  // rung 29
+    else launch_dstates_kp_bv<true, true, false, true>(c, tcws, KP, bv);
   } else if (dv_bf16 && ds_bf16) launch_dstates_kp_bv<true, true>(c, tcws, KP, bv);  // rung 20, DeltaNet
   else if (dv_bf16) launch_dstates_kp_bv<false, true>(c, tcws, KP, bv);       // rung 20, GDN (float32 dS': dgamma)
   else if (ds_bf16) launch_dstates_kp_bv<true, false>(c, tcws, KP, bv);       // rung 19

@@ -639,6 +639,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v26_wyasync: return "bwd_v26_wyasync";
     case BwdVersion::v27_dvplanes: return "bwd_v27_dvplanes";
     case BwdVersion::v28_sbf16: return "bwd_v28_sbf16";
+    case BwdVersion::v29_b1hi: return "bwd_v29_b1hi";
   }
   return "?";
 }
@@ -684,6 +685,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v26_wyasync, detail::bwd_v26_workspace_bytes, detail::bwd_v26_launch},
     {BwdVersion::v27_dvplanes, detail::bwd_v27_workspace_bytes, detail::bwd_v27_launch},
     {BwdVersion::v28_sbf16, detail::bwd_v28_workspace_bytes, detail::bwd_v28_launch},
+    {BwdVersion::v29_b1hi, detail::bwd_v29_workspace_bytes, detail::bwd_v29_launch},
 };
 }  // namespace
 
@@ -702,7 +704,8 @@ const std::vector<BwdVersion>& saved_bwd_versions() {
                                             BwdVersion::v19_dsbf16, BwdVersion::v20_dvbf16, BwdVersion::v21_duvsmem,
                                             BwdVersion::v22_kq8, BwdVersion::v23_dsone, BwdVersion::v24_dswide,
                                             BwdVersion::v25_g1async, BwdVersion::v26_wyasync,
-                                            BwdVersion::v27_dvplanes, BwdVersion::v28_sbf16};
+                                            BwdVersion::v27_dvplanes, BwdVersion::v28_sbf16,
+                                            BwdVersion::v29_b1hi};
   return v;
 }
 
@@ -831,10 +834,10 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
               "intra rung or KP");
     }
     check_saved(fn, f, p.N, version, s, diff);
-    // bf16 states (forward_device's states_bf16): only rung 28's G1' reads S as bf16
-    if (s.s_bf16_ && s.states_ && version != BwdVersion::v28_sbf16)
+    // bf16 states (forward_device's states_bf16): only rungs 28 and 29 (rung 28's G1') read S as bf16
+    if (s.s_bf16_ && s.states_ && version != BwdVersion::v28_sbf16 && version != BwdVersion::v29_b1hi)
       fail(fn, "saved", std::string("a SavedForward whose states are float32 for ") + bwd_version_name(version) +
-                            " (bf16 states are read by rung 28, bwd_v28_sbf16, only)",
+                            " (bf16 states are read by rungs 28 and 29, bwd_v28_sbf16 and bwd_v29_b1hi, only)",
            s.describe() + " (filled with states_bf16)");
     if (!s.states_) {
       call.saved_ws = s.buf_;

@@ -333,6 +333,18 @@ __device__ __forceinline__ void state_frag_store_hilo(const float (&st)[SNT][4],
   }
 }
 
+/// state_frag_store_hilo's hi tile alone: bf16_rn of the warp's state fragments into sSh (backward rung 29's dstates,
+/// whose B1 reads no lo part).
+template <int LDV, int SNT>
+__device__ __forceinline__ void state_frag_store_hi(const float (&st)[SNT][4], bf16* sSh, int sm, int sn0, int g8,
+                                                    int t4) {
+#pragma unroll
+  for (int nt = 0; nt < SNT; ++nt) {
+    const int r = 16 * sm + g8, col = 8 * (sn0 + nt) + 2 * t4;
+    *reinterpret_cast<unsigned*>(sSh + r * LDV + col) = pack_bf16(st[nt][0], st[nt][1]);
+    *reinterpret_cast<unsigned*>(sSh + (r + 8) * LDV + col) = pack_bf16(st[nt][2], st[nt][3]);
+  }
+}
 
 /// Benchmark knob: with LINATTN_TC_ONLY=intra (or state) set, only that kernel is launched, so the
 /// benchmark can time the two kernels apart (the results are then wrong). Unset: both run.

@@ -129,6 +129,9 @@ struct BwdCall {
   /// saved states: the saving forward stored it so, SavedForward's states_bf16; without: bwd_v3_front's states kernel
   /// does, where rung 28 sets this). Only rung 28's G1' reads S then; backward_device refuses other rungs.
   bool s_bf16 = false;
+  /// Rung 29 (bwd_v29_b1hi.cu): the dstates kernel's B1 multiplies dS''s bf16 hi part only (bwd3_dstates' kB1Hi); set by
+  /// rung 29's launcher, read by bwd_v3_front with rung 27's planes front.
+  bool ds_b1_hi = false;
 };
 
 // bwd_v1_simple.cu
@@ -295,6 +298,11 @@ void bwd_v28_launch(const BwdCall& c);
 /// DeltaNet, bf16, 16 <= K <= 128, K % 8 == 0, V % 8 == 0, RowBase's range and G1''s grid; q, k, v 16-byte aligned).
 /// Rung 28's backward reads such an object wherever backward_device takes it (do 16-byte aligned).
 bool bwd_v28_keeps_s_bf16(const Call& c);
+
+// bwd_v29_b1hi.cu (rung 28 with the dstates kernel's B1 product Kd dS' on dS''s bf16 hi part only, as fla's dhu: DeltaNet
+// only, not bit for bit; GDN, KDA, GDN2 and the fallbacks run rung 28, i.e. 24). Reads rung 28's bf16 saved states.
+std::size_t bwd_v29_workspace_bytes(const KParams& p);
+void bwd_v29_launch(const BwdCall& c);
 
 // Reused by the backward's rung 3 from the forward's tensor-core rungs (bf16 inputs, 16 <= K <= 128;
 // c.p.ws is the tensor-core workspace of tc_common.cuh, V2Ws):

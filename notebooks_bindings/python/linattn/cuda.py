@@ -153,7 +153,10 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     rung 26's gradients bit for bit by design),
     'bwd_v28_sbf16' (rung 27 with DeltaNet's chunk states kept as their bf16 hi part, the only part its
     state-side gradient kernel multiplies; rung 27's gradients bit for bit by design; the one 'best'
-    picks since session 25).
+    picks since session 25),
+    'bwd_v29_b1hi' (rung 28 with DeltaNet's reverse state recurrence multiplying the bf16 hi part of
+    its float32 state gradient in one product, as fla's dhu does; not bit for bit with rung 28,
+    held to the same bounds against the float64 reference).
     output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"
     _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})

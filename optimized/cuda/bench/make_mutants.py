@@ -961,6 +961,13 @@ MUTANTS = [
      "*tSh = kSh ? cur + 3 * kTile : tSh1;",
      "*tSh = kSh ? (p.mutant == 304 && s > 0 ? set0 + kSetT * ((s + 1) & 1) * kTile : cur) + 3 * kTile : tSh1;",
      "bwd v28: G1' multiplies the previous slab's S tile after the first slab"),
+    # Session 26: backward rung 29 (bwd_v29_b1hi.cu: dstates' B1 on dS''s hi part). Must fail test_cuda_backward's "CUDA
+    # v29 B1 on the hi part of dS' keeps every gradient within rung 3 bounds beside rung 28 on fixed cases" and rung 29's
+    # properties (written before any GPU run).
+    (305, "optimized/cuda/bwd_v3_async.cu",
+     "      if constexpr (kB1Hi) mma_acc_b(dv, a, sSh, LDV, k0, 8 * wn0);  // Kd bf16_rn(dS') (rung 29)",
+     "      if constexpr (kB1Hi) { if (p.mutant != 305 || k0 + 16 < KP) mma_acc_b(dv, a, sSh, LDV, k0, 8 * wn0); }",
+     "bwd v29: dstates' B1 drops the last 16 key rows of Kd dS' (dv_new misses part of the state's contribution)"),
 ]
 
 HOOKS = [
