@@ -664,9 +664,9 @@ MUTANTS = [
      "ws_[nt][2 * hh], ws_[nt][2 * hh + 1], cc, V - (p.mutant == 47 ? 1 : 0));",
      "bwd v3: the state kernel never writes v_new's last value column (off by one at the tile edge)"),
     (48, "optimized/cuda/bwd_v3_async.cu",
-     "      mma_acc_two_b(dv, a, sSh, a, sSl, LDV, k0, 8 * wn0);",
+     "      else mma_acc_two_b(dv, a, sSh, a, sSl, LDV, k0, 8 * wn0);      // Kd (dS' hi + lo)",
      "      unsigned z48[4] = {0u, 0u, 0u, 0u};  // a zero bf16 operand for the lo part: Kd dS'_lo = 0\n"
-     "      mma_acc_two_b(dv, a, sSh, p.mutant == 48 ? z48 : a, sSl, LDV, k0, 8 * wn0);",
+     "      if constexpr (!kB1Hi) mma_acc_two_b(dv, a, sSh, p.mutant == 48 ? z48 : a, sSl, LDV, k0, 8 * wn0);",
      "bwd v3: dv_new = ... + Kd dS' with dS' rounded to bf16 (its lo part dropped): a precision bug"),
     (49, "optimized/cuda/bwd_v3_async.cu",
      "    ws.E[x] = (p.gdn2 ? ld(bg + x) : sbeta[i]) * kv * eg;",
