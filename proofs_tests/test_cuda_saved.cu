@@ -410,7 +410,8 @@ void check_saved_states_case(const BwdCase& b, Op op, DType gdt, cuda::SavedForw
   for (BwdVersion ver : rungs) {
     INFO(cuda::bwd_version_name(ver));
     cuda::SavedForward saved;
-    const bool s_bf16 = ver == BwdVersion::v28_sbf16 || ver == BwdVersion::v29_b1hi;  // rungs 28, 29 read bf16 states
+    // rungs 28, 29 and best (rung 29 since session 26) read bf16 states
+    const bool s_bf16 = ver == BwdVersion::v28_sbf16 || ver == BwdVersion::v29_b1hi || ver == BwdVersion::best;
     const auto with_save = dev.forward(Version::best, &saved, true, s_bf16);
     REQUIRE(saved.has_states());
     const bool bf16_range = op == Op::delta_rule && b.c.K >= 16 && b.c.K <= 128 && b.c.K % 8 == 0 && b.c.V % 8 == 0;
@@ -906,8 +907,8 @@ TEST_CASE("CUDA saving forward with states but no SavedForward is a linattn Erro
 }
 
 TEST_CASE("CUDA saving forward with states in bf16 is read by rungs 28 and 29 only and states_bf16 needs with_states") {
-  // An object whose states are bf16 (forward_device's states_bf16; rung 28, bwd_v28_sbf16.cu, `best`) is read by rung 28
-  // and best and refused by every other saved rung with a linattn::Error naming 'saved' and rung 28; states_bf16 without with_states is refused before any
+  // An object whose states are bf16 (forward_device's states_bf16; rung 28, bwd_v28_sbf16.cu) is read by rungs 28, 29
+  // and best (rung 29 since session 26) and refused by every other saved rung with a linattn::Error naming 'saved' and rung 28; states_bf16 without with_states is refused before any
   // device work; outside rung 28's range (GDN, or V % 8 != 0) the states stay float32 and every rung reads them.
   using Catch::Matchers::Contains;
   {
@@ -949,12 +950,13 @@ TEST_CASE("CUDA saving forward with states in bf16 is read by rungs 28 and 29 on
       check_same_grads(want, dev.backward(BwdVersion::v28_sbf16, &f32_states));
       if (!f32_states.states_bf16()) check_same_grads(want, dev.backward(BwdVersion::v27_dvplanes, &f32_states));
     }
-    check_same_grads(want, dev.backward(BwdVersion::best, &saved));  // best = rung 28 since session 25
-    // Rung 29 (bwd_v29_b1hi.cu) reads either object and gives its own recomputed gradients from both: with float32
-    // states its G1' is rung 27's, which rounds S on chip to the bf16 values rung 28's G1' copies.
+    // Rung 29 (bwd_v29_b1hi.cu, `best` since session 26) reads either object and gives its own recomputed gradients
+    // from both: with float32 states its G1' is rung 27's, which rounds S on chip to the bf16 values rung 28's G1' copies.
     const auto want29 = dev.backward(BwdVersion::v29_b1hi);
     check_same_grads(want29, dev.backward(BwdVersion::v29_b1hi, &saved));
     check_same_grads(want29, dev.backward(BwdVersion::v29_b1hi, &f32_states));
+    check_same_grads(want29, dev.backward(BwdVersion::best, &saved));
+    check_same_grads(want29, dev.backward(BwdVersion::best, &f32_states));
     for (BwdVersion ver : {BwdVersion::v27_dvplanes, BwdVersion::v18_lean, BwdVersion::v5_levels_front}) {
       INFO(cuda::bwd_version_name(ver));
       if (op == Op::delta_rule) {

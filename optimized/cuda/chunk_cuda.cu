@@ -785,7 +785,10 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
   // Since session 24 call 3: best = rung 26 (RESULTS.md "Rung 26"). Since session 25 call 2: best = rung 28, rung 27 with
   // DeltaNet's states kept as bf16 (with bf16 saved states, forward_device's states_bf16: 2.89-2.92 ms against rung
   // 27's 3.02-3.05 and fla's 2.83; RESULTS.md "Rung 28"); a saved forward with float32 states runs rung 27's kernels.
-  if (version == BwdVersion::best) version = BwdVersion::v28_sbf16;
+  // Since session 26: best = rung 29, rung 28 with the dstates kernel's B1 on dS''s bf16 hi part (as fla's dhu; not bit
+  // for bit with rung 28, held to the same bounds): dstates 0.04-0.06 ms faster in every profiled pair, DeltaNet with
+  // bf16 saved states 2.77-2.98 ms (median 2.85 of 11 runs) against fla's 2.834-2.838 (RESULTS.md "Rung 29").
+  if (version == BwdVersion::best) version = BwdVersion::v29_b1hi;
   const BwdRung* rung = nullptr;
   for (const BwdRung& r : kBwdLadder)
     if (r.version == version) rung = &r;

@@ -152,11 +152,11 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     'bwd_v27_dvplanes' (rung 26 with dv_new handed between DeltaNet's kernels as two bf16 planes;
     rung 26's gradients bit for bit by design),
     'bwd_v28_sbf16' (rung 27 with DeltaNet's chunk states kept as their bf16 hi part, the only part its
-    state-side gradient kernel multiplies; rung 27's gradients bit for bit by design; the one 'best'
-    picks since session 25),
+    state-side gradient kernel multiplies; rung 27's gradients bit for bit by design; 'best' in
+    session 25),
     'bwd_v29_b1hi' (rung 28 with DeltaNet's reverse state recurrence multiplying the bf16 hi part of
     its float32 state gradient in one product, as fla's dhu does; not bit for bit with rung 28,
-    held to the same bounds against the float64 reference).
+    held to the same bounds against the float64 reference; the one 'best' picks since session 26).
     output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"
     _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})
