@@ -124,7 +124,8 @@ const cuda::BwdVersion kRungs[] = {cuda::BwdVersion::v1_simple, cuda::BwdVersion
                                    cuda::BwdVersion::v26_wyasync,
                                    cuda::BwdVersion::v27_dvplanes,
                                    cuda::BwdVersion::v28_sbf16,
-                                   cuda::BwdVersion::v29_b1hi};
+                                   cuda::BwdVersion::v29_b1hi,
+                                   cuda::BwdVersion::v30_dsw2};
 
 /// Rungs 3 to 10 share rung 3's range (bf16 inputs, 16 <= K <= 128) and bounds.
 bool rung3_family(cuda::BwdVersion ver) {
@@ -150,7 +151,8 @@ bool rung3_family(cuda::BwdVersion ver) {
          ver == cuda::BwdVersion::v26_wyasync ||
          ver == cuda::BwdVersion::v27_dvplanes ||
          ver == cuda::BwdVersion::v28_sbf16 ||
-         ver == cuda::BwdVersion::v29_b1hi;
+         ver == cuda::BwdVersion::v29_b1hi ||
+         ver == cuda::BwdVersion::v30_dsw2;
 }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
 
@@ -1955,6 +1957,72 @@ TEST_CASE("CUDA v29 on small cases for the sanitizers") {
                                                     {fixed_case(1, 70, 1, 40, 136, GateMode::random, true, 98), true},
                                                     {fixed_case(1, 100, 1, 64, 8, GateMode::random, true, 99), true}};
   CHECK(check_v29_near_v28(cases, "v29 sanitizer cases") > 0);
+}
+
+TEST_CASE("CUDA v30 chunked backward with two stages of w_aux and Qg equals the float64 reference backward for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::f32, cuda::BwdVersion::v30_dsw2);
+}
+
+namespace {
+/// Rung 30's route: "bwd_v30_dsw" where rung 29 takes its own kernels (the same range), else rung 29's.
+std::string v30_route(const Case& c, Op op) {
+  const std::string r = v29_route(c, op);
+  return r == "bwd_v29_b1h" ? "bwd_v30_dsw" : r;
+}
+
+/// Rung 30 against rung 29 bit for bit (check_rungs_agree: every gradient, dh0 included, finite, NaN-filled workspaces
+/// between the rungs), each call's route and dstates width checked, with LINATTN_BWD3_BV unset (rung 24's pick) and
+/// 128 (rung 30's kW2 kernel wherever K > 64, on every case's shape). Returns how many calls ran rung 30's kW2 kernel
+/// (its own route at 128 columns).
+int check_v30_equals_v29(const std::vector<Case>& cases, const std::vector<Op>& ops) {
+  EnvRestore keep_bv("LINATTN_BWD3_BV"), keep_vf("LINATTN_BWD3_VFIRST");
+  unsetenv("LINATTN_BWD3_VFIRST");
+  const int sms = device_sm_count();
+  int w2 = 0;
+  for (const std::string& bv : knob_values("LINATTN_BWD3_BV", {"", "128"})) {
+    if (bv.empty()) unsetenv("LINATTN_BWD3_BV");
+    else setenv("LINATTN_BWD3_BV", bv.c_str(), 1);
+    INFO("LINATTN_BWD3_BV=" << (bv.empty() ? "unset" : bv) << ", " << sms << " SMs");
+    check_rungs_agree(cuda::BwdVersion::v29_b1hi, cuda::BwdVersion::v30_dsw2, cases, ops, 0, /*require_finite=*/true,
+                      /*poison_between=*/true,
+                      [&](const Case& c, Op op) {
+                        const std::string r = v30_route(c, op);
+                        w2 += r == "bwd_v30_dsw" && v24_grid(c, op, bv, sms) == "sequence-first/128";
+                        return r;
+                      },
+                      [&](const Case& c, Op op) { return v24_grid(c, op, bv, sms); });
+  }
+  return w2;
+}
+}  // namespace
+
+TEST_CASE("CUDA v30 gradients equal v29 gradients bit for bit") {
+  SKIP_WITHOUT_GPU();
+  // Rung 30 (bwd_v30_dsw2.cu) is rung 29 with the 128-column dstates kernel keeping w_aux and Qg in two stages (the lo
+  // tile's bytes), copying chunk ci - 1's a step earlier and dropping one barrier per chunk: the same products in the
+  // same order on the same values, so every gradient must equal rung 29's bit for bit and be finite. Rung 28's bit cases
+  // (v25_bit_cases: one to four value slabs, two key slabs, ragged chunks, packed batches, rung 24's SM-sized cases that
+  // pick 128 columns) and an in-range case of one chunk, every operator, with the width unset and at 128 columns.
+  std::vector<Case> cases = v25_bit_cases();
+  cases.push_back(fixed_case(1, 40, 2, 128, 128, GateMode::random, true, 3001));
+  const int w2 = check_v30_equals_v29(cases, std::vector<Op>(std::begin(kOps), std::end(kOps)));
+  INFO("calls that ran rung 30's two-stage 128-column dstates kernel: " << w2);
+  CHECK(w2 > 0);
+}
+
+TEST_CASE("CUDA v30 chunked backward outside rung 3 range runs rung 2 bit for bit") {
+  SKIP_WITHOUT_GPU();
+  check_outside_range_is_rung2(cuda::BwdVersion::v30_dsw2);
+}
+
+TEST_CASE("CUDA v30 on small cases for the sanitizers") {
+  SKIP_WITHOUT_GPU();
+  // Rung 26's sanitizer cases (two, three and one value slabs; two and one key slabs) at 128 columns where K > 64.
+  const std::vector<Case> cases = {fixed_case(1, 150, 1, 128, 128, GateMode::random, true, 97),
+                                   fixed_case(1, 70, 1, 40, 136, GateMode::random, true, 98),
+                                   fixed_case(1, 100, 1, 64, 8, GateMode::random, true, 99)};
+  CHECK(check_v30_equals_v29(cases, {Op::delta_rule}) > 0);
 }
 
 TEST_CASE("CUDA v18 lean chunked backward equals the float64 reference backward for every operator in bfloat16") {

@@ -410,8 +410,9 @@ void check_saved_states_case(const BwdCase& b, Op op, DType gdt, cuda::SavedForw
   for (BwdVersion ver : rungs) {
     INFO(cuda::bwd_version_name(ver));
     cuda::SavedForward saved;
-    // rungs 28, 29 and best (rung 29 since session 26) read bf16 states
-    const bool s_bf16 = ver == BwdVersion::v28_sbf16 || ver == BwdVersion::v29_b1hi || ver == BwdVersion::best;
+    // rungs 28 to 30 and best (rung 29 since session 26) read bf16 states
+    const bool s_bf16 = ver == BwdVersion::v28_sbf16 || ver == BwdVersion::v29_b1hi || ver == BwdVersion::v30_dsw2 ||
+                        ver == BwdVersion::best;
     const auto with_save = dev.forward(Version::best, &saved, true, s_bf16);
     REQUIRE(saved.has_states());
     const bool bf16_range = op == Op::delta_rule && b.c.K >= 16 && b.c.K <= 128 && b.c.K % 8 == 0 && b.c.V % 8 == 0;

@@ -31,13 +31,13 @@ std::size_t bwd_v29_workspace_bytes(const KParams& p) { return bwd_v28_workspace
 void bwd_v29_launch(const BwdCall& c0) {
   if (c0.p.N == 0 || !bwdc::in_rung18_range(c0) || !bwdc::g1a_ok(c0)) return bwd_v28_launch(c0);  // it says what runs
   BwdCall c = c0;
-  c.ds_b1_hi = true;  // the dstates kernel's B1 on dS''s hi part (bwd3_dstates' kB1Hi)
+  c.ds_b1_hi = true;  // the dstates kernel's B1 on dS''s hi part (bwd3_dstates' kB1Hi); rung 30 sets c0.ds_w2 too
   // With float32 saved S (a saving forward without states_bf16): rung 27's G1', which rounds S to bf16 on chip, the
   // values rung 28's G1' copies (bit for bit: "CUDA v28 gradients equal v27 gradients bit for bit"). Else bf16 S:
   // without saved states the front's states kernel stores it so (rung 28).
   const bool f32_saved = c0.saved_states && !c0.s_bf16;
   if (!f32_saved) c.s_bf16 = true;
-  bwdc::bwd_split_launch(c, "bwd_v29_b1h", f32_saved ? bwdc::bwd_v25_g1_dwah : bwdc::bwd_v28_g1,
+  bwdc::bwd_split_launch(c, c.ds_w2 ? "bwd_v30_dsw" : "bwd_v29_b1h", f32_saved ? bwdc::bwd_v25_g1_dwah : bwdc::bwd_v28_g1,
                          bwdc::bwd_v26_g2_planes, /*g_only=*/true, /*ds_bf16=*/true, /*dv_bf16=*/true,
                          bwdc::DsPick::wide, /*dv_planes=*/true);
 }

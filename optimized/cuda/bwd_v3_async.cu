@@ -285,21 +285,24 @@ __device__ __forceinline__ void dv_new_rows_store(const bf16* sNdv, bf16* dst, s
 
 /// kOne (rung 23): one stage of the w_aux, Qg and Kd tiles instead of two (NS), so that two blocks fit an SM at KP = 128,
 /// BV = 32 (107,520 bytes; two stages: 159,744, one block). P, do and exp(G_C) keep two stages.
-template <int KP, int BV, bool kOne = false>
+/// kW2 (rung 30, with kOne and kB1Hi): w_aux and Qg in two stages again (NSW), Kd in one, in the bytes of the dS' lo tile
+/// that kB1Hi no longer uses (sSl has no bytes): the same total (193,536 bytes at KP = BV = 128).
+template <int KP, int BV, bool kOne = false, bool kW2 = false>
 struct DsSmem {
   static constexpr int LDK = ldk(KP);
   static constexpr int LDV = BV + 8;
   static constexpr int tileK = 64 * LDK * 2;
-  static constexpr int NS = kOne ? 1 : 2;               // stages of the three [64][LDK] tiles
-  static constexpr int sW = 0;                          // [NS] bf16 [64][LDK] w_aux
-  static constexpr int sQg = sW + NS * tileK;           // [NS] bf16 [64][LDK] scale q . exp(G)
-  static constexpr int sKd = sQg + NS * tileK;          // [NS] bf16 [64][LDK] k . exp(G_C - G)
+  static constexpr int NS = kOne ? 1 : 2;               // stages of the three [64][LDK] tiles (kW2: of Kd)
+  static constexpr int NSW = kW2 ? 2 : NS;              // stages of the w_aux and Qg tiles
+  static constexpr int sW = 0;                          // [NSW] bf16 [64][LDK] w_aux
+  static constexpr int sQg = sW + NSW * tileK;          // [NSW] bf16 [64][LDK] scale q . exp(G)
+  static constexpr int sKd = sQg + NSW * tileK;         // [NS] bf16 [64][LDK] k . exp(G_C - G)
   static constexpr int sP = sKd + NS * tileK;           // [2] bf16 [64][72]
   static constexpr int sDo = sP + 2 * 64 * 72 * 2;      // [2] bf16 [64][LDV] do
   static constexpr int sgC = sDo + 2 * 64 * LDV * 2;    // [2] f32 [KP] exp(G_C)
   static constexpr int sSh = sgC + 2 * KP * 4;          // bf16 [KP][LDV] dS', hi part
-  static constexpr int sSl = sSh + KP * LDV * 2;        // bf16 [KP][LDV] lo part
-  static constexpr int sNdv = sSl + KP * LDV * 2;       // bf16 [64][LDV] -dv_new
+  static constexpr int sSl = sSh + KP * LDV * 2;        // bf16 [KP][LDV] lo part (kW2: none)
+  static constexpr int sNdv = sSl + (kW2 ? 0 : KP * LDV * 2);  // bf16 [64][LDV] -dv_new
   static constexpr int bytes = sNdv + 64 * LDV * 2;
 };
 
@@ -326,11 +329,17 @@ struct DsSmem {
 /// only (one MMA per k step instead of hi + lo, as fla's chunk_bwd_dhu multiplies b_dh.to(bf16)), so the lo tile is
 /// neither written nor read. dS' itself stays float32 in registers (B3 accumulates it as before); only dv_new changes,
 /// by at most 2^-9 of |Kd| |dS'| per term (not bit for bit with rung 28).
+/// kW2 (backward rung 30, bwd_v30_dsw2.cu; with kOne and kB1Hi): w_aux and Qg in two stages (DsSmem), so that chunk
+/// ci - 1's are copied from the start of chunk ci (right after its first barrier) and awaited with chunk ci - 1's other
+/// tiles, instead of after chunk ci's B3 behind a third barrier and awaited before chunk ci - 1's B3: one barrier less
+/// per chunk and the w_aux, Qg copies under a whole step instead of under B1. The same products in the same order on the
+/// same values: bit for bit with kW2 = false.
 template <int KP, int BV, bool kDsH = false, bool kDvH = false, bool kOne = false, bool kVFirst = false,
-          bool kDvP = false, bool kB1Hi = false>
+          bool kDvP = false, bool kB1Hi = false, bool kW2 = false>
 __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, const bf16* do_,
                                                          const float* dht, float* dh0) {
-  using S = DsSmem<KP, BV, kOne>;
+  static_assert(!kW2 || (kOne && kB1Hi), "kW2 (rung 30) uses the lo tile's bytes: kOne and kB1Hi");
+  using S = DsSmem<KP, BV, kOne, kW2>;
   constexpr int LDK = S::LDK, LDV = S::LDV;
   extern __shared__ __align__(16) char smem[];
   bf16* sSh = reinterpret_cast<bf16*>(smem + S::sSh);
@@ -407,10 +416,11 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
     cp_async_commit();
   };
 
-  auto issue_b = [&](int ci) {  // kOne: chunk ci's w_aux and Qg tiles, one cp.async group
+  auto issue_b = [&](int ci) {  // kOne: chunk ci's w_aux and Qg tiles, one cp.async group (kW2: into stage ci & 1)
     const std::int64_t cw = std::int64_t(c_first + ci) * H + h;
-    issue_tile(reinterpret_cast<bf16*>(smem + S::sW), tw.w, cw);
-    issue_tile(reinterpret_cast<bf16*>(smem + S::sQg), tw.qg, cw);
+    const int ws = kW2 ? (ci & 1) * S::tileK : 0;
+    issue_tile(reinterpret_cast<bf16*>(smem + S::sW + ws), tw.w, cw);
+    issue_tile(reinterpret_cast<bf16*>(smem + S::sQg + ws), tw.qg, cw);
     cp_async_commit();
   };
 
@@ -418,14 +428,17 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
   if (kOne && nchunks > 0) issue_b(nchunks - 1);
   for (int ci = nchunks - 1; ci >= 0; --ci) {
     const int stg = ci & 1, tok0 = t_begin + ci * C, Lc = min(C, t_end - tok0);
-    // kOne: the groups in flight are issue(ci) then issue_b(ci); wait for the first only
-    if constexpr (kOne) cp_async_wait<1>();
+    // kOne: the groups in flight are issue(ci) then issue_b(ci); wait for the first only. kW2: issue_b(ci), issued a
+    // chunk ago, and issue(ci): wait for both.
+    if constexpr (kOne && !kW2) cp_async_wait<1>();
     else cp_async_wait<0>();
     __syncthreads();  // stage stg landed for every thread; the previous chunk fully done
     if (!kOne && ci > 0) issue(ci - 1);
-    const int wst = kOne ? 0 : stg;  // the stage of w_aux, Qg, Kd
-    const bf16* sW = reinterpret_cast<const bf16*>(smem + S::sW + wst * S::tileK);
-    const bf16* sQg = reinterpret_cast<const bf16*>(smem + S::sQg + wst * S::tileK);
+    if (kW2 && ci > 0) issue_b(ci - 1);  // into stage (ci - 1) & 1, last read by chunk ci + 1's B3, before the barrier
+    const int wst = kOne ? 0 : stg;  // the stage of w_aux, Qg, Kd (kW2: of Kd; w_aux and Qg in stage stg)
+    const int wqs = kW2 ? stg : wst;
+    const bf16* sW = reinterpret_cast<const bf16*>(smem + S::sW + wqs * S::tileK);
+    const bf16* sQg = reinterpret_cast<const bf16*>(smem + S::sQg + wqs * S::tileK);
     const bf16* sKd = reinterpret_cast<const bf16*>(smem + S::sKd + wst * S::tileK);
     const bf16* sP = reinterpret_cast<const bf16*>(smem + S::sP + stg * 64 * 72 * 2);
     const bf16* sDo = reinterpret_cast<const bf16*>(smem + S::sDo + stg * 64 * LDV * 2);
@@ -479,7 +492,7 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
         }
       }
     }
-    if constexpr (kOne) cp_async_wait<0>();  // issue_b(ci): w_aux, Qg, for B3
+    if constexpr (kOne && !kW2) cp_async_wait<0>();  // issue_b(ci): w_aux, Qg, for B3 (kW2: awaited at the top)
     __syncthreads();  // -dv_new complete in sNdv; every read of sSh / sSl done (kOne: and of sKd; w_aux, Qg landed)
     if (kOne && ci > 0) issue(ci - 1);  // Kd into the tile B1 has read, P, do, exp(G_C) into the other stage
 
@@ -499,7 +512,7 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
     if constexpr (kDvH && !kDvP)
       dv_new_rows_store<BV, LDV>(sNdv, reinterpret_cast<bf16*>(bw.du0) + (std::int64_t(tok0) * H + h) * V,
                                  std::int64_t(H) * V, Lc, V, v0, tid);
-    if (kOne && ci > 0) {
+    if (kOne && !kW2 && ci > 0) {
       __syncthreads();  // every read of sW / sQg done
       issue_b(ci - 1);  // awaited after the next chunk's B1
     }
@@ -507,14 +520,16 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
   state_frag_store(st, dh0, sbase, K, V, sm, sn0, v0, g8, t4);
 }
 
-template <int KP, int BV, bool kDsH, bool kDvH, bool kOne, bool kVFirst, bool kDvP = false, bool kB1Hi = false>
+template <int KP, int BV, bool kDsH, bool kDvH, bool kOne, bool kVFirst, bool kDvP = false, bool kB1Hi = false,
+          bool kW2 = false>
 void launch_dstates_order(const BwdCall& c, void* tcws) {
   const KParams& p = c.p;
-  constexpr int bytes = DsSmem<KP, BV, kOne>::bytes;
+  constexpr int bytes = DsSmem<KP, BV, kOne, kW2>::bytes;
   static_assert(bytes <= 227 * 1024, "shared memory");
   static_assert(!kOne || KP != 128 || BV != 32 || 2 * (bytes + 1024) <= 228 * 1024, "kOne: two blocks per SM");
   static_assert(!kB1Hi || kDvP, "kB1Hi is rung 29's, with rung 27's planes");
-  auto kern = bwd3_dstates<KP, BV, kDsH, kDvH, kOne, kVFirst, kDvP, kB1Hi>;
+  static_assert(!kW2 || DsSmem<KP, BV, kOne, kW2>::bytes == DsSmem<KP, BV, kOne>::bytes, "kW2: the lo tile's bytes");
+  auto kern = bwd3_dstates<KP, BV, kDsH, kDvH, kOne, kVFirst, kDvP, kB1Hi, kW2>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   const int nv = (p.V + BV - 1) / BV;
   // route.hpp: the block order and the value columns per block, e.g. "sequence-first/64"
@@ -530,28 +545,29 @@ void launch_dstates_order(const BwdCall& c, void* tcws) {
 /// the value tile first, as fla's dhu orders its programs, where the sequences fit grid y (at most 65,535) and the
 /// kernel is not rung 23's kOne (which keeps its own order); the same blocks compute the same values in either order.
 template <int KP, int BV, bool kDsH = false, bool kDvH = false, bool kOne = false, bool kDvP = false,
-          bool kB1Hi = false>
+          bool kB1Hi = false, bool kW2 = false>
 void launch_dstates(const BwdCall& c, void* tcws) {
   if constexpr (!kOne && !kDvP) {
     const char* env = std::getenv("LINATTN_BWD3_VFIRST");
     if (env && std::atoi(env) == 1 && c.p.N <= 65535)
       return launch_dstates_order<KP, BV, kDsH, kDvH, kOne, true>(c, tcws);
   }
-  launch_dstates_order<KP, BV, kDsH, kDvH, kOne, false, kDvP, kB1Hi>(c, tcws);
+  launch_dstates_order<KP, BV, kDsH, kDvH, kOne, false, kDvP, kB1Hi, kW2>(c, tcws);
 }
 
 /// launch_dstates at the key width KP (64 or 128: tc_pick_kp) and value tile bv (64 or 32, or 128 at KP = 128:
 /// dstates_bv).
 /// kDvP: rung 27's planes of dv_new (bwd3_dstates), in every kernel of the choice (not with LINATTN_BWD3_VFIRST).
-/// kB1Hi: rung 29's B1 on dS''s hi part only (bwd3_dstates), with kDvP.
-template <bool kDsH, bool kDvH, bool kOne = false, bool kDvP = false, bool kB1Hi = false>
+/// kB1Hi: rung 29's B1 on dS''s hi part only (bwd3_dstates), with kDvP. kW2: rung 30's two stages of w_aux and Qg in the
+/// 128-column kernel (the only kOne one here; the 32- and 64-column kernels have two stages of every tile already).
+template <bool kDsH, bool kDvH, bool kOne = false, bool kDvP = false, bool kB1Hi = false, bool kW2 = false>
 void launch_dstates_kp_bv(const BwdCall& c, void* tcws, int KP, int bv) {
   // 128 columns (session 22's LINATTN_BWD3_BV=128; rung 24's default where dstates_bv says, DsPick::wide): a head's
   // whole value range in one block, with rung 23's single stage of the w_aux, Qg, Kd tiles (193,536 bytes of shared
   // memory, one block per SM): at B=8 H=16 V=128 that is 128 blocks, one wave on 132 SMs, instead of 256 blocks of 64
   // columns in two waves, and each chunk's K-side tiles are read by one block instead of two. Each column's products
   // are the same, so the same values (session 23 call 1: 0.56-0.61 -> 0.55 ms for DeltaNet, 0.67-0.68 -> 0.53 for GDN).
-  if (bv == 128 && KP == 128) return launch_dstates<128, 128, kDsH, kDvH, true, kDvP, kB1Hi>(c, tcws);
+  if (bv == 128 && KP == 128) return launch_dstates<128, 128, kDsH, kDvH, true, kDvP, kB1Hi, kW2>(c, tcws);
   if (KP == 64)
     bv == 64 ? launch_dstates<64, 64, kDsH, kDvH, kOne, kDvP, kB1Hi>(c, tcws)
              : launch_dstates<64, 32, kDsH, kDvH, kOne, kDvP, kB1Hi>(c, tcws);
@@ -714,6 +730,8 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
   // DsPick::one_stage (rung 23): the single-stage kernel (kOne) for rung 21's three fronts. DsPick::wide (rung 24): bv
   // is 128 where dstates_bv picks the wide kernel, which launch_dstates_kp_bv runs for any front (it is kOne's)
   const bool ds_one = ds == DsPick::one_stage;
+  if (c.ds_w2 && !c.ds_b1_hi)
+    throw std::logic_error("linattn::cuda: bwd_v3_front: ds_w2 (rung 30) goes with ds_b1_hi (rung 29)");
   if (c.ds_b1_hi && !(dv_planes && !ds_one))
     throw std::logic_error("linattn::cuda: bwd_v3_front: ds_b1_hi (rung 29) goes with rung 27's dv_planes front");
   if (ds_one && ds_bf16 && dv_bf16)
@@ -724,7 +742,8 @@ void bwdc::bwd_v3_front(const BwdCall& c, Profile& prof, bool levels_intra, bool
   else if (dv_planes) {  // rung 27, DeltaNet: dv_new as bf16 hi and lo planes only
     if (!(ds_bf16 && dv_bf16) || p.V % 2 != 0)
       throw std::logic_error("linattn::cuda: bwd_v3_front: dv_planes goes with ds_bf16 and dv_bf16, V even (rung 27)");
-    if (c.ds_b1_hi) launch_dstates_kp_bv<true, true, false, true, true>(c, tcws, KP, bv);  // rung 29
+    if (c.ds_b1_hi && c.ds_w2) launch_dstates_kp_bv<true, true, false, true, true, true>(c, tcws, KP, bv);  // rung 30
+    else if (c.ds_b1_hi) launch_dstates_kp_bv<true, true, false, true, true>(c, tcws, KP, bv);  // rung 29
     else launch_dstates_kp_bv<true, true, false, true>(c, tcws, KP, bv);
   } else if (dv_bf16 && ds_bf16) launch_dstates_kp_bv<true, true>(c, tcws, KP, bv);  // rung 20, DeltaNet
   else if (dv_bf16) launch_dstates_kp_bv<false, true>(c, tcws, KP, bv);       // rung 20, GDN (float32 dS': dgamma)

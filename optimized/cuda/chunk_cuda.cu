@@ -640,6 +640,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v27_dvplanes: return "bwd_v27_dvplanes";
     case BwdVersion::v28_sbf16: return "bwd_v28_sbf16";
     case BwdVersion::v29_b1hi: return "bwd_v29_b1hi";
+    case BwdVersion::v30_dsw2: return "bwd_v30_dsw2";
   }
   return "?";
 }
@@ -686,6 +687,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v27_dvplanes, detail::bwd_v27_workspace_bytes, detail::bwd_v27_launch},
     {BwdVersion::v28_sbf16, detail::bwd_v28_workspace_bytes, detail::bwd_v28_launch},
     {BwdVersion::v29_b1hi, detail::bwd_v29_workspace_bytes, detail::bwd_v29_launch},
+    {BwdVersion::v30_dsw2, detail::bwd_v30_workspace_bytes, detail::bwd_v30_launch},
 };
 }  // namespace
 
@@ -705,7 +707,7 @@ const std::vector<BwdVersion>& saved_bwd_versions() {
                                             BwdVersion::v22_kq8, BwdVersion::v23_dsone, BwdVersion::v24_dswide,
                                             BwdVersion::v25_g1async, BwdVersion::v26_wyasync,
                                             BwdVersion::v27_dvplanes, BwdVersion::v28_sbf16,
-                                            BwdVersion::v29_b1hi};
+                                            BwdVersion::v29_b1hi, BwdVersion::v30_dsw2};
   return v;
 }
 
@@ -837,10 +839,11 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
               "intra rung or KP");
     }
     check_saved(fn, f, p.N, version, s, diff);
-    // bf16 states (forward_device's states_bf16): only rungs 28 and 29 (rung 28's G1') read S as bf16
-    if (s.s_bf16_ && s.states_ && version != BwdVersion::v28_sbf16 && version != BwdVersion::v29_b1hi)
+    // bf16 states (forward_device's states_bf16): only rungs 28 to 30 (rung 28's G1') read S as bf16
+    if (s.s_bf16_ && s.states_ && version != BwdVersion::v28_sbf16 && version != BwdVersion::v29_b1hi &&
+        version != BwdVersion::v30_dsw2)
       fail(fn, "saved", std::string("a SavedForward whose states are float32 for ") + bwd_version_name(version) +
-                            " (bf16 states are read by rungs 28 and 29, bwd_v28_sbf16 and bwd_v29_b1hi, only)",
+                            " (bf16 states are read by rungs 28 to 30, bwd_v28_sbf16, bwd_v29_b1hi and bwd_v30_dsw2, only)",
            s.describe() + " (filled with states_bf16)");
     if (!s.states_) {
       call.saved_ws = s.buf_;

@@ -132,6 +132,9 @@ struct BwdCall {
   /// Rung 29 (bwd_v29_b1hi.cu): the dstates kernel's B1 multiplies dS''s bf16 hi part only (bwd3_dstates' kB1Hi); set by
   /// rung 29's launcher, read by bwd_v3_front with rung 27's planes front.
   bool ds_b1_hi = false;
+  /// Rung 30 (bwd_v30_dsw2.cu; with ds_b1_hi): the 128-column dstates kernel keeps w_aux and Qg in two stages
+  /// (bwd3_dstates' kW2); set by rung 30's launcher.
+  bool ds_w2 = false;
 };
 
 // bwd_v1_simple.cu
@@ -303,6 +306,11 @@ bool bwd_v28_keeps_s_bf16(const Call& c);
 // only, not bit for bit; GDN, KDA, GDN2 and the fallbacks run rung 28, i.e. 24). Reads rung 28's bf16 saved states.
 std::size_t bwd_v29_workspace_bytes(const KParams& p);
 void bwd_v29_launch(const BwdCall& c);
+
+// bwd_v30_dsw2.cu (rung 29 with the 128-column dstates kernel keeping w_aux and Qg in two stages, in the lo tile's bytes:
+// one barrier less per chunk; bit for bit with rung 29. Elsewhere rung 29).
+std::size_t bwd_v30_workspace_bytes(const KParams& p);
+void bwd_v30_launch(const BwdCall& c);
 
 // Reused by the backward's rung 3 from the forward's tensor-core rungs (bf16 inputs, 16 <= K <= 128;
 // c.p.ws is the tensor-core workspace of tc_common.cuh, V2Ws):

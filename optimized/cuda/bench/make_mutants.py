@@ -968,6 +968,12 @@ MUTANTS = [
      "      if constexpr (kB1Hi) mma_acc_b(dv, a, sSh, LDV, k0, 8 * wn0);  // Kd bf16_rn(dS') (rung 29)",
      "      if constexpr (kB1Hi) { if (p.mutant != 305 || k0 + 16 < KP) mma_acc_b(dv, a, sSh, LDV, k0, 8 * wn0); }",
      "bwd v29: dstates' B1 drops the last 16 key rows of Kd dS' (dv_new misses part of the state's contribution)"),
+    # Session 26: backward rung 30 (bwd_v30_dsw2.cu: two stages of w_aux and Qg in the 128-column dstates kernel). Must
+    # fail test_cuda_backward's "CUDA v30 gradients equal v29 gradients bit for bit" (written before any GPU run).
+    (306, "optimized/cuda/bwd_v3_async.cu",
+     "    const int ws = kW2 ? (ci & 1) * S::tileK : 0;",
+     "    const int ws = kW2 ? (((p.mutant == 306 && ci > 0) ? ci + 1 : ci) & 1) * S::tileK : 0;",
+     "bwd v30: chunk ci's w_aux and Qg are copied into the other stage (B3 multiplies a stale chunk's) after the first"),
 ]
 
 HOOKS = [
