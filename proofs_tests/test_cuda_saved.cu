@@ -907,8 +907,8 @@ TEST_CASE("CUDA saving forward with states but no SavedForward is a linattn Erro
   CHECK(cuda::SavedForward::bytes_needed(f, true) == std::size_t(1'684'013'312));
 }
 
-TEST_CASE("CUDA saving forward with states in bf16 is read by rungs 28 and 29 only and states_bf16 needs with_states") {
-  // An object whose states are bf16 (forward_device's states_bf16; rung 28, bwd_v28_sbf16.cu) is read by rungs 28, 29
+TEST_CASE("CUDA saving forward with states in bf16 is read by rungs 28 to 30 only and states_bf16 needs with_states") {
+  // An object whose states are bf16 (forward_device's states_bf16; rung 28, bwd_v28_sbf16.cu) is read by rungs 28 to 30
   // and best (rung 29 since session 26) and refused by every other saved rung with a linattn::Error naming 'saved' and rung 28; states_bf16 without with_states is refused before any
   // device work; outside rung 28's range (GDN, or V % 8 != 0) the states stay float32 and every rung reads them.
   using Catch::Matchers::Contains;

@@ -29,8 +29,11 @@ namespace linattn::cuda::detail {
 std::size_t bwd_v29_workspace_bytes(const KParams& p) { return bwd_v28_workspace_bytes(p); }
 
 void bwd_v29_launch(const BwdCall& c0) {
-  if (c0.p.N == 0 || !bwdc::in_rung18_range(c0) || !bwdc::g1a_ok(c0)) return bwd_v28_launch(c0);  // it says what runs
   BwdCall c = c0;
+  if (c0.p.N == 0 || !bwdc::in_rung18_range(c0) || !bwdc::g1a_ok(c0)) {  // rung 28, which says what runs there
+    c.ds_b1_hi = c.ds_w2 = false;  // (rung 30's flag too: no fallback's front may see them)
+    return bwd_v28_launch(c);
+  }
   c.ds_b1_hi = true;  // the dstates kernel's B1 on dS''s hi part (bwd3_dstates' kB1Hi); rung 30 sets c0.ds_w2 too
   // With float32 saved S (a saving forward without states_bf16): rung 27's G1', which rounds S to bf16 on chip, the
   // values rung 28's G1' copies (bit for bit: "CUDA v28 gradients equal v27 gradients bit for bit"). Else bf16 S:

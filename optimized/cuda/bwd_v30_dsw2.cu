@@ -23,10 +23,12 @@ namespace linattn::cuda::detail {
 std::size_t bwd_v30_workspace_bytes(const KParams& p) { return bwd_v29_workspace_bytes(p); }
 
 void bwd_v30_launch(const BwdCall& c0) {
-  // Outside rung 29's own kernels: rung 29 (which says what runs there), without ds_w2
+  // Outside rung 29's own kernels: rung 29 (which says what runs there, and clears ds_w2 before its fallbacks)
   if (c0.p.N == 0 || !bwdc::in_rung18_range(c0) || !bwdc::g1a_ok(c0)) return bwd_v29_launch(c0);
   BwdCall c = c0;
-  c.ds_w2 = true;  // rung 29's kernels with the two-stage 128-column dstates kernel (route "bwd_v30_dsw")
+  // rung 29's kernels with the two-stage 128-column dstates kernel; the route is "bwd_v30_dsw" at every dstates width
+  // (at 32 and 64 columns the kernels are rung 29's: kW2 exists only at 128)
+  c.ds_w2 = true;
   bwd_v29_launch(c);
 }
 

@@ -343,7 +343,8 @@ __global__ void __launch_bounds__(kThreads) bwd3_dstates(KParams p, void* tcws, 
   constexpr int LDK = S::LDK, LDV = S::LDV;
   extern __shared__ __align__(16) char smem[];
   bf16* sSh = reinterpret_cast<bf16*>(smem + S::sSh);
-  bf16* sSl = reinterpret_cast<bf16*>(smem + S::sSl);
+  // kB1Hi: no lo tile is written or read (kW2: its bytes hold w_aux and Qg's second stage, and S::sSl is sNdv's offset)
+  bf16* sSl = kB1Hi ? nullptr : reinterpret_cast<bf16*>(smem + S::sSl);
   bf16* sNdv = reinterpret_cast<bf16*>(smem + S::sNdv);
   const int K = p.K, V = p.V, H = p.H;
   const int n = kVFirst ? blockIdx.y : blockIdx.x, h = kVFirst ? blockIdx.z : blockIdx.y;

@@ -143,7 +143,7 @@ class SavedForward;
 /// allows (DeltaNet, bf16 inputs, 16 <= K <= 128, K % 8 == 0, V % 8 == 0, H max(K, V, 64) < 2^25, num_chunks
 /// ceil(K / 64) < 2^31, q, k, v 16-byte aligned: bwd_v28_keeps_s_bf16; SavedForward::states_bf16() says whether it
 /// did; elsewhere float32 as without it). 268 MB less written at B=8 T=4096 H=16 K=V=128 (saving forward 1.049 -> 0.986 ms, and the
-/// fastest backward: best). Such an object is read by backward rungs 28 and 29 (`best` since session 26) only:
+/// fastest backward: best). Such an object is read by backward rungs 28 to 30 (29 is `best` since session 26) only:
 /// backward_device refuses it for the others (linattn::Error naming 'saved').
 /// states_bf16 without with_states is a linattn::Error naming 'states_bf16'.
 void forward_device(const DeviceArgs& args, Version version, SavedForward* save, bool with_states = false,
