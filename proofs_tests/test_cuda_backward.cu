@@ -1786,12 +1786,20 @@ TEST_CASE("CUDA v27 chunked backward outside rung 3 range runs rung 2 bit for bi
   check_outside_range_is_rung2(cuda::BwdVersion::v27_dvplanes);
 }
 
+namespace {
+/// The sanitizer cases of rungs 27 to 30 (rung 26's shapes, seeds 97-99): DeltaNet at K = V = 128 over 150 tokens (two
+/// value slabs, two key slabs), K = 40 V = 136 over 70 tokens (three value slabs, one key slab), K = 64 V = 8 (one of each).
+std::vector<Case> v27_sanitizer_cases() {
+  return {fixed_case(1, 150, 1, 128, 128, GateMode::random, true, 97),
+          fixed_case(1, 70, 1, 40, 136, GateMode::random, true, 98),
+          fixed_case(1, 100, 1, 64, 8, GateMode::random, true, 99)};
+}
+}  // namespace
+
 TEST_CASE("CUDA v27 on small cases for the sanitizers") {
   SKIP_WITHOUT_GPU();
   // Rung 27's bit test on rung 26's sanitizer cases (two, three and one value slabs; two and one key slabs).
-  const std::vector<Case> cases = {fixed_case(1, 150, 1, 128, 128, GateMode::random, true, 97),
-                                   fixed_case(1, 70, 1, 40, 136, GateMode::random, true, 98),
-                                   fixed_case(1, 100, 1, 64, 8, GateMode::random, true, 99)};
+  const std::vector<Case> cases = v27_sanitizer_cases();
   CHECK(check_v27_equals_v26(cases, {Op::delta_rule}) == 6);
 }
 
@@ -1844,9 +1852,7 @@ TEST_CASE("CUDA v28 chunked backward outside rung 3 range runs rung 2 bit for bi
 TEST_CASE("CUDA v28 on small cases for the sanitizers") {
   SKIP_WITHOUT_GPU();
   // Rung 28's bit test on rung 26's sanitizer cases (two, three and one value slabs; two and one key slabs).
-  const std::vector<Case> cases = {fixed_case(1, 150, 1, 128, 128, GateMode::random, true, 97),
-                                   fixed_case(1, 70, 1, 40, 136, GateMode::random, true, 98),
-                                   fixed_case(1, 100, 1, 64, 8, GateMode::random, true, 99)};
+  const std::vector<Case> cases = v27_sanitizer_cases();
   CHECK(check_v28_equals_v27(cases, {Op::delta_rule}) == 6);
 }
 
@@ -1953,9 +1959,8 @@ TEST_CASE("CUDA v29 chunked backward outside rung 3 range runs rung 2 bit for bi
 TEST_CASE("CUDA v29 on small cases for the sanitizers") {
   SKIP_WITHOUT_GPU();
   // Rung 26's sanitizer cases (two, three and one value slabs; two and one key slabs), DeltaNet on rung 29's kernels.
-  const std::vector<std::pair<Case, bool>> cases = {{fixed_case(1, 150, 1, 128, 128, GateMode::random, true, 97), true},
-                                                    {fixed_case(1, 70, 1, 40, 136, GateMode::random, true, 98), true},
-                                                    {fixed_case(1, 100, 1, 64, 8, GateMode::random, true, 99), true}};
+  std::vector<std::pair<Case, bool>> cases;
+  for (const Case& c : v27_sanitizer_cases()) cases.push_back({c, true});
   CHECK(check_v29_near_v28(cases, "v29 sanitizer cases") > 0);
 }
 
@@ -2019,9 +2024,7 @@ TEST_CASE("CUDA v30 chunked backward outside rung 3 range runs rung 2 bit for bi
 TEST_CASE("CUDA v30 on small cases for the sanitizers") {
   SKIP_WITHOUT_GPU();
   // Rung 26's sanitizer cases (two, three and one value slabs; two and one key slabs) at 128 columns where K > 64.
-  const std::vector<Case> cases = {fixed_case(1, 150, 1, 128, 128, GateMode::random, true, 97),
-                                   fixed_case(1, 70, 1, 40, 136, GateMode::random, true, 98),
-                                   fixed_case(1, 100, 1, 64, 8, GateMode::random, true, 99)};
+  const std::vector<Case> cases = v27_sanitizer_cases();
   CHECK(check_v30_equals_v29(cases, {Op::delta_rule}) > 0);
 }
 

@@ -23,11 +23,10 @@ namespace linattn::cuda::detail {
 std::size_t bwd_v30_workspace_bytes(const KParams& p) { return bwd_v29_workspace_bytes(p); }
 
 void bwd_v30_launch(const BwdCall& c0) {
-  // Outside rung 29's own kernels: rung 29 (which says what runs there, and clears ds_w2 before its fallbacks)
-  if (c0.p.N == 0 || !bwdc::in_rung18_range(c0) || !bwdc::g1a_ok(c0)) return bwd_v29_launch(c0);
+  // Rung 29 with the two-stage 128-column dstates kernel. Outside its own kernels rung 29 clears ds_w2 before falling
+  // back (so no range test here); inside, the route is "bwd_v30_dsw" at every dstates width (at 32 and 64 columns the
+  // kernels are rung 29's: kW2 exists only at 128).
   BwdCall c = c0;
-  // rung 29's kernels with the two-stage 128-column dstates kernel; the route is "bwd_v30_dsw" at every dstates width
-  // (at 32 and 64 columns the kernels are rung 29's: kW2 exists only at 128)
   c.ds_w2 = true;
   bwd_v29_launch(c);
 }
