@@ -125,7 +125,8 @@ const cuda::BwdVersion kRungs[] = {cuda::BwdVersion::v1_simple, cuda::BwdVersion
                                    cuda::BwdVersion::v27_dvplanes,
                                    cuda::BwdVersion::v28_sbf16,
                                    cuda::BwdVersion::v29_b1hi,
-                                   cuda::BwdVersion::v30_dsw2};
+                                   cuda::BwdVersion::v30_dsw2,
+                                   cuda::BwdVersion::v31_dkbf16};
 
 /// Rungs 3 to 10 share rung 3's range (bf16 inputs, 16 <= K <= 128) and bounds.
 bool rung3_family(cuda::BwdVersion ver) {
@@ -152,7 +153,8 @@ bool rung3_family(cuda::BwdVersion ver) {
          ver == cuda::BwdVersion::v27_dvplanes ||
          ver == cuda::BwdVersion::v28_sbf16 ||
          ver == cuda::BwdVersion::v29_b1hi ||
-         ver == cuda::BwdVersion::v30_dsw2;
+         ver == cuda::BwdVersion::v30_dsw2 ||
+         ver == cuda::BwdVersion::v31_dkbf16;
 }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
 
@@ -1873,17 +1875,20 @@ std::string v29_route(const Case& c, Op op) {
   return r == "bwd_v28_sbf" ? "bwd_v29_b1h" : r;
 }
 
-/// Rung 29 (bwd_v29_b1hi.cu) beside rung 28 and the float64 reference on `cases`, every operator, both gate dtypes:
-/// rung 29 within rung 3's bounds; each call's route checked (v29_route); where rung 29 runs its own kernels, its dv
-/// differs from rung 28's on some case (B1's hi-only product ran: dv_new changed), elsewhere every gradient equals rung
-/// 28's bit for bit (rung 28 ran). DeltaNet runs at every dstates width (LINATTN_BWD3_BV unset, 32, 64 and 128: the
-/// small cases' own pick is 32 columns, the benchmark's 128), the other operators with the width unset. Worst ratios of
-/// both rungs printed under LINATTN_CUDA_BACKWARD_REPORT. Returns how many calls took rung 29's own kernels.
-int check_v29_near_v28(const std::vector<std::pair<Case, bool>>& cases, const std::string& title) {
+/// A rung that is not bit for bit with its base (`ver` beside `base`) on `cases`, every operator, both gate dtypes,
+/// against the float64 reference: `ver` within rung 3's bounds; each call's route checked (`route_of`); where `ver`
+/// runs its own kernels (route `own`), some case must differ from `base` in `grad` ("dv" or "dk": the product the rung
+/// changed ran), elsewhere every gradient equals `base`'s bit for bit (`base` ran). DeltaNet runs at every dstates
+/// width (LINATTN_BWD3_BV unset, 32, 64 and 128: the small cases' own pick is 32 columns, the benchmark's 128), the
+/// other operators with the width unset. Worst ratios of both rungs printed under LINATTN_CUDA_BACKWARD_REPORT. Returns
+/// how many calls took `ver`'s own kernels.
+int check_near_base(const std::vector<std::pair<Case, bool>>& cases, const std::string& title, cuda::BwdVersion ver,
+                    cuda::BwdVersion base, const std::string& own, std::string (*route_of)(const Case&, Op),
+                    const std::string& grad) {
   EnvRestore keep_bv("LINATTN_BWD3_BV"), keep_vf("LINATTN_BWD3_VFIRST");
   unsetenv("LINATTN_BWD3_VFIRST");
-  std::map<std::string, std::array<double, 2>> worst;  // per operator and gradient: v29, v28
-  int own = 0, own_differs = 0;
+  std::map<std::string, std::array<double, 2>> worst;  // per operator and gradient: ver, base
+  int n_own = 0, own_differs = 0;
   for (const auto& [c, dht] : cases)
     for (DType gdt : {DType::f32, DType::bf16})
       for (Op op : kOps) {
@@ -1896,37 +1901,47 @@ int check_v29_near_v28(const std::vector<std::pair<Case, bool>>& cases, const st
         for (const std::string& bv : widths) {
           if (bv.empty()) unsetenv("LINATTN_BWD3_BV");
           else setenv("LINATTN_BWD3_BV", bv.c_str(), 1);
-          const auto y29 = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v29_b1hi);
+          const auto y = cuda_backward(d, DType::bf16, gdt, ver);
           const std::string route = cuda::last_backward_split_route(), grid = cuda::last_dstates_grid();
-          const auto y28 = cuda_backward(d, DType::bf16, gdt, cuda::BwdVersion::v28_sbf16);
-          const auto e29 = compare_grads(y29, want), e28 = compare_grads(y28, want);
-          INFO("bwd_v29_b1hi " << ref::op_name(op) << " gates " << dname(gdt) << " " << b << "; LINATTN_BWD3_BV="
-                               << (bv.empty() ? "unset" : bv) << "; route " << route << ", dstates grid " << grid
-                               << ": " << describe(e29));
-          CHECK(route == v29_route(c, op));
-          for (const GradErr& e : e29) CHECK(within(e, DType::bf16, gdt, cuda::BwdVersion::v29_b1hi, c.K));
-          check_all_finite(y29);
-          for (std::size_t i = 0; i < e29.size(); ++i) {
-            auto& w = worst[std::string(ref::op_name(op)) + " " + e29[i].name];
-            w[0] = std::max(w[0], e29[i].ratio()), w[1] = std::max(w[1], e28[i].ratio());
+          const auto yb = cuda_backward(d, DType::bf16, gdt, base);
+          const auto e = compare_grads(y, want), eb = compare_grads(yb, want);
+          INFO(cuda::bwd_version_name(ver) << " " << ref::op_name(op) << " gates " << dname(gdt) << " " << b
+                                           << "; LINATTN_BWD3_BV=" << (bv.empty() ? "unset" : bv) << "; route " << route
+                                           << ", dstates grid " << grid << ": " << describe(e));
+          CHECK(route == route_of(c, op));
+          for (const GradErr& x : e) CHECK(within(x, DType::bf16, gdt, ver, c.K));
+          check_all_finite(y);
+          for (std::size_t i = 0; i < e.size(); ++i) {
+            auto& w = worst[std::string(ref::op_name(op)) + " " + e[i].name];
+            w[0] = std::max(w[0], e[i].ratio()), w[1] = std::max(w[1], eb[i].ratio());
           }
-          if (route == "bwd_v29_b1h") {
-            ++own;
-            REQUIRE(y29.dv.numel() == y28.dv.numel());
-            own_differs += std::memcmp(y29.dv.data(), y28.dv.data(), sizeof(float) * y29.dv.numel()) != 0;
+          if (route == own) {
+            ++n_own;
+            const auto& g = grad == "dk" ? y.dk : y.dv;
+            const auto& gb = grad == "dk" ? yb.dk : yb.dv;
+            REQUIRE(g.numel() == gb.numel());
+            own_differs += std::memcmp(g.data(), gb.data(), sizeof(float) * g.numel()) != 0;
           } else {
-            check_same_grads(y28, y29);
+            check_same_grads(yb, y);
           }
         }
       }
   if (std::getenv("LINATTN_CUDA_BACKWARD_REPORT")) {
-    std::cout << title << " (worst err / max(rms, floor), v29 / v28):";
+    std::cout << title << " (worst err / max(rms, floor), " << cuda::bwd_version_name(ver) << " / "
+              << cuda::bwd_version_name(base) << "):";
     for (const auto& [name, w] : worst) std::cout << "  " << name << " " << w[0] << " / " << w[1];
     std::cout << "\n";
   }
-  INFO("calls on rung 29's own kernels: " << own << ", of which dv differs from rung 28's: " << own_differs);
+  INFO("calls on " << cuda::bwd_version_name(ver) << "'s own kernels: " << n_own << ", of which " << grad
+                   << " differs from " << cuda::bwd_version_name(base) << "'s: " << own_differs);
   CHECK(own_differs > 0);
-  return own;
+  return n_own;
+}
+
+/// Rung 29 (bwd_v29_b1hi.cu) beside rung 28 (check_near_base): its own kernels change dv_new, so dv.
+int check_v29_near_v28(const std::vector<std::pair<Case, bool>>& cases, const std::string& title) {
+  return check_near_base(cases, title, cuda::BwdVersion::v29_b1hi, cuda::BwdVersion::v28_sbf16, "bwd_v29_b1h",
+                         v29_route, "dv");
 }
 }  // namespace
 
@@ -2026,6 +2041,62 @@ TEST_CASE("CUDA v30 on small cases for the sanitizers") {
   // Rung 26's sanitizer cases (two, three and one value slabs; two and one key slabs) at 128 columns where K > 64.
   const std::vector<Case> cases = v27_sanitizer_cases();
   CHECK(check_v30_equals_v29(cases, {Op::delta_rule}) > 0);
+}
+
+TEST_CASE("CUDA v31 chunked backward with a bf16 hand-over between G1' and G2' equals the float64 reference backward for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::f32, cuda::BwdVersion::v31_dkbf16);
+}
+
+TEST_CASE("CUDA v31 chunked backward with a bf16 hand-over between G1' and G2' and bfloat16 gates equals the reference backward on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::bf16, cuda::BwdVersion::v31_dkbf16);
+}
+
+namespace {
+/// Rung 31's route: "bwd_v31_dkh" where rung 29 takes its own kernels (the same range), else rung 29's.
+std::string v31_route(const Case& c, Op op) {
+  const std::string r = v29_route(c, op);
+  return r == "bwd_v29_b1h" ? "bwd_v31_dkh" : r;
+}
+/// Rung 31 (bwd_v31_dkbf16.cu) beside rung 29 (check_near_base): its own kernels round dk_part to bf16, so dk differs.
+int check_v31_near_v29(const std::vector<std::pair<Case, bool>>& cases, const std::string& title) {
+  return check_near_base(cases, title, cuda::BwdVersion::v31_dkbf16, cuda::BwdVersion::v29_b1hi, "bwd_v31_dkh",
+                         v31_route, "dk");
+}
+}  // namespace
+
+TEST_CASE("CUDA v31 bf16 hand-over keeps every gradient within rung 3 bounds beside rung 29 on fixed cases") {
+  SKIP_WITHOUT_GPU();
+  // Rung 31 rounds dk_part to bf16 between G1' and G2' and multiplies dv_new's hi plane only in G2' (as fla's dqkwg and
+  // wy_bwd), so it is not bit for bit with rung 29: held to rung 3's bounds against the float64 reference on rung 29's
+  // fixed cases (rung 20's bit cases, rung 25's slab cases, rung 15's failing cases with extreme gates and no dht, 16
+  // chunks at K = V = 128) at every dstates width, every operator (GDN, KDA, GDN2 and DeltaNet outside the range must
+  // equal rung 29 bit for bit), both gate dtypes.
+  std::vector<std::pair<Case, bool>> cases;
+  for (const Case& c : rung20_bit_cases()) cases.push_back({c, true});
+  for (const Case& c : v25_slab_cases()) cases.push_back({c, true});
+  cases.push_back({fixed_case(1, 2, 1, 16, 2, GateMode::extreme, false, 1), false});
+  cases.push_back({fixed_case(1, 1, 1, 41, 10, GateMode::extreme, false, 537651), false});
+  cases.push_back({fixed_case(1, 1, 1, 40, 16, GateMode::extreme, false, 121), false});
+  cases.push_back({fixed_case(1, 2, 1, 16, 8, GateMode::extreme, true, 2901), true});
+  cases.push_back({fixed_case(1, 1024, 1, 128, 128, GateMode::random, true, 2902), true});
+  cases.push_back({fixed_case(2, 100, 2, 64, 72, GateMode::random, false, 3101), false});  // no dht, ragged, V != K
+  const int own = check_v31_near_v29(cases, "v31 fixed cases");
+  CHECK(own > 0);
+}
+
+TEST_CASE("CUDA v31 chunked backward outside rung 3 range runs rung 2 bit for bit") {
+  SKIP_WITHOUT_GPU();
+  check_outside_range_is_rung2(cuda::BwdVersion::v31_dkbf16);
+}
+
+TEST_CASE("CUDA v31 on small cases for the sanitizers") {
+  SKIP_WITHOUT_GPU();
+  // Rung 26's sanitizer cases (two, three and one value slabs; two and one key slabs), DeltaNet on rung 31's kernels.
+  std::vector<std::pair<Case, bool>> cases;
+  for (const Case& c : v27_sanitizer_cases()) cases.push_back({c, true});
+  CHECK(check_v31_near_v29(cases, "v31 sanitizer cases") > 0);
 }
 
 TEST_CASE("CUDA v18 lean chunked backward equals the float64 reference backward for every operator in bfloat16") {

@@ -410,9 +410,8 @@ void check_saved_states_case(const BwdCase& b, Op op, DType gdt, cuda::SavedForw
   for (BwdVersion ver : rungs) {
     INFO(cuda::bwd_version_name(ver));
     cuda::SavedForward saved;
-    // rungs 28 to 30 and best (rung 29 since session 26) read bf16 states
-    const bool s_bf16 = ver == BwdVersion::v28_sbf16 || ver == BwdVersion::v29_b1hi || ver == BwdVersion::v30_dsw2 ||
-                        ver == BwdVersion::best;
+    // rungs 28 to 31 and best (rung 29 since session 26) read bf16 states (chunk_cuda.hpp)
+    const bool s_bf16 = cuda::bwd_reads_bf16_states(ver);
     const auto with_save = dev.forward(Version::best, &saved, true, s_bf16);
     REQUIRE(saved.has_states());
     const bool bf16_range = op == Op::delta_rule && b.c.K >= 16 && b.c.K <= 128 && b.c.K % 8 == 0 && b.c.V % 8 == 0;
@@ -958,6 +957,10 @@ TEST_CASE("CUDA saving forward with states in bf16 is read by rungs 28 to 30 onl
     check_same_grads(want29, dev.backward(BwdVersion::v29_b1hi, &f32_states));
     check_same_grads(want29, dev.backward(BwdVersion::best, &saved));
     check_same_grads(want29, dev.backward(BwdVersion::best, &f32_states));
+    // Rung 31 (bwd_v31_dkbf16.cu) likewise: float32 states through bwd_v31_g1_f32s (rung 27's G1' with kDkH).
+    const auto want31 = dev.backward(BwdVersion::v31_dkbf16);
+    check_same_grads(want31, dev.backward(BwdVersion::v31_dkbf16, &saved));
+    check_same_grads(want31, dev.backward(BwdVersion::v31_dkbf16, &f32_states));
     for (BwdVersion ver : {BwdVersion::v27_dvplanes, BwdVersion::v18_lean, BwdVersion::v5_levels_front}) {
       INFO(cuda::bwd_version_name(ver));
       if (op == Op::delta_rule) {

@@ -221,7 +221,8 @@ def test_cuda_backward_rungs_on_float32_inputs_run_rung_1_bit_for_bit():
                 "bwd_v16_b9one", "bwd_v17_hybrid", "bwd_v18_lean", "bwd_v19_dsbf16", "bwd_v20_dvbf16",
                 "bwd_v21_duvsmem", "bwd_v22_kq8", "bwd_v23_dsone", "bwd_v24_dswide",
                 "bwd_v25_g1async", "bwd_v26_wyasync",
-                "bwd_v27_dvplanes", "bwd_v28_sbf16", "bwd_v29_b1hi", "bwd_v30_dsw2"):
+                "bwd_v27_dvplanes", "bwd_v28_sbf16", "bwd_v29_b1hi", "bwd_v30_dsw2",
+                "bwd_v31_dkbf16"):
         got = run(ver)
         assert sorted(got) == sorted(want)
         for name in want:

@@ -360,6 +360,12 @@ void bwd_v26_g2_planes(const BwdCall& c, Profile& prof);
 /// bwd_v25_g1_dwah), then prof.mark(), where g1a_ok holds and c.s_bf16 (ws.S holds bf16: the front's states kernel or
 /// the saving forward stored it so).
 void bwd_v28_g1(const BwdCall& c, Profile& prof);
+/// Rung 31's G1' and G2' (bwd_v31_dkbf16.cu): bwd_v31_g1 is bwd_v28_g1 and bwd_v31_g1_f32s bwd_v25_g1_dwah (float32
+/// saved S) with dk_part stored as bf16 into ws.dkLP's first half; bwd_v31_g2 is bwd_v26_g2_planes reading that bf16
+/// dk_part and only the hi plane of dv_new (B8's du0 = A^T bf16_rn(dv_new)). Where g1a_ok holds.
+void bwd_v31_g1(const BwdCall& c, Profile& prof);
+void bwd_v31_g1_f32s(const BwdCall& c, Profile& prof);
+void bwd_v31_g2(const BwdCall& c, Profile& prof);
 
 // ------------------------------------------------------------------------------------------------
 // Rung 2's chunk-gradient kernel bwd_grads_tc (B2, B4-B11 per (chunk, head); bwd_v2_tensorcore.cu's

@@ -109,7 +109,9 @@ __device__ __forceinline__ void issue_slab(bf16* tDo, bf16* tDs, bf16* tDv, bf16
 /// kSh (rung 28, bwd_v28_sbf16.cu; with kDwaH): ws.S holds S's bf16 hi part (the states kernel's, or the saving
 /// forward's, from their bf16 hi tile by state_hi_store_rows: bf16_rn of the float32 state, the value put_op4<true> makes of it here
 /// otherwise), copied by cp.async straight into a fourth tile of each set; only v_new is converted on chip.
-template <bool kDwaH, bool kSh = false>
+/// kDkH (rung 31, bwd_v31_dkbf16.cu; with kDwaH): dk_part stored as bf16 pairs (round to nearest even) into ws.dkLP's
+/// first half, for rung 31's G2' (bwd26_wy's kR31), as fla's chunk_bwd_dqkwg stores its dk: half the bytes written.
+template <bool kDwaH, bool kSh = false, bool kDkH = false>
 __global__ void __launch_bounds__(kThreads, 2) bwd25_g1(KParams p, bwdc::BwdOut out) {
   using bwdc::gemm64;
   using bwdc::zero;
@@ -228,7 +230,8 @@ __global__ void __launch_bounds__(kThreads, 2) bwd25_g1(KParams p, bwdc::BwdOut 
   // Rung 12's epilogue at G = 0: dq = scale (dQg exp(0) + dq^P), dk_part = dKd exp(0) + dk^P. exp(0) = 1 exactly and a
   // product by 1 fused into the add is the plain sum, so these are rung 24's values; stored by pairs (the same values).
   bf16* dqb = rb.base(static_cast<bf16*>(out.dq), K);
-  float* dkLPb = rb.base(ws.dkLP, K);
+  float* dkLPb = kDkH ? nullptr : rb.base(ws.dkLP, K);
+  bf16* dkLPh = kDkH ? rb.base(reinterpret_cast<bf16*>(ws.dkLP), K) : nullptr;  // kDkH: bf16 dk_part
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
@@ -238,17 +241,19 @@ __global__ void __launch_bounds__(kThreads, 2) bwd25_g1(KParams p, bwdc::BwdOut 
       const float q0 = scale * (accQ[nt][2 * hh] + aDq[nt][2 * hh]), q1 = scale * (accQ[nt][2 * hh + 1] + aDq[nt][2 * hh + 1]);
       const float k0 = accK[nt][2 * hh] + aDk[nt][2 * hh], k1 = accK[nt][2 * hh + 1] + aDk[nt][2 * hh + 1];
       bwdc::st_bf_pair(dqb + r * HK + d, q0, q1, d, K);
-      bwdc::st_pair_w(dkLPb + r * HK + d, k0, k1, d, K);
+      if constexpr (kDkH) bwdc::st_bf_pair(dkLPh + r * HK + d, k0, k1, d, K);
+      else bwdc::st_pair_w(dkLPb + r * HK + d, k0, k1, d, K);
     }
 }
 
-template <bool kDwaH, bool kSh = false>
+template <bool kDwaH, bool kSh = false, bool kDkH = false>
 void launch_g1a(const BwdCall& c, bwdc::Profile& prof) {
   const KParams& p = c.p;
   if (!bwdc::g1a_ok(c))
     throw std::logic_error("linattn::cuda: bwd25_g1: DeltaNet inside rung 20's bf16 dv_new range with K % 8 == 0 and "
                            "do 16-byte aligned only (bwd_v25_launch checks it)");
-  auto kern = bwd25_g1<kDwaH, kSh>;
+  static_assert(!kDkH || kDwaH, "kDkH (rung 31) goes with kDwaH (rung 26's bf16 dw_aux)");
+  auto kern = bwd25_g1<kDwaH, kSh, kDkH>;
   constexpr std::size_t smem = G1aLayout<kSh>::kSmem;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
@@ -276,6 +281,13 @@ void bwdc::bwd_v28_g1(const BwdCall& c, bwdc::Profile& prof) {
                            "stored it so (BwdCall::s_bf16)");
   launch_g1a<true, true>(c, prof);
 }
+void bwdc::bwd_v31_g1(const BwdCall& c, bwdc::Profile& prof) {
+  if (!c.s_bf16)
+    throw std::logic_error("linattn::cuda: bwd_v31_g1 reads S as bf16: the front (or the saving forward) must have "
+                           "stored it so (BwdCall::s_bf16)");
+  launch_g1a<true, true, true>(c, prof);
+}
+void bwdc::bwd_v31_g1_f32s(const BwdCall& c, bwdc::Profile& prof) { launch_g1a<true, false, true>(c, prof); }
 
 std::size_t bwd_v25_workspace_bytes(const KParams& p) { return bwd_v3_workspace_bytes(p); }
 

@@ -97,7 +97,10 @@ __device__ __forceinline__ void cp_bf16_raw(bf16* r, const bf16* base, int HW, i
 /// kDvP (rung 27, bwd_v27_dvplanes.cu): dv_new comes as the bf16 hi and lo planes that rung 27's dstates kernel leaves in
 /// ws.du0 (first and second half), copied by cp.async into the raw slab's bytes (hi at 0, lo at 8,192) and from there
 /// into the hi and lo tiles: put_split4's values of the float32 dv_new, so the same tiles and the same bits.
-template <class Tg, bool kDvP = false>
+/// kR31 (rung 31, bwd_v31_dkbf16.cu; with kDvP): dk_part comes as bf16 (rung 31's G1', bwd25_g1's kDkH) and only dv_new's
+/// hi plane is copied: B8's du0 = A^T bf16_rn(dv_new) (no lo tile, no lo product), as fla's prepare_wy_repr_bwd reads
+/// its bf16 dv. Not bit for bit with rung 29 (dv, dbeta and dk change at bf16 level).
+template <class Tg, bool kDvP = false, bool kR31 = false>
 __global__ void __launch_bounds__(kThreads, 2) bwd26_wy(KParams p, bwdc::BwdOut out) {
   using bwdc::each_acc;
   using bwdc::gemm64;
@@ -140,7 +143,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd26_wy(KParams p, bwdc::BwdOut 
   auto cp_dvn = [&](float* r, int vv) {
     if constexpr (kDvP) {
       cp_bf16_raw(reinterpret_cast<bf16*>(r), dvhb, HV, vv, V, Lc, tid);
-      cp_bf16_raw(reinterpret_cast<bf16*>(r) + C * C, dvlb, HV, vv, V, Lc, tid);
+      if constexpr (!kR31) cp_bf16_raw(reinterpret_cast<bf16*>(r) + C * C, dvlb, HV, vv, V, Lc, tid);
     } else {
       cp_f32_slab(r, dvnb, HV, vv, V, Lc, tid);
     }
@@ -181,7 +184,8 @@ __global__ void __launch_bounds__(kThreads, 2) bwd26_wy(KParams p, bwdc::BwdOut 
         if constexpr (kDvP) {  // the planes' words as they are
           const bf16* rb16 = reinterpret_cast<const bf16*>(raw);
           *reinterpret_cast<uint2*>(sXh + i * LT + c) = *reinterpret_cast<const uint2*>(rb16 + i * C + c);
-          *reinterpret_cast<uint2*>(sXl + i * LT + c) = *reinterpret_cast<const uint2*>(rb16 + C * C + i * C + c);
+          if constexpr (!kR31)
+            *reinterpret_cast<uint2*>(sXl + i * LT + c) = *reinterpret_cast<const uint2*>(rb16 + C * C + i * C + c);
         } else {
           float x[4];
           bwdc::ld4(raw + i * C + c, x);
@@ -209,7 +213,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd26_wy(KParams p, bwdc::BwdOut 
       gemm64<false, false>(accA, sXh, nullptr, sYh, nullptr, m0, n0);
       float accU[4][4];
       zero(accU);
-      gemm64<true, true>(accU, sAh, nullptr, sXh, sXl, m0, n0);
+      gemm64<true, true>(accU, sAh, nullptr, sXh, kR31 ? nullptr : sXl, m0, n0);  // kR31: hi only
       // du0 v of this slab beside dv's stores (rung 21's epilogue; v from its tile, zero outside Lc x V)
       bwdc::each_acc_pair(accU, m0, n0, [&](int j, int c, float x0, float x1) {
         const __nv_bfloat162 v2 = *reinterpret_cast<const __nv_bfloat162*>(sv + j * LT + c);
@@ -276,7 +280,8 @@ __global__ void __launch_bounds__(kThreads, 2) bwd26_wy(KParams p, bwdc::BwdOut 
   });
   // Per 64-channel slab: de^L = M1 k, dk^L = M1b^T k; B10 in the fragments' epilogue; then dbeta's de k terms of the
   // slab into each lane's partial sums sPa[i][lane] (rung 10's order).
-  const float* dkpb = rb.base(ws.dkLP, K);
+  const float* dkpb = kR31 ? nullptr : rb.base(ws.dkLP, K);
+  const bf16* dkph = kR31 ? rb.base(reinterpret_cast<const bf16*>(ws.dkLP), K) : nullptr;  // kR31: bf16 dk_part
   bf16* dkb = rb.base(static_cast<bf16*>(out.dk), K);
   for (int i = warp; i < C; i += kThreads / 32) sPa[i * 32 + lane] = 0.f;  // each lane its own
 #pragma unroll 1
@@ -291,7 +296,11 @@ __global__ void __launch_bounds__(kThreads, 2) bwd26_wy(KParams p, bwdc::BwdOut 
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
         const int r = m0 + g8 + 8 * hh, c = kk + n0 + nt * 8 + 2 * t4;
-        dkp[nt][hh] = r < Lc && c < K ? *reinterpret_cast<const float2*>(dkpb + r * HK + c) : make_float2(0.f, 0.f);
+        if constexpr (kR31)
+          dkp[nt][hh] = r < Lc && c < K ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dkph + r * HK + c))
+                                        : make_float2(0.f, 0.f);
+        else
+          dkp[nt][hh] = r < Lc && c < K ? *reinterpret_cast<const float2*>(dkpb + r * HK + c) : make_float2(0.f, 0.f);
       }
     __syncthreads();  // the M tiles complete; the previous slab's de read
     float aDe[4][4], aDk[4][4];
@@ -339,12 +348,13 @@ __global__ void __launch_bounds__(kThreads, 2) bwd26_wy(KParams p, bwdc::BwdOut 
   }
 }
 
-template <class Tg, bool kDvP>
+template <class Tg, bool kDvP, bool kR31 = false>
 void launch_wya(const BwdCall& c, bwdc::Profile& prof) {
   const KParams& p = c.p;
   if (!bwdc::g1a_ok(c))
     throw std::logic_error("linattn::cuda: bwd26_wy: DeltaNet inside rung 25's range only (bwd_v26_launch checks it)");
-  auto kern = bwd26_wy<Tg, kDvP>;
+  static_assert(!kR31 || kDvP, "kR31 (rung 31) reads rung 27's planes");
+  auto kern = bwd26_wy<Tg, kDvP, kR31>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kWyaSmem)));
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
                                           int(cudaSharedmemCarveoutMaxShared)));
@@ -363,6 +373,10 @@ void bwdc::bwd_v26_g2(const BwdCall& c, bwdc::Profile& prof) {
 void bwdc::bwd_v26_g2_planes(const BwdCall& c, bwdc::Profile& prof) {
   if (c.gate_dtype == 0) launch_wya<float, true>(c, prof);
   else launch_wya<bf16, true>(c, prof);
+}
+void bwdc::bwd_v31_g2(const BwdCall& c, bwdc::Profile& prof) {
+  if (c.gate_dtype == 0) launch_wya<float, true, true>(c, prof);
+  else launch_wya<bf16, true, true>(c, prof);
 }
 
 std::size_t bwd_v26_workspace_bytes(const KParams& p) { return bwd_v3_workspace_bytes(p); }

@@ -641,6 +641,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v28_sbf16: return "bwd_v28_sbf16";
     case BwdVersion::v29_b1hi: return "bwd_v29_b1hi";
     case BwdVersion::v30_dsw2: return "bwd_v30_dsw2";
+    case BwdVersion::v31_dkbf16: return "bwd_v31_dkbf16";
   }
   return "?";
 }
@@ -688,6 +689,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v28_sbf16, detail::bwd_v28_workspace_bytes, detail::bwd_v28_launch},
     {BwdVersion::v29_b1hi, detail::bwd_v29_workspace_bytes, detail::bwd_v29_launch},
     {BwdVersion::v30_dsw2, detail::bwd_v30_workspace_bytes, detail::bwd_v30_launch},
+    {BwdVersion::v31_dkbf16, detail::bwd_v31_workspace_bytes, detail::bwd_v31_launch},
 };
 }  // namespace
 
@@ -707,8 +709,13 @@ const std::vector<BwdVersion>& saved_bwd_versions() {
                                             BwdVersion::v22_kq8, BwdVersion::v23_dsone, BwdVersion::v24_dswide,
                                             BwdVersion::v25_g1async, BwdVersion::v26_wyasync,
                                             BwdVersion::v27_dvplanes, BwdVersion::v28_sbf16,
-                                            BwdVersion::v29_b1hi, BwdVersion::v30_dsw2};
+                                            BwdVersion::v29_b1hi, BwdVersion::v30_dsw2, BwdVersion::v31_dkbf16};
   return v;
+}
+
+bool bwd_reads_bf16_states(BwdVersion v) {
+  return v == BwdVersion::best || v == BwdVersion::v28_sbf16 || v == BwdVersion::v29_b1hi ||
+         v == BwdVersion::v30_dsw2 || v == BwdVersion::v31_dkbf16;
 }
 
 namespace {
@@ -839,11 +846,11 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
               "intra rung or KP");
     }
     check_saved(fn, f, p.N, version, s, diff);
-    // bf16 states (forward_device's states_bf16): only rungs 28 to 30 (rung 28's G1') read S as bf16
-    if (s.s_bf16_ && s.states_ && version != BwdVersion::v28_sbf16 && version != BwdVersion::v29_b1hi &&
-        version != BwdVersion::v30_dsw2)
+    // bf16 states (forward_device's states_bf16): only rungs 28 to 31 (rung 28's G1' and rung 31's) read S as bf16
+    if (s.s_bf16_ && s.states_ && !bwd_reads_bf16_states(version))
       fail(fn, "saved", std::string("a SavedForward whose states are float32 for ") + bwd_version_name(version) +
-                            " (bf16 states are read by rungs 28 to 30, bwd_v28_sbf16, bwd_v29_b1hi and bwd_v30_dsw2, only)",
+                            " (bf16 states are read by rungs 28 to 31, bwd_v28_sbf16, bwd_v29_b1hi, bwd_v30_dsw2 and "
+                            "bwd_v31_dkbf16, and best, only)",
            s.describe() + " (filled with states_bf16)");
     if (!s.states_) {
       call.saved_ws = s.buf_;

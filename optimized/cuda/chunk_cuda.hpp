@@ -373,9 +373,16 @@ enum class BwdVersion : int {
                        ///< v28's bf16 saved states. `best` since session 26: DeltaNet with bf16 saved states median
                        ///< 2.851 ms of 11 runs beside fla's 2.835 (bwd_v29_b1hi.cu, RESULTS.md "Rung 29")
   v30_dsw2 = 30,       ///< v29 with the 128-column dstates kernel keeping w_aux and Qg in two stages (in the lo tile's
-                       ///< bytes): one barrier less per chunk; bit for bit with v29. Written in session 26, not yet run
-                       ///< on a GPU (bwd_v30_dsw2.cu)
+                       ///< bytes): one barrier less per chunk; bit for bit with v29. Session 27: no faster than v29
+                       ///< (three pairs, RESULTS.md "Rung 30"; bwd_v30_dsw2.cu)
+  v31_dkbf16 = 31,     ///< v29 with DeltaNet's G1' storing dk_part as bf16 and G2' reading it and dv_new's hi plane
+                       ///< only (as fla's dqkwg and wy_bwd); not bit for bit with v29, held to rung 3's bounds. Reads
+                       ///< v28's bf16 saved states (bwd_v31_dkbf16.cu)
 };
+
+/// Whether backward rung v reads a SavedForward whose states are bf16 (forward_device's states_bf16): rungs 28 to 31
+/// and best (rung 29). The others refuse such an object (backward_device).
+bool bwd_reads_bf16_states(BwdVersion v);
 
 const char* bwd_version_name(BwdVersion v);
 
@@ -506,7 +513,7 @@ class SavedForward {
 
 /// The backward rungs that accept a SavedForward: those whose prepare writes forward rung 4's intra
 /// outputs (rung 4's intra kernel, or rung 7's for rungs 18 to 27 in their range and wherever v9_in_best; rung 7's
-/// kA kernel also writes lean_g) and, where v9_in_best, recomputes rung 9's lean states (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid, v18_lean, v19_dsbf16, v20_dvbf16, v21_duvsmem, v22_kq8, v23_dsone, v24_dswide, v25_g1async, v26_wyasync, v27_dvplanes, v28_sbf16, v29_b1hi, v30_dsw2). Any other
+/// kA kernel also writes lean_g) and, where v9_in_best, recomputes rung 9's lean states (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid, v18_lean, v19_dsbf16, v20_dvbf16, v21_duvsmem, v22_kq8, v23_dsone, v24_dswide, v25_g1async, v26_wyasync, v27_dvplanes, v28_sbf16, v29_b1hi, v30_dsw2, v31_dkbf16). Any other
 /// rung, and rung 5 with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel), is refused.
 const std::vector<BwdVersion>& saved_bwd_versions();
 

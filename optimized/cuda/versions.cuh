@@ -312,6 +312,11 @@ void bwd_v29_launch(const BwdCall& c);
 std::size_t bwd_v30_workspace_bytes(const KParams& p);
 void bwd_v30_launch(const BwdCall& c);
 
+// bwd_v31_dkbf16.cu (rung 29 with G1' storing dk_part as bf16 and G2' reading it and only dv_new's hi plane, as fla's
+// dqkwg and wy_bwd hand over: DeltaNet only, not bit for bit; elsewhere rung 29). Reads rung 28's bf16 saved states.
+std::size_t bwd_v31_workspace_bytes(const KParams& p);
+void bwd_v31_launch(const BwdCall& c);
+
 // Reused by the backward's rung 3 from the forward's tensor-core rungs (bf16 inputs, 16 <= K <= 128;
 // c.p.ws is the tensor-core workspace of tc_common.cuh, V2Ws):
 /// v3_async.cu: v3's intra-chunk kernel, which also writes A = (I + L)^-1 of every chunk to a_out

@@ -158,7 +158,10 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     its float32 state gradient in one product, as fla's dhu does; not bit for bit with rung 28,
     held to the same bounds against the float64 reference; the one 'best' picks since session 26),
     'bwd_v30_dsw2' (rung 29 with that recurrence's 128-column kernel keeping two stages of its
-    w_aux and Qg tiles, one barrier less per chunk; rung 29's gradients bit for bit by design).
+    w_aux and Qg tiles, one barrier less per chunk; rung 29's gradients bit for bit by design),
+    'bwd_v31_dkbf16' (rung 29 with DeltaNet's two gradient kernels handing over dk_part as bf16 and
+    the WY-side one multiplying dv_new's bf16 part only, as fla's kernels do; not bit for bit with
+    rung 29, held to the same bounds against the float64 reference).
     output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"
     _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})

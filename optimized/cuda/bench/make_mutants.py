@@ -974,6 +974,13 @@ MUTANTS = [
      "    const int ws = kW2 ? (ci & 1) * S::tileK : 0;",
      "    const int ws = kW2 ? (((p.mutant == 306 && ci > 0) ? ci + 1 : ci) & 1) * S::tileK : 0;",
      "bwd v30: chunk ci's w_aux and Qg are copied into the other stage (B3 multiplies a stale chunk's) after the first"),
+    # Session 27: backward rung 31 (bwd_v31_dkbf16.cu: bf16 dk_part, G2' on dv_new's hi plane). Must fail test_cuda_backward's
+    # "CUDA v31 bf16 hand-over keeps every gradient within rung 3 bounds beside rung 29 on fixed cases" (written before any
+    # GPU run).
+    (307, "optimized/cuda/bwd_v26_wyasync.cu",
+     "          dkp[nt][hh] = r < Lc && c < K ? __bfloat1622float2(",
+     "          dkp[nt][hh] = r < Lc - (p.mutant == 307 ? 1 : 0) && c < K ? __bfloat1622float2(",
+     "bwd v31: G2' drops the bf16 dk_part of each chunk's last token (its dk misses the state-side part)"),
 ]
 
 HOOKS = [
