@@ -410,7 +410,7 @@ void check_saved_states_case(const BwdCase& b, Op op, DType gdt, cuda::SavedForw
   for (BwdVersion ver : rungs) {
     INFO(cuda::bwd_version_name(ver));
     cuda::SavedForward saved;
-    // rungs 28 to 31 and best (rung 29 since session 26) read bf16 states (chunk_cuda.hpp)
+    // rungs 28 to 32 and best (rung 32 since session 27) read bf16 states (chunk_cuda.hpp)
     const bool s_bf16 = cuda::bwd_reads_bf16_states(ver);
     const auto with_save = dev.forward(Version::best, &saved, true, s_bf16);
     REQUIRE(saved.has_states());
@@ -908,7 +908,7 @@ TEST_CASE("CUDA saving forward with states but no SavedForward is a linattn Erro
 
 TEST_CASE("CUDA saving forward with states in bf16 is read by rungs 28 to 30 only and states_bf16 needs with_states") {
   // An object whose states are bf16 (forward_device's states_bf16; rung 28, bwd_v28_sbf16.cu) is read by rungs 28 to 30
-  // and best (rung 29 since session 26) and refused by every other saved rung with a linattn::Error naming 'saved' and rung 28; states_bf16 without with_states is refused before any
+  // and best (rung 32 since session 27) and refused by every other saved rung with a linattn::Error naming 'saved' and rung 28; states_bf16 without with_states is refused before any
   // device work; outside rung 28's range (GDN, or V % 8 != 0) the states stay float32 and every rung reads them.
   using Catch::Matchers::Contains;
   {
@@ -950,17 +950,20 @@ TEST_CASE("CUDA saving forward with states in bf16 is read by rungs 28 to 30 onl
       check_same_grads(want, dev.backward(BwdVersion::v28_sbf16, &f32_states));
       if (!f32_states.states_bf16()) check_same_grads(want, dev.backward(BwdVersion::v27_dvplanes, &f32_states));
     }
-    // Rung 29 (bwd_v29_b1hi.cu, `best` since session 26) reads either object and gives its own recomputed gradients
+    // Rung 29 (bwd_v29_b1hi.cu, `best` in session 26) reads either object and gives its own recomputed gradients
     // from both: with float32 states its G1' is rung 27's, which rounds S on chip to the bf16 values rung 28's G1' copies.
     const auto want29 = dev.backward(BwdVersion::v29_b1hi);
     check_same_grads(want29, dev.backward(BwdVersion::v29_b1hi, &saved));
     check_same_grads(want29, dev.backward(BwdVersion::v29_b1hi, &f32_states));
-    check_same_grads(want29, dev.backward(BwdVersion::best, &saved));
-    check_same_grads(want29, dev.backward(BwdVersion::best, &f32_states));
     // Rung 31 (bwd_v31_dkbf16.cu) likewise: float32 states through bwd_v31_g1_f32s (rung 27's G1' with kDkH).
     const auto want31 = dev.backward(BwdVersion::v31_dkbf16);
     check_same_grads(want31, dev.backward(BwdVersion::v31_dkbf16, &saved));
     check_same_grads(want31, dev.backward(BwdVersion::v31_dkbf16, &f32_states));
+    // Rung 32 (bwd_v32_g1stage.cu, `best` since session 27) is rung 31 bit for bit, from either object.
+    check_same_grads(want31, dev.backward(BwdVersion::v32_g1stage, &saved));
+    check_same_grads(want31, dev.backward(BwdVersion::v32_g1stage, &f32_states));
+    check_same_grads(want31, dev.backward(BwdVersion::best, &saved));
+    check_same_grads(want31, dev.backward(BwdVersion::best, &f32_states));
     for (BwdVersion ver : {BwdVersion::v27_dvplanes, BwdVersion::v18_lean, BwdVersion::v5_levels_front}) {
       INFO(cuda::bwd_version_name(ver));
       if (op == Op::delta_rule) {

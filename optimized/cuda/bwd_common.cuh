@@ -366,6 +366,10 @@ void bwd_v28_g1(const BwdCall& c, Profile& prof);
 void bwd_v31_g1(const BwdCall& c, Profile& prof);
 void bwd_v31_g1_f32s(const BwdCall& c, Profile& prof);
 void bwd_v31_g2(const BwdCall& c, Profile& prof);
+/// Rung 32's G1' (bwd_v32_g1stage.cu): bwd_v31_g1 (or, for a saved forward's float32 S, bwd_v31_g1_f32s) with dq,
+/// dk_part and dw_aux staged in shared memory and stored as 16-byte row segments (bwd25_g1's kStE), where out.dq is
+/// 16-byte aligned; the same values.
+void bwd_v32_g1(const BwdCall& c, Profile& prof);
 
 // ------------------------------------------------------------------------------------------------
 // Rung 2's chunk-gradient kernel bwd_grads_tc (B2, B4-B11 per (chunk, head); bwd_v2_tensorcore.cu's

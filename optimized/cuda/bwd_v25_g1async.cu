@@ -111,7 +111,11 @@ __device__ __forceinline__ void issue_slab(bf16* tDo, bf16* tDs, bf16* tDv, bf16
 /// otherwise), copied by cp.async straight into a fourth tile of each set; only v_new is converted on chip.
 /// kDkH (rung 31, bwd_v31_dkbf16.cu; with kDwaH): dk_part stored as bf16 pairs (round to nearest even) into ws.dkLP's
 /// first half, for rung 31's G2' (bwd26_wy's kR31), as fla's chunk_bwd_dqkwg stores its dk: half the bytes written.
-template <bool kDwaH, bool kSh = false, bool kDkH = false>
+/// kStE (rung 32, bwd_v32_g1stage.cu; with kDkH): the three bf16 outputs dw_aux, dq and dk_part go through tiles of the
+/// free set (the last value slab's, read by nothing after its products) and leave as 16-byte row segments (a warp
+/// writes whole 128-byte rows) instead of 4-byte pairs (16 bytes per row and instruction, half a sector); the same
+/// bf16_rn values, so bit for bit with kStE = false. Needs out.dq 16-byte aligned (bwd_v32_g1 checks it).
+template <bool kDwaH, bool kSh = false, bool kDkH = false, bool kStE = false>
 __global__ void __launch_bounds__(kThreads, 2) bwd25_g1(KParams p, bwdc::BwdOut out) {
   using bwdc::gemm64;
   using bwdc::zero;
@@ -194,8 +198,8 @@ __global__ void __launch_bounds__(kThreads, 2) bwd25_g1(KParams p, bwdc::BwdOut 
     gemm64<false, false>(accW, sdv, nullptr, tSh, nullptr, m0, n0);
     gemm64<false, false>(accP, sdo, nullptr, tVh, tVl, m0, n0);
   }
-  // dw_aux of this slab (G2' reads it)
-  {
+  // dw_aux of this slab (G2' reads it); kStE: staged after the barrier below
+  if constexpr (!kStE) {
     const bool evenK = K % 2 == 0 && bwdc::aligned(ws.dwa, 8);
 #pragma unroll
     for (int a = 0; a < 4; ++a)
@@ -210,7 +214,15 @@ __global__ void __launch_bounds__(kThreads, 2) bwd25_g1(KParams p, bwdc::BwdOut 
       bwdc::store_acc_pairs(rb.base(ws.dwa, K), HK, kk, K, Lc, evenK, accW, m0, n0);
     }
   }
-  __syncthreads();  // every product's tiles read: M2 goes over v_new's hi tile
+  __syncthreads();  // every product's tiles read: M2 goes over v_new's hi tile (kStE: the free set's tiles are free)
+  // kStE: the free set (the last slab's, (nV - 1) & 1; k and q went into the other) holds the staged outputs: tile 0 dq,
+  // tile 1 dk_part, tile 2 dw_aux
+  bf16* stg = set0 + kSetT * ((nV + 1) & 1) * kTile;
+  if constexpr (kStE)
+    bwdc::each_acc_pair(accW, m0, n0, [&](int r, int c, float x0, float x1) {
+      *reinterpret_cast<__nv_bfloat162*>(stg + 2 * kTile + r * LT + c) =
+          __halves2bfloat162(__float2bfloat16_rn(-x0), __float2bfloat16_rn(-x1));  // st_bf_pair's value of -accW
+    });
   // B9's M2 = dP (.) Gam, lower with the diagonal; DeltaNet's Gam_ij = exp(0) = 1 exactly, so M2 = dP there (the value
   // of rung 24's x * expf(float(G_i - G_j)))
   bwdc::each_acc(accP, m0, n0, [&](int i, int j, float x) { bwdc::put_op<true>(tVh, nullptr, i, j, (i < Lc && j <= i) ? x : 0.f); });
@@ -237,23 +249,48 @@ __global__ void __launch_bounds__(kThreads, 2) bwd25_g1(KParams p, bwdc::BwdOut 
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       const int lane = tid & 31, r = m0 + (lane >> 2) + 8 * hh, c = n0 + nt * 8 + 2 * (lane & 3), d = kk + c;
-      if (r >= Lc) continue;
+      if (!kStE && r >= Lc) continue;
       const float q0 = scale * (accQ[nt][2 * hh] + aDq[nt][2 * hh]), q1 = scale * (accQ[nt][2 * hh + 1] + aDq[nt][2 * hh + 1]);
       const float k0 = accK[nt][2 * hh] + aDk[nt][2 * hh], k1 = accK[nt][2 * hh + 1] + aDk[nt][2 * hh + 1];
-      bwdc::st_bf_pair(dqb + r * HK + d, q0, q1, d, K);
-      if constexpr (kDkH) bwdc::st_bf_pair(dkLPh + r * HK + d, k0, k1, d, K);
-      else bwdc::st_pair_w(dkLPb + r * HK + d, k0, k1, d, K);
+      if constexpr (kStE) {  // st_bf_pair's values into the staging tiles (rows past Lc too: never copied out)
+        *reinterpret_cast<__nv_bfloat162*>(stg + r * LT + c) =
+            __halves2bfloat162(__float2bfloat16_rn(q0), __float2bfloat16_rn(q1));
+        *reinterpret_cast<__nv_bfloat162*>(stg + kTile + r * LT + c) =
+            __halves2bfloat162(__float2bfloat16_rn(k0), __float2bfloat16_rn(k1));
+      } else {
+        bwdc::st_bf_pair(dqb + r * HK + d, q0, q1, d, K);
+        if constexpr (kDkH) bwdc::st_bf_pair(dkLPh + r * HK + d, k0, k1, d, K);
+        else bwdc::st_pair_w(dkLPb + r * HK + d, k0, k1, d, K);
+      }
     }
+  if constexpr (kStE) {
+    __syncthreads();  // the three staging tiles complete
+    // 16-byte row segments: copy o = tid + t kThreads is row o >> 3, columns 8 (o & 7) .. + 7 (K % 8 == 0: a segment is
+    // wholly inside K or outside); rows < Lc
+    bf16* dwab = rb.base(reinterpret_cast<bf16*>(ws.dwa), K);
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      const int o = tid + t * kThreads, i = o >> 3, c = 8 * (o & 7), d = kk + c;
+      if (i >= Lc || d >= K) continue;
+      *reinterpret_cast<uint4*>(dqb + i * HK + d) = *reinterpret_cast<const uint4*>(stg + i * LT + c);
+      *reinterpret_cast<uint4*>(dkLPh + i * HK + d) = *reinterpret_cast<const uint4*>(stg + kTile + i * LT + c);
+      *reinterpret_cast<uint4*>(dwab + i * HK + d) = *reinterpret_cast<const uint4*>(stg + 2 * kTile + i * LT + c);
+    }
+  }
 }
 
-template <bool kDwaH, bool kSh = false, bool kDkH = false>
+template <bool kDwaH, bool kSh = false, bool kDkH = false, bool kStE = false>
 void launch_g1a(const BwdCall& c, bwdc::Profile& prof) {
   const KParams& p = c.p;
   if (!bwdc::g1a_ok(c))
     throw std::logic_error("linattn::cuda: bwd25_g1: DeltaNet inside rung 20's bf16 dv_new range with K % 8 == 0 and "
                            "do 16-byte aligned only (bwd_v25_launch checks it)");
   static_assert(!kDkH || kDwaH, "kDkH (rung 31) goes with kDwaH (rung 26's bf16 dw_aux)");
-  auto kern = bwd25_g1<kDwaH, kSh, kDkH>;
+  static_assert(!kStE || kDkH, "kStE (rung 32) stages bf16 outputs only: with kDkH");
+  if (kStE && reinterpret_cast<std::uintptr_t>(c.dq) % 16 != 0)
+    throw std::logic_error("linattn::cuda: bwd25_g1 with staged stores writes dq by 16 bytes: dq must be 16-byte "
+                           "aligned (bwd_v32_g1 checks it)");
+  auto kern = bwd25_g1<kDwaH, kSh, kDkH, kStE>;
   constexpr std::size_t smem = G1aLayout<kSh>::kSmem;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
@@ -288,6 +325,17 @@ void bwdc::bwd_v31_g1(const BwdCall& c, bwdc::Profile& prof) {
   launch_g1a<true, true, true>(c, prof);
 }
 void bwdc::bwd_v31_g1_f32s(const BwdCall& c, bwdc::Profile& prof) { launch_g1a<true, false, true>(c, prof); }
+void bwdc::bwd_v32_g1(const BwdCall& c, bwdc::Profile& prof) {
+  const bool al = reinterpret_cast<std::uintptr_t>(c.dq) % 16 == 0;  // else rung 31's stores: the same values
+  if (!c.saved_states || c.s_bf16) {
+    if (!c.s_bf16)
+      throw std::logic_error("linattn::cuda: bwd_v32_g1 reads S as bf16 unless a saved forward kept float32 S "
+                             "(BwdCall::s_bf16)");
+    al ? launch_g1a<true, true, true, true>(c, prof) : launch_g1a<true, true, true>(c, prof);
+  } else {
+    al ? launch_g1a<true, false, true, true>(c, prof) : launch_g1a<true, false, true>(c, prof);
+  }
+}
 
 std::size_t bwd_v25_workspace_bytes(const KParams& p) { return bwd_v3_workspace_bytes(p); }
 

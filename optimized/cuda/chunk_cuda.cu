@@ -642,6 +642,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v29_b1hi: return "bwd_v29_b1hi";
     case BwdVersion::v30_dsw2: return "bwd_v30_dsw2";
     case BwdVersion::v31_dkbf16: return "bwd_v31_dkbf16";
+    case BwdVersion::v32_g1stage: return "bwd_v32_g1stage";
   }
   return "?";
 }
@@ -690,6 +691,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v29_b1hi, detail::bwd_v29_workspace_bytes, detail::bwd_v29_launch},
     {BwdVersion::v30_dsw2, detail::bwd_v30_workspace_bytes, detail::bwd_v30_launch},
     {BwdVersion::v31_dkbf16, detail::bwd_v31_workspace_bytes, detail::bwd_v31_launch},
+    {BwdVersion::v32_g1stage, detail::bwd_v32_workspace_bytes, detail::bwd_v32_launch},
 };
 }  // namespace
 
@@ -709,13 +711,14 @@ const std::vector<BwdVersion>& saved_bwd_versions() {
                                             BwdVersion::v22_kq8, BwdVersion::v23_dsone, BwdVersion::v24_dswide,
                                             BwdVersion::v25_g1async, BwdVersion::v26_wyasync,
                                             BwdVersion::v27_dvplanes, BwdVersion::v28_sbf16,
-                                            BwdVersion::v29_b1hi, BwdVersion::v30_dsw2, BwdVersion::v31_dkbf16};
+                                            BwdVersion::v29_b1hi, BwdVersion::v30_dsw2, BwdVersion::v31_dkbf16,
+                                            BwdVersion::v32_g1stage};
   return v;
 }
 
 bool bwd_reads_bf16_states(BwdVersion v) {
   return v == BwdVersion::best || v == BwdVersion::v28_sbf16 || v == BwdVersion::v29_b1hi ||
-         v == BwdVersion::v30_dsw2 || v == BwdVersion::v31_dkbf16;
+         v == BwdVersion::v30_dsw2 || v == BwdVersion::v31_dkbf16 || v == BwdVersion::v32_g1stage;
 }
 
 namespace {
@@ -797,7 +800,10 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
   // Since session 26: best = rung 29, rung 28 with the dstates kernel's B1 on dS''s bf16 hi part (as fla's dhu; not bit
   // for bit with rung 28, held to the same bounds): dstates 0.04-0.06 ms faster in every profiled pair, DeltaNet with
   // bf16 saved states 2.77-2.98 ms (median 2.85 of 11 runs) against fla's 2.834-2.838 (RESULTS.md "Rung 29").
-  if (version == BwdVersion::best) version = BwdVersion::v29_b1hi;
+  // Since session 27: best = rung 32, rung 29 with bf16 dk_part and G2' on dv_new's hi plane (rung 31, not bit for bit,
+  // held to the same bounds) and G1''s bf16 outputs stored as whole rows: G1' 0.60-0.62 ms against rung 29's
+  // 0.67-0.71, G2' 0.70-0.72 against 0.72-0.77 in the same processes (RESULTS.md "Rung 32").
+  if (version == BwdVersion::best) version = BwdVersion::v32_g1stage;
   const BwdRung* rung = nullptr;
   for (const BwdRung& r : kBwdLadder)
     if (r.version == version) rung = &r;
@@ -846,11 +852,11 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
               "intra rung or KP");
     }
     check_saved(fn, f, p.N, version, s, diff);
-    // bf16 states (forward_device's states_bf16): only rungs 28 to 31 (rung 28's G1' and rung 31's) read S as bf16
+    // bf16 states (forward_device's states_bf16): only rungs 28 to 32 (rung 28's G1' and its successors) read S as bf16
     if (s.s_bf16_ && s.states_ && !bwd_reads_bf16_states(version))
       fail(fn, "saved", std::string("a SavedForward whose states are float32 for ") + bwd_version_name(version) +
-                            " (bf16 states are read by rungs 28 to 31, bwd_v28_sbf16, bwd_v29_b1hi, bwd_v30_dsw2 and "
-                            "bwd_v31_dkbf16, and best, only)",
+                            " (bf16 states are read by rungs 28 to 32, bwd_v28_sbf16, bwd_v29_b1hi, bwd_v30_dsw2, "
+                            "bwd_v31_dkbf16 and bwd_v32_g1stage, and best, only)",
            s.describe() + " (filled with states_bf16)");
     if (!s.states_) {
       call.saved_ws = s.buf_;

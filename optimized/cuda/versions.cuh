@@ -317,6 +317,11 @@ void bwd_v30_launch(const BwdCall& c);
 std::size_t bwd_v31_workspace_bytes(const KParams& p);
 void bwd_v31_launch(const BwdCall& c);
 
+// bwd_v32_g1stage.cu (rung 31 with G1''s bf16 outputs staged in shared memory and stored as whole rows; bit for bit with
+// rung 31; elsewhere rung 31).
+std::size_t bwd_v32_workspace_bytes(const KParams& p);
+void bwd_v32_launch(const BwdCall& c);
+
 // Reused by the backward's rung 3 from the forward's tensor-core rungs (bf16 inputs, 16 <= K <= 128;
 // c.p.ws is the tensor-core workspace of tc_common.cuh, V2Ws):
 /// v3_async.cu: v3's intra-chunk kernel, which also writes A = (I + L)^-1 of every chunk to a_out

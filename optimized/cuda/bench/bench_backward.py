@@ -104,7 +104,7 @@ def linattn_forward_save(lin, op, x, scale, ver, states=False, states_bf16=False
     handle = ctypes.c_void_p()
     if states and states_bf16 and not hasattr(lin.lib, "linattn_cuda_forward_save_states_bf16"):
         raise RuntimeError(f"{lin.lib._name}: no linattn_cuda_forward_save_states_bf16 (a library built before session 25); "
-                           "backward rungs 28 to 31 and best need it for their bf16 saved states")
+                           "backward rungs 28 to 32 and best need it for their bf16 saved states")
     fn = (lin.lib.linattn_cuda_forward_save_states_bf16 if states and states_bf16 else
           lin.lib.linattn_cuda_forward_save_states if states else lin.lib.linattn_cuda_forward_save)
     ref, err, hp = ctypes.byref(a), lin.err, ctypes.byref(handle)
@@ -177,7 +177,7 @@ def saved_rows(lin, op, x, do, dht, scale, ver, s, record, timed, results, run_f
     'linattn forward (saving) + backward (saved) v{ver}'; with `states` the forward also saves the chunk
     states (rows '(saving states)', '(saved states)')."""
     handle = None
-    # Backward rung 28 and up, and best (rung 29 since session 26), read the states kept as bf16 (forward_device's
+    # Backward rung 28 and up, and best (rung 32 since session 27), read the states kept as bf16 (forward_device's
     # states_bf16): the saving forward keeps them so
     s_bf16 = states and (ver >= 28 or ver == 0)
     fwd_name, bwd_name = ("saving states", "saved states") if states else ("saving", "saved")
@@ -234,7 +234,7 @@ def main():
     ap.add_argument("--fla", default=None)
     ap.add_argument("--shapes", default="8x4096x16x128x128")
     ap.add_argument("--ops", default=",".join(OPS))
-    ap.add_argument("--bwd-versions", default="2,3", help="backward rungs, comma-separated (1 = bwd_v1_simple, 2 = bwd_v2_tensorcore, 3 = bwd_v3_async, 4 = bwd_v4_tc_tail, 5 = bwd_v5_levels_front, 6 = bwd_v6_tc_b9, 7 = bwd_v7_rowbase, 8 = bwd_v8_wide, 9 = bwd_v9_noextras, 10 = bwd_v10_split, 11 = bwd_v11_wyfast, 12 = bwd_v12_g1slab, 13 = bwd_v13_g1g2, 14 = bwd_v14_pchan, 15 = bwd_v15_hionly, 16 = bwd_v16_b9one, 17 = bwd_v17_hybrid, best in session 10, 18 = bwd_v18_lean, best in sessions 11-17, 19 = bwd_v19_dsbf16, best in session 18, 20 = bwd_v20_dvbf16, best in session 19, 21 = bwd_v21_duvsmem, best since session 20, 22 = bwd_v22_kq8, 23 = bwd_v23_dsone, 24 = bwd_v24_dswide, best since session 23, 25 = bwd_v25_g1async, 26 = bwd_v26_wyasync, best since session 24, 27 = bwd_v27_dvplanes, 28 = bwd_v28_sbf16: its saving forward keeps the states as bf16, best in session 25, 29 = bwd_v29_b1hi: rung 28 with dstates' B1 on the hi part of dS', best since session 26, 30 = bwd_v30_dsw2: rung 29 with two stages of w_aux and Qg in the 128-column dstates kernel, 31 = bwd_v31_dkbf16: rung 29 with bf16 dk_part and dv_new's hi plane only in G2')")
+    ap.add_argument("--bwd-versions", default="2,3", help="backward rungs, comma-separated (1 = bwd_v1_simple, 2 = bwd_v2_tensorcore, 3 = bwd_v3_async, 4 = bwd_v4_tc_tail, 5 = bwd_v5_levels_front, 6 = bwd_v6_tc_b9, 7 = bwd_v7_rowbase, 8 = bwd_v8_wide, 9 = bwd_v9_noextras, 10 = bwd_v10_split, 11 = bwd_v11_wyfast, 12 = bwd_v12_g1slab, 13 = bwd_v13_g1g2, 14 = bwd_v14_pchan, 15 = bwd_v15_hionly, 16 = bwd_v16_b9one, 17 = bwd_v17_hybrid, best in session 10, 18 = bwd_v18_lean, best in sessions 11-17, 19 = bwd_v19_dsbf16, best in session 18, 20 = bwd_v20_dvbf16, best in session 19, 21 = bwd_v21_duvsmem, best since session 20, 22 = bwd_v22_kq8, 23 = bwd_v23_dsone, 24 = bwd_v24_dswide, best since session 23, 25 = bwd_v25_g1async, 26 = bwd_v26_wyasync, best since session 24, 27 = bwd_v27_dvplanes, 28 = bwd_v28_sbf16: its saving forward keeps the states as bf16, best in session 25, 29 = bwd_v29_b1hi: rung 28 with dstates' B1 on the hi part of dS', best since session 26, 30 = bwd_v30_dsw2: rung 29 with two stages of w_aux and Qg in the 128-column dstates kernel, 31 = bwd_v31_dkbf16: rung 29 with bf16 dk_part and dv_new's hi plane only in G2', 32 = bwd_v32_g1stage: rung 31 with G1''s bf16 outputs stored as whole rows)")
     ap.add_argument("--fwd-version", type=int, default=0, help="forward rung for fwd + bwd (0 = best)")
     ap.add_argument("--rep", type=int, default=200)
     ap.add_argument("--slow-rep", type=int, default=40, help="rep for calls slower than 20 ms")

@@ -981,6 +981,12 @@ MUTANTS = [
      "          dkp[nt][hh] = r < Lc && c < K ? __bfloat1622float2(",
      "          dkp[nt][hh] = r < Lc - (p.mutant == 307 ? 1 : 0) && c < K ? __bfloat1622float2(",
      "bwd v31: G2' drops the bf16 dk_part of each chunk's last token (its dk misses the state-side part)"),
+    # Session 27: backward rung 32 (bwd_v32_g1stage.cu: G1''s bf16 outputs staged and stored as whole rows). Must fail
+    # test_cuda_backward's "CUDA v32 gradients equal v31 gradients bit for bit" (written before any GPU run).
+    (308, "optimized/cuda/bwd_v25_g1async.cu",
+     "      if (i >= Lc || d >= K) continue;",
+     "      if (i >= Lc - (p.mutant == 308 && i > 0 ? 1 : 0) || d >= K) continue;",
+     "bwd v32: G1''s staged copy-out skips each chunk's last row (dq, dk_part, dw_aux of that token never written)"),
 ]
 
 HOOKS = [
