@@ -377,9 +377,11 @@ enum class BwdVersion : int {
                        ///< (three pairs, RESULTS.md "Rung 30"; bwd_v30_dsw2.cu)
   v31_dkbf16 = 31,     ///< v29 with DeltaNet's G1' storing dk_part as bf16 and G2' reading it and dv_new's hi plane
                        ///< only (as fla's dqkwg and wy_bwd); not bit for bit with v29, held to rung 3's bounds. Reads
-                       ///< v28's bf16 saved states (bwd_v31_dkbf16.cu)
+                       ///< v28's bf16 saved states. Session 27: G2' 0.03 ms faster, G1' 0.02 slower (bwd_v31_dkbf16.cu)
   v32_g1stage = 32,    ///< v31 with G1''s bf16 outputs (dq, dk_part, dw_aux) staged in shared memory and stored as
-                       ///< whole 128-byte rows; bit for bit with v31 (bwd_v32_g1stage.cu)
+                       ///< whole 128-byte rows; bit for bit with v31. `best` since session 27: DeltaNet with bf16
+                       ///< saved states 2.715-2.829 ms over five runs against fla's 2.836-2.838 (bwd_v32_g1stage.cu,
+                       ///< RESULTS.md "Rung 32")
 };
 
 /// Whether backward rung v reads a SavedForward whose states are bf16 (forward_device's states_bf16): rungs 28 to 32
