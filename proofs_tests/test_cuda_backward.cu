@@ -1879,18 +1879,19 @@ std::string v29_route(const Case& c, Op op) {
 
 /// A rung that is not bit for bit with its base (`ver` beside `base`) on `cases`, every operator, both gate dtypes,
 /// against the float64 reference: `ver` within rung 3's bounds; each call's route checked (`route_of`); where `ver`
-/// runs its own kernels (route `own`), some case must differ from `base` in `grad` ("dv" or "dk": the product the rung
-/// changed ran), elsewhere every gradient equals `base`'s bit for bit (`base` ran). DeltaNet runs at every dstates
+/// runs its own kernels (route `own`), some case must differ from `base` in each gradient of `grads` ("dv", "dk": the
+/// products the rung changed ran), elsewhere every gradient equals `base`'s bit for bit (`base` ran). DeltaNet runs at every dstates
 /// width (LINATTN_BWD3_BV unset, 32, 64 and 128: the small cases' own pick is 32 columns, the benchmark's 128), the
 /// other operators with the width unset. Worst ratios of both rungs printed under LINATTN_CUDA_BACKWARD_REPORT. Returns
 /// how many calls took `ver`'s own kernels.
 int check_near_base(const std::vector<std::pair<Case, bool>>& cases, const std::string& title, cuda::BwdVersion ver,
                     cuda::BwdVersion base, const std::string& own, std::string (*route_of)(const Case&, Op),
-                    const std::string& grad) {
+                    const std::vector<std::string>& grads) {
   EnvRestore keep_bv("LINATTN_BWD3_BV"), keep_vf("LINATTN_BWD3_VFIRST");
   unsetenv("LINATTN_BWD3_VFIRST");
   std::map<std::string, std::array<double, 2>> worst;  // per operator and gradient: ver, base
-  int n_own = 0, own_differs = 0;
+  int n_own = 0;
+  std::map<std::string, int> own_differs;  // per gradient of `grads`: own calls where it differs from base's
   for (const auto& [c, dht] : cases)
     for (DType gdt : {DType::f32, DType::bf16})
       for (Op op : kOps) {
@@ -1919,10 +1920,12 @@ int check_near_base(const std::vector<std::pair<Case, bool>>& cases, const std::
           }
           if (route == own) {
             ++n_own;
-            const auto& g = grad == "dk" ? y.dk : y.dv;
-            const auto& gb = grad == "dk" ? yb.dk : yb.dv;
-            REQUIRE(g.numel() == gb.numel());
-            own_differs += std::memcmp(g.data(), gb.data(), sizeof(float) * g.numel()) != 0;
+            for (const std::string& grad : grads) {
+              const auto& g = grad == "dk" ? y.dk : y.dv;
+              const auto& gb = grad == "dk" ? yb.dk : yb.dv;
+              REQUIRE(g.numel() == gb.numel());
+              own_differs[grad] += std::memcmp(g.data(), gb.data(), sizeof(float) * g.numel()) != 0;
+            }
           } else {
             check_same_grads(yb, y);
           }
@@ -1934,16 +1937,18 @@ int check_near_base(const std::vector<std::pair<Case, bool>>& cases, const std::
     for (const auto& [name, w] : worst) std::cout << "  " << name << " " << w[0] << " / " << w[1];
     std::cout << "\n";
   }
-  INFO("calls on " << cuda::bwd_version_name(ver) << "'s own kernels: " << n_own << ", of which " << grad
-                   << " differs from " << cuda::bwd_version_name(base) << "'s: " << own_differs);
-  CHECK(own_differs > 0);
+  for (const std::string& grad : grads) {
+    INFO("calls on " << cuda::bwd_version_name(ver) << "'s own kernels: " << n_own << ", of which " << grad
+                     << " differs from " << cuda::bwd_version_name(base) << "'s: " << own_differs[grad]);
+    CHECK(own_differs[grad] > 0);
+  }
   return n_own;
 }
 
 /// Rung 29 (bwd_v29_b1hi.cu) beside rung 28 (check_near_base): its own kernels change dv_new, so dv.
 int check_v29_near_v28(const std::vector<std::pair<Case, bool>>& cases, const std::string& title) {
   return check_near_base(cases, title, cuda::BwdVersion::v29_b1hi, cuda::BwdVersion::v28_sbf16, "bwd_v29_b1h",
-                         v29_route, "dv");
+                         v29_route, {"dv"});
 }
 }  // namespace
 
@@ -2061,10 +2066,11 @@ std::string v31_route(const Case& c, Op op) {
   const std::string r = v29_route(c, op);
   return r == "bwd_v29_b1h" ? "bwd_v31_dkh" : r;
 }
-/// Rung 31 (bwd_v31_dkbf16.cu) beside rung 29 (check_near_base): its own kernels round dk_part to bf16, so dk differs.
+/// Rung 31 (bwd_v31_dkbf16.cu) beside rung 29 (check_near_base): its own kernels round dk_part to bf16 (dk differs) and
+/// multiply dv_new's hi plane only in B8's du0 (dv = beta du0 differs).
 int check_v31_near_v29(const std::vector<std::pair<Case, bool>>& cases, const std::string& title) {
   return check_near_base(cases, title, cuda::BwdVersion::v31_dkbf16, cuda::BwdVersion::v29_b1hi, "bwd_v31_dkh",
-                         v31_route, "dk");
+                         v31_route, {"dk", "dv"});
 }
 }  // namespace
 

@@ -906,8 +906,8 @@ TEST_CASE("CUDA saving forward with states but no SavedForward is a linattn Erro
   CHECK(cuda::SavedForward::bytes_needed(f, true) == std::size_t(1'684'013'312));
 }
 
-TEST_CASE("CUDA saving forward with states in bf16 is read by rungs 28 to 30 only and states_bf16 needs with_states") {
-  // An object whose states are bf16 (forward_device's states_bf16; rung 28, bwd_v28_sbf16.cu) is read by rungs 28 to 30
+TEST_CASE("CUDA saving forward with states in bf16 is read by rungs 28 to 32 only and states_bf16 needs with_states") {
+  // An object whose states are bf16 (forward_device's states_bf16; rung 28, bwd_v28_sbf16.cu) is read by rungs 28 to 32
   // and best (rung 32 since session 27) and refused by every other saved rung with a linattn::Error naming 'saved' and rung 28; states_bf16 without with_states is refused before any
   // device work; outside rung 28's range (GDN, or V % 8 != 0) the states stay float32 and every rung reads them.
   using Catch::Matchers::Contains;
@@ -925,10 +925,14 @@ TEST_CASE("CUDA saving forward with states in bf16 is read by rungs 28 to 30 onl
     CHECK(s.empty());
   }
   SKIP_WITHOUT_GPU();
-  BwdCase b;
-  b.c = fixed_case(2, 150, 2, 64, 48, GateMode::random, true, 140);
+  // Two shapes: one value and one key slab (K = 64, V = 48), and three value slabs with two key slabs (K = 128, V = 136:
+  // G1''s float32-S layout with nV > 1 under rung 32's staged stores; session 27's review).
+  for (const Case& cs : {fixed_case(2, 150, 2, 64, 48, GateMode::random, true, 140),
+                         fixed_case(1, 200, 2, 128, 136, GateMode::random, true, 141)})
   for (Op op : {Op::delta_rule, Op::gated_delta_rule}) {
-    INFO(ref::op_name(op));
+    BwdCase b;
+    b.c = cs;
+    INFO(ref::op_name(op) << " " << b);
     const DevProblem d = make_dev_problem(op, b, DType::f32);
     OnDevice dev(d, DType::f32);
     cuda::SavedForward saved;
