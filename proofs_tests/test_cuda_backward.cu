@@ -127,7 +127,8 @@ const cuda::BwdVersion kRungs[] = {cuda::BwdVersion::v1_simple, cuda::BwdVersion
                                    cuda::BwdVersion::v29_b1hi,
                                    cuda::BwdVersion::v30_dsw2,
                                    cuda::BwdVersion::v31_dkbf16,
-                                   cuda::BwdVersion::v32_g1stage};
+                                   cuda::BwdVersion::v32_g1stage,
+                                   cuda::BwdVersion::v33_g2stage};
 
 /// Rungs 3 to 10 share rung 3's range (bf16 inputs, 16 <= K <= 128) and bounds.
 bool rung3_family(cuda::BwdVersion ver) {
@@ -156,7 +157,8 @@ bool rung3_family(cuda::BwdVersion ver) {
          ver == cuda::BwdVersion::v29_b1hi ||
          ver == cuda::BwdVersion::v30_dsw2 ||
          ver == cuda::BwdVersion::v31_dkbf16 ||
-         ver == cuda::BwdVersion::v32_g1stage;
+         ver == cuda::BwdVersion::v32_g1stage ||
+         ver == cuda::BwdVersion::v33_g2stage;
 }
 const char* dname(DType dt) { return dt == DType::f32 ? "f32" : "bf16"; }
 
@@ -2159,6 +2161,66 @@ TEST_CASE("CUDA v32 on small cases for the sanitizers") {
   SKIP_WITHOUT_GPU();
   // Rung 26's sanitizer cases (two, three and one value slabs; two and one key slabs), DeltaNet on rung 32's kernels.
   CHECK(check_v32_equals_v31(v27_sanitizer_cases(), {Op::delta_rule}) > 0);
+}
+
+TEST_CASE("CUDA v33 chunked backward with G2' outputs stored as whole rows equals the float64 reference backward for every operator in bfloat16") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::f32, cuda::BwdVersion::v33_g2stage);
+}
+
+TEST_CASE("CUDA v33 chunked backward with G2' outputs stored as whole rows and bfloat16 gates equals the reference backward on the rounded gates") {
+  SKIP_WITHOUT_GPU();
+  prop_matches_reference(DType::bf16, DType::bf16, cuda::BwdVersion::v33_g2stage);
+}
+
+namespace {
+/// Rung 33's route: "bwd_v33_g2s" where rung 32 takes its own kernels (the same range), else rung 32's.
+std::string v33_route(const Case& c, Op op) {
+  const std::string r = v32_route(c, op);
+  return r == "bwd_v32_g1s" ? "bwd_v33_g2s" : r;
+}
+/// Rung 33 against rung 32 bit for bit (check_rungs_agree: every gradient, dh0 included, finite, NaN-filled workspaces
+/// between the rungs), each call's route and dstates width (rung 24's pick) checked. Returns how many calls took rung
+/// 33's own route.
+int check_v33_equals_v32(const std::vector<Case>& cases, const std::vector<Op>& ops) {
+  EnvRestore keep_bv("LINATTN_BWD3_BV"), keep_vf("LINATTN_BWD3_VFIRST");
+  unsetenv("LINATTN_BWD3_BV");
+  unsetenv("LINATTN_BWD3_VFIRST");
+  const int sms = device_sm_count();
+  int own = 0;
+  check_rungs_agree(cuda::BwdVersion::v32_g1stage, cuda::BwdVersion::v33_g2stage, cases, ops, 0,
+                    /*require_finite=*/true, /*poison_between=*/true,
+                    [&](const Case& c, Op op) {
+                      const std::string r = v33_route(c, op);
+                      own += r == "bwd_v33_g2s";
+                      return r;
+                    },
+                    [&](const Case& c, Op op) { return v24_grid(c, op, "", sms); });
+  return own;
+}
+}  // namespace
+
+TEST_CASE("CUDA v33 gradients equal v32 gradients bit for bit") {
+  SKIP_WITHOUT_GPU();
+  // Rung 33 (bwd_v33_g2stage.cu) is rung 32 with G2''s dv and dk staged in shared memory it leaves free (the dv_new lo
+  // tile, each key slab's dE entries) and stored as 16-byte row segments: the same bf16_rn values in the same places,
+  // so every gradient must equal rung 32's bit for bit and be finite (dv and dk are NaN-filled outputs: a row the
+  // copy-out misses stays NaN). Rung 28's bit cases (one to four value slabs, two key slabs, ragged chunks, packed
+  // batches, rung 24's SM-sized cases) and an in-range case of one chunk, every operator.
+  std::vector<Case> cases = v25_bit_cases();
+  cases.push_back(fixed_case(1, 40, 2, 128, 128, GateMode::random, true, 3301));
+  CHECK(check_v33_equals_v32(cases, std::vector<Op>(std::begin(kOps), std::end(kOps))) > 0);
+}
+
+TEST_CASE("CUDA v33 chunked backward outside rung 3 range runs rung 2 bit for bit") {
+  SKIP_WITHOUT_GPU();
+  check_outside_range_is_rung2(cuda::BwdVersion::v33_g2stage);
+}
+
+TEST_CASE("CUDA v33 on small cases for the sanitizers") {
+  SKIP_WITHOUT_GPU();
+  // Rung 26's sanitizer cases (two, three and one value slabs; two and one key slabs), DeltaNet on rung 33's kernels.
+  CHECK(check_v33_equals_v32(v27_sanitizer_cases(), {Op::delta_rule}) > 0);
 }
 
 TEST_CASE("CUDA v18 lean chunked backward equals the float64 reference backward for every operator in bfloat16") {

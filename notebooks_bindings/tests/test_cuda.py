@@ -222,7 +222,7 @@ def test_cuda_backward_rungs_on_float32_inputs_run_rung_1_bit_for_bit():
                 "bwd_v21_duvsmem", "bwd_v22_kq8", "bwd_v23_dsone", "bwd_v24_dswide",
                 "bwd_v25_g1async", "bwd_v26_wyasync",
                 "bwd_v27_dvplanes", "bwd_v28_sbf16", "bwd_v29_b1hi", "bwd_v30_dsw2",
-                "bwd_v31_dkbf16", "bwd_v32_g1stage"):
+                "bwd_v31_dkbf16", "bwd_v32_g1stage", "bwd_v33_g2stage"):
         got = run(ver)
         assert sorted(got) == sorted(want)
         for name in want:

@@ -370,6 +370,9 @@ void bwd_v31_g2(const BwdCall& c, Profile& prof);
 /// dk_part and dw_aux staged in shared memory and stored as 16-byte row segments (bwd25_g1's kStE), where out.dq is
 /// 16-byte aligned; the same values.
 void bwd_v32_g1(const BwdCall& c, Profile& prof);
+/// Rung 33's G2' (bwd_v33_g2stage.cu): bwd_v31_g2 with dv and dk stored as 16-byte row segments through free shared
+/// memory (bwd26_wy's kSt); the same values.
+void bwd_v33_g2(const BwdCall& c, Profile& prof);
 
 // ------------------------------------------------------------------------------------------------
 // Rung 2's chunk-gradient kernel bwd_grads_tc (B2, B4-B11 per (chunk, head); bwd_v2_tensorcore.cu's

@@ -100,7 +100,14 @@ __device__ __forceinline__ void cp_bf16_raw(bf16* r, const bf16* base, int HW, i
 /// kR31 (rung 31, bwd_v31_dkbf16.cu; with kDvP): dk_part comes as bf16 (rung 31's G1', bwd25_g1's kDkH) and only dv_new's
 /// hi plane is copied: B8's du0 = A^T bf16_rn(dv_new) (no lo tile, no lo product), as fla's prepare_wy_repr_bwd reads
 /// its bf16 dv. Not bit for bit with rung 29 (dv, dbeta and dk change at bf16 level).
-template <class Tg, bool kDvP = false, bool kR31 = false>
+/// kSt (rung 33, bwd_v33_g2stage.cu; with kR31): dv and dk leave as 16-byte row segments (a warp writes whole 128-byte
+/// rows) instead of bf16 pairs from the fragments (half a 32-byte sector per row and instruction). dv of value slab s is
+/// staged in the dv_new lo tile, which kR31 leaves unused, and copied out after the next barrier (the next slab's first,
+/// or the one after the value slabs); dk of key slab ks is written as float32 over that slab's dE entries, each by the
+/// thread that has just read them, and copied out (rounded to bf16 as st_bf_pair rounds) after the slab's de barrier.
+/// The same values in the same places: bit for bit with kSt = false. Needs out.dv and out.dk 16-byte aligned
+/// (backward_device requires it).
+template <class Tg, bool kDvP = false, bool kR31 = false, bool kSt = false>
 __global__ void __launch_bounds__(kThreads, 2) bwd26_wy(KParams p, bwdc::BwdOut out) {
   using bwdc::each_acc;
   using bwdc::gemm64;
@@ -169,13 +176,23 @@ __global__ void __launch_bounds__(kThreads, 2) bwd26_wy(KParams p, bwdc::BwdOut 
   // B6 and B8, value slabs: dA = dv_new u0^T; du0 = A^T dv_new (hi + lo); dv = beta du0; du0 v into sDuV
   float accA[4][4];
   zero(accA);
+  bf16* dvb = rb.base(static_cast<bf16*>(out.dv), V);
+  // kSt: value slab vv's dv, staged in the dv_new lo tile, as 16-byte row segments (rows < Lc, columns < V; V % 8 == 0)
+  auto copy_dv = [&](int vv) {
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      const int o = tid + t * kThreads, i = o >> 3, c = 8 * (o & 7);
+      if (i < Lc && vv + c < V)
+        *reinterpret_cast<uint4*>(dvb + i * HV + vv + c) = *reinterpret_cast<const uint4*>(sXl + i * LT + c);
+    }
+  };
   {
-    bf16* dvb = rb.base(static_cast<bf16*>(out.dv), V);
 #pragma unroll 1
     for (int s = 0; s < nV; ++s) {
       const int vv = 64 * s;
       cp_async_wait<0>();
       __syncthreads();  // slab s landed; slab s - 1's products and epilogue done (A's hi tile written, its raw read)
+      if (kSt && s > 0) copy_dv(vv - 64);  // slab s - 1's staged dv (the tile is written again after the next barrier)
       const float* raw = sdE + (s & 1) * C * C;
       const bf16* sv = sB + (s & 1) * kTile;
 #pragma unroll
@@ -222,14 +239,19 @@ __global__ void __launch_bounds__(kThreads, 2) bwd26_wy(KParams p, bwdc::BwdOut 
         if (vv > 0) pr.x += d->x, pr.y += d->y;
         *d = pr;
         const float bj = sbeta[j];
-        if (j < Lc) st_bf_pair(dvb + j * HV + vv + c, bj * x0, bj * x1, vv + c, V);  // B10: dv = beta du0
+        if constexpr (kSt)  // st_bf_pair's values into the staging tile (rows past Lc too: never copied out)
+          *reinterpret_cast<__nv_bfloat162*>(sXl + j * LT + c) =
+              __halves2bfloat162(__float2bfloat16_rn(bj * x0), __float2bfloat16_rn(bj * x1));
+        else if (j < Lc)
+          st_bf_pair(dvb + j * HV + vv + c, bj * x0, bj * x1, vv + c, V);  // B10: dv = beta du0
       });
     }
   }
   // the k tiles: slab 0 in B(nV & 1), slab 1 in B((nV + 1) & 1) (the last value slab's v tile, free after a barrier)
   const bf16* sK0 = sB + (nV & 1) * kTile;
   const bf16* sK1 = sB + ((nV + 1) & 1) * kTile;
-  __syncthreads();  // the last value slab's epilogue read its v tile
+  __syncthreads();  // the last value slab's epilogue read its v tile (kSt: and staged its dv)
+  if constexpr (kSt) copy_dv(64 * (nV - 1));
   if (nKs > 1) cp_bf16_slab(const_cast<bf16*>(sK1), kb, HK, 64, K, Lc, tid);
   cp_async_commit();
   // B6 and B8, key slabs: dA += dw_aux E^T; dE = A^T dw_aux, kept on chip by slab
@@ -288,7 +310,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd26_wy(KParams p, bwdc::BwdOut 
   for (int ks = 0; ks < nKs; ++ks) {
     const int kk = 64 * ks;
     const bf16* sk = ks == 0 ? sK0 : sK1;
-    const float* dE = sdE + ks * C * C;
+    float* dE = sdE + ks * C * C;  // (kSt: dk is staged over it)
     // dk_part of this slab's 16 pairs, loaded before the products (rung 11 loads them after, two column groups at once)
     float2 dkp[4][2];
 #pragma unroll
@@ -322,9 +344,31 @@ __global__ void __launch_bounds__(kThreads, 2) bwd26_wy(KParams p, bwdc::BwdOut 
           dkv[e] = (e ? dkp[nt][hh].y : dkp[nt][hh].x) + dkL + sbeta[r] * de;
         }
         *reinterpret_cast<float2*>(sde + r * LDE + cl) = make_float2(dev[0], dev[1]);
-        st_bf_pair(dkb + r * HK + c, dkv[0], dkv[1], c, K);
+        if constexpr (kSt)  // over this thread's own dE entries, read just above
+          *reinterpret_cast<float2*>(dE + r * C + cl) = make_float2(dkv[0], dkv[1]);
+        else
+          st_bf_pair(dkb + r * HK + c, dkv[0], dkv[1], c, K);
       }
-    __syncthreads();  // the slab's de complete
+    __syncthreads();  // the slab's de complete (kSt: and its dk staged)
+    if constexpr (kSt) {  // dk of this slab: 8 float32 of a staged row -> 8 bf16 (st_bf_pair's rounding), 16 bytes
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        const int o = tid + t * kThreads, i = o >> 3, c = 8 * (o & 7);
+        if (i >= Lc || kk + c >= K) continue;
+        float x[2][4];
+        bwdc::ld4(dE + i * C + c, x[0]);
+        bwdc::ld4(dE + i * C + c + 4, x[1]);
+        uint4 w;
+        unsigned* wp = reinterpret_cast<unsigned*>(&w);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const __nv_bfloat162 h = __halves2bfloat162(__float2bfloat16_rn(x[e >> 1][2 * (e & 1)]),
+                                                      __float2bfloat16_rn(x[e >> 1][2 * (e & 1) + 1]));
+          wp[e] = *reinterpret_cast<const unsigned*>(&h);
+        }
+        *reinterpret_cast<uint4*>(dkb + i * HK + kk + c) = w;
+      }
+    }
     // dbeta's de k terms of this slab: d = kk + lane, kk + lane + 32 (ascending over the slabs, as rung 10)
     for (int i = warp; i < Lc; i += kThreads / 32) {
       float a = sPa[i * 32 + lane];
@@ -348,13 +392,17 @@ __global__ void __launch_bounds__(kThreads, 2) bwd26_wy(KParams p, bwdc::BwdOut 
   }
 }
 
-template <class Tg, bool kDvP, bool kR31 = false>
+template <class Tg, bool kDvP, bool kR31 = false, bool kSt = false>
 void launch_wya(const BwdCall& c, bwdc::Profile& prof) {
   const KParams& p = c.p;
   if (!bwdc::g1a_ok(c))
     throw std::logic_error("linattn::cuda: bwd26_wy: DeltaNet inside rung 25's range only (bwd_v26_launch checks it)");
   static_assert(!kR31 || kDvP, "kR31 (rung 31) reads rung 27's planes");
-  auto kern = bwd26_wy<Tg, kDvP, kR31>;
+  static_assert(!kSt || kR31, "kSt (rung 33) stages dv in the lo tile kR31 leaves unused");
+  if (kSt && (reinterpret_cast<std::uintptr_t>(c.dv) % 16 != 0 || reinterpret_cast<std::uintptr_t>(c.dk) % 16 != 0))
+    throw std::logic_error("linattn::cuda: bwd26_wy with staged stores writes dv and dk by 16 bytes: both must be "
+                           "16-byte aligned (backward_device requires it)");
+  auto kern = bwd26_wy<Tg, kDvP, kR31, kSt>;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kWyaSmem)));
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
                                           int(cudaSharedmemCarveoutMaxShared)));
@@ -377,6 +425,10 @@ void bwdc::bwd_v26_g2_planes(const BwdCall& c, bwdc::Profile& prof) {
 void bwdc::bwd_v31_g2(const BwdCall& c, bwdc::Profile& prof) {
   if (c.gate_dtype == 0) launch_wya<float, true, true>(c, prof);
   else launch_wya<bf16, true, true>(c, prof);
+}
+void bwdc::bwd_v33_g2(const BwdCall& c, bwdc::Profile& prof) {
+  if (c.gate_dtype == 0) launch_wya<float, true, true, true>(c, prof);
+  else launch_wya<bf16, true, true, true>(c, prof);
 }
 
 std::size_t bwd_v26_workspace_bytes(const KParams& p) { return bwd_v3_workspace_bytes(p); }

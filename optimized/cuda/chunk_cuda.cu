@@ -643,6 +643,7 @@ const char* bwd_version_name(BwdVersion v) {
     case BwdVersion::v30_dsw2: return "bwd_v30_dsw2";
     case BwdVersion::v31_dkbf16: return "bwd_v31_dkbf16";
     case BwdVersion::v32_g1stage: return "bwd_v32_g1stage";
+    case BwdVersion::v33_g2stage: return "bwd_v33_g2stage";
   }
   return "?";
 }
@@ -692,6 +693,7 @@ const BwdRung kBwdLadder[] = {
     {BwdVersion::v30_dsw2, detail::bwd_v30_workspace_bytes, detail::bwd_v30_launch},
     {BwdVersion::v31_dkbf16, detail::bwd_v31_workspace_bytes, detail::bwd_v31_launch},
     {BwdVersion::v32_g1stage, detail::bwd_v32_workspace_bytes, detail::bwd_v32_launch},
+    {BwdVersion::v33_g2stage, detail::bwd_v33_workspace_bytes, detail::bwd_v33_launch},
 };
 }  // namespace
 
@@ -712,13 +714,14 @@ const std::vector<BwdVersion>& saved_bwd_versions() {
                                             BwdVersion::v25_g1async, BwdVersion::v26_wyasync,
                                             BwdVersion::v27_dvplanes, BwdVersion::v28_sbf16,
                                             BwdVersion::v29_b1hi, BwdVersion::v30_dsw2, BwdVersion::v31_dkbf16,
-                                            BwdVersion::v32_g1stage};
+                                            BwdVersion::v32_g1stage, BwdVersion::v33_g2stage};
   return v;
 }
 
 bool bwd_reads_bf16_states(BwdVersion v) {
   return v == BwdVersion::best || v == BwdVersion::v28_sbf16 || v == BwdVersion::v29_b1hi ||
-         v == BwdVersion::v30_dsw2 || v == BwdVersion::v31_dkbf16 || v == BwdVersion::v32_g1stage;
+         v == BwdVersion::v30_dsw2 || v == BwdVersion::v31_dkbf16 || v == BwdVersion::v32_g1stage ||
+         v == BwdVersion::v33_g2stage;
 }
 
 namespace {
@@ -852,11 +855,11 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
               "intra rung or KP");
     }
     check_saved(fn, f, p.N, version, s, diff);
-    // bf16 states (forward_device's states_bf16): only rungs 28 to 32 (rung 28's G1' and its successors) read S as bf16
+    // bf16 states (forward_device's states_bf16): only rungs 28 to 33 (rung 28's G1' and its successors) read S as bf16
     if (s.s_bf16_ && s.states_ && !bwd_reads_bf16_states(version))
       fail(fn, "saved", std::string("a SavedForward whose states are float32 for ") + bwd_version_name(version) +
-                            " (bf16 states are read by rungs 28 to 32, bwd_v28_sbf16, bwd_v29_b1hi, bwd_v30_dsw2, "
-                            "bwd_v31_dkbf16 and bwd_v32_g1stage, and best, only)",
+                            " (bf16 states are read by rungs 28 to 33, bwd_v28_sbf16, bwd_v29_b1hi, bwd_v30_dsw2, "
+                            "bwd_v31_dkbf16, bwd_v32_g1stage and bwd_v33_g2stage, and best, only)",
            s.describe() + " (filled with states_bf16)");
     if (!s.states_) {
       call.saved_ws = s.buf_;

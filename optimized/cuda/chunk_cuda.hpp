@@ -143,7 +143,7 @@ class SavedForward;
 /// allows (DeltaNet, bf16 inputs, 16 <= K <= 128, K % 8 == 0, V % 8 == 0, H max(K, V, 64) < 2^25, num_chunks
 /// ceil(K / 64) < 2^31, q, k, v 16-byte aligned: bwd_v28_keeps_s_bf16; SavedForward::states_bf16() says whether it
 /// did; elsewhere float32 as without it). 268 MB less written at B=8 T=4096 H=16 K=V=128 (saving forward 1.049 -> 0.986 ms, and the
-/// fastest backward: best). Such an object is read by backward rungs 28 to 32 (32 is `best` since session 27; bwd_reads_bf16_states) only:
+/// fastest backward: best). Such an object is read by backward rungs 28 to 33 (32 is `best` since session 27; bwd_reads_bf16_states) only:
 /// backward_device refuses it for the others (linattn::Error naming 'saved').
 /// states_bf16 without with_states is a linattn::Error naming 'states_bf16'.
 void forward_device(const DeviceArgs& args, Version version, SavedForward* save, bool with_states = false,
@@ -382,9 +382,11 @@ enum class BwdVersion : int {
                        ///< whole 128-byte rows; bit for bit with v31. `best` since session 27: DeltaNet with bf16
                        ///< saved states 2.715-2.829 ms over five runs against fla's 2.836-2.838 (bwd_v32_g1stage.cu,
                        ///< RESULTS.md "Rung 32")
+  v33_g2stage = 33,    ///< v32 with G2''s dv and dk stored as whole rows too (through shared memory it leaves free); bit
+                       ///< for bit with v32. Written in session 27, not yet run on a GPU (bwd_v33_g2stage.cu)
 };
 
-/// Whether backward rung v reads a SavedForward whose states are bf16 (forward_device's states_bf16): rungs 28 to 32
+/// Whether backward rung v reads a SavedForward whose states are bf16 (forward_device's states_bf16): rungs 28 to 33
 /// and best (rung 32 since session 27). The others refuse such an object (backward_device).
 bool bwd_reads_bf16_states(BwdVersion v);
 
@@ -517,7 +519,7 @@ class SavedForward {
 
 /// The backward rungs that accept a SavedForward: those whose prepare writes forward rung 4's intra
 /// outputs (rung 4's intra kernel, or rung 7's for rungs 18 to 27 in their range and wherever v9_in_best; rung 7's
-/// kA kernel also writes lean_g) and, where v9_in_best, recomputes rung 9's lean states (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid, v18_lean, v19_dsbf16, v20_dvbf16, v21_duvsmem, v22_kq8, v23_dsone, v24_dswide, v25_g1async, v26_wyasync, v27_dvplanes, v28_sbf16, v29_b1hi, v30_dsw2, v31_dkbf16, v32_g1stage). Any other
+/// kA kernel also writes lean_g) and, where v9_in_best, recomputes rung 9's lean states (best, v5_levels_front, v6_tc_b9, v7_rowbase, v8_wide, v9_noextras, v10_split, v11_wyfast, v12_g1slab, v13_g1g2, v14_pchan, v15_hionly, v16_b9one, v17_hybrid, v18_lean, v19_dsbf16, v20_dvbf16, v21_duvsmem, v22_kq8, v23_dsone, v24_dswide, v25_g1async, v26_wyasync, v27_dvplanes, v28_sbf16, v29_b1hi, v30_dsw2, v31_dkbf16, v32_g1stage, v33_g2stage). Any other
 /// rung, and rung 5 with LINATTN_BWD5_V3_FRONT set (rung 3's intra kernel), is refused.
 const std::vector<BwdVersion>& saved_bwd_versions();
 

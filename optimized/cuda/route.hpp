@@ -6,7 +6,7 @@
 namespace linattn::cuda {
 
 /// The name that the last backward_device call on this thread passed to the split launcher (bwdc::bwd_split_launch,
-/// bwd_v10_split.cu: "bwd_v10" ... "bwd_v22", "bwd_v22_kq8", "bwd_v23", "bwd_v23_kq8", "bwd_v24", "bwd_v24_kq8", "bwd_v25_g1a", "bwd_v26_wya", "bwd_v27_dvp", "bwd_v28_sbf", "bwd_v29_b1h", "bwd_v30_dsw", "bwd_v31_dkh" and "bwd_v32_g1s", the rung whose G1 / G2 kernels ran), or "" if that call ran no split
+/// bwd_v10_split.cu: "bwd_v10" ... "bwd_v22", "bwd_v22_kq8", "bwd_v23", "bwd_v23_kq8", "bwd_v24", "bwd_v24_kq8", "bwd_v25_g1a", "bwd_v26_wya", "bwd_v27_dvp", "bwd_v28_sbf", "bwd_v29_b1h", "bwd_v30_dsw", "bwd_v31_dkh", "bwd_v32_g1s" and "bwd_v33_g2s", the rung whose G1 / G2 kernels ran), or "" if that call ran no split
 /// kernels (KDA, GDN2, rungs below 10, calls outside the split kernels' range, no chunks to launch).
 const char* last_backward_split_route();
 

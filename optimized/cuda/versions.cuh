@@ -322,6 +322,11 @@ void bwd_v31_launch(const BwdCall& c);
 std::size_t bwd_v32_workspace_bytes(const KParams& p);
 void bwd_v32_launch(const BwdCall& c);
 
+// bwd_v33_g2stage.cu (rung 32 with G2''s dv and dk stored as whole rows through free shared memory; bit for bit with
+// rung 32; elsewhere rung 32).
+std::size_t bwd_v33_workspace_bytes(const KParams& p);
+void bwd_v33_launch(const BwdCall& c);
+
 // Reused by the backward's rung 3 from the forward's tensor-core rungs (bf16 inputs, 16 <= K <= 128;
 // c.p.ws is the tensor-core workspace of tc_common.cuh, V2Ws):
 /// v3_async.cu: v3's intra-chunk kernel, which also writes A = (I + L)^-1 of every chunk to a_out

@@ -163,7 +163,10 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     the WY-side one multiplying dv_new's bf16 part only, as fla's kernels do; not bit for bit with
     rung 29, held to the same bounds against the float64 reference),
     'bwd_v32_g1stage' (rung 31 with the state-side gradient kernel writing its bf16 outputs as whole
-    rows through shared memory; rung 31's gradients bit for bit by design).
+    rows through shared memory; rung 31's gradients bit for bit by design; the one 'best' picks since
+    session 27),
+    'bwd_v33_g2stage' (rung 32 with the WY-side gradient kernel writing dv and dk as whole rows too;
+    rung 32's gradients bit for bit by design).
     output_final_state is accepted and ignored."""
     who = "linattn.cuda.chunk_backward"
     _check_gates(who, op, {"g": g, "beta": beta, "b": b, "w": w})

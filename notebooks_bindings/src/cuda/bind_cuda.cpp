@@ -54,7 +54,8 @@ cuda::BwdVersion parse_bwd_version(const std::string& fn, const std::string& nam
                              cuda::BwdVersion::v25_g1async, cuda::BwdVersion::v26_wyasync,
                              cuda::BwdVersion::v27_dvplanes, cuda::BwdVersion::v28_sbf16,
                              cuda::BwdVersion::v29_b1hi, cuda::BwdVersion::v30_dsw2,
-                             cuda::BwdVersion::v31_dkbf16, cuda::BwdVersion::v32_g1stage})
+                             cuda::BwdVersion::v31_dkbf16, cuda::BwdVersion::v32_g1stage,
+                             cuda::BwdVersion::v33_g2stage})
     if (name == cuda::bwd_version_name(v)) return v;
   fail(fn, "version",
        "one of 'best', 'bwd_v1_simple', 'bwd_v2_tensorcore', 'bwd_v3_async', 'bwd_v4_tc_tail', "
@@ -62,7 +63,7 @@ cuda::BwdVersion parse_bwd_version(const std::string& fn, const std::string& nam
        "'bwd_v10_split', 'bwd_v11_wyfast', 'bwd_v12_g1slab', 'bwd_v13_g1g2', 'bwd_v14_pchan', 'bwd_v15_hionly', "
        "'bwd_v16_b9one', 'bwd_v17_hybrid', 'bwd_v18_lean', 'bwd_v19_dsbf16', 'bwd_v20_dvbf16', 'bwd_v21_duvsmem', 'bwd_v22_kq8', 'bwd_v23_dsone', "
        "'bwd_v24_dswide', 'bwd_v25_g1async', 'bwd_v26_wyasync', 'bwd_v27_dvplanes', 'bwd_v28_sbf16', 'bwd_v29_b1hi', 'bwd_v30_dsw2', "
-       "'bwd_v31_dkbf16', 'bwd_v32_g1stage'",
+       "'bwd_v31_dkbf16', 'bwd_v32_g1stage', 'bwd_v33_g2stage'",
        "'" + name + "'");
 }
 

@@ -987,6 +987,12 @@ MUTANTS = [
      "      if (i >= Lc || d >= K) continue;",
      "      if (i >= Lc - (p.mutant == 308 && i > 0 ? 1 : 0) || d >= K) continue;",
      "bwd v32: G1''s staged copy-out skips each chunk's last row (dq, dk_part, dw_aux of that token never written)"),
+    # Session 27: backward rung 33 (bwd_v33_g2stage.cu: G2''s dv and dk staged and stored as whole rows). Must fail
+    # test_cuda_backward's "CUDA v33 gradients equal v32 gradients bit for bit" (written before any GPU run).
+    (309, "optimized/cuda/bwd_v26_wyasync.cu",
+     "      if (kSt && s > 0) copy_dv(vv - 64);",
+     "      if (kSt && s > 0 && p.mutant != 309) copy_dv(vv - 64);",
+     "bwd v33: G2' never copies out the staged dv of every value slab but the last (dv of those columns never written)"),
 ]
 
 HOOKS = [
