@@ -310,7 +310,7 @@ __global__ void __launch_bounds__(kThreads, 2) bwd26_wy(KParams p, bwdc::BwdOut 
   for (int ks = 0; ks < nKs; ++ks) {
     const int kk = 64 * ks;
     const bf16* sk = ks == 0 ? sK0 : sK1;
-    float* dE = sdE + ks * C * C;  // (kSt: dk is staged over it)
+    float* const dE = sdE + ks * C * C;  // (kSt: dk is staged over it)
     // dk_part of this slab's 16 pairs, loaded before the products (rung 11 loads them after, two column groups at once)
     float2 dkp[4][2];
 #pragma unroll
