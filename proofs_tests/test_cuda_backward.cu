@@ -2120,24 +2120,30 @@ std::string v32_route(const Case& c, Op op) {
   const std::string r = v31_route(c, op);
   return r == "bwd_v31_dkh" ? "bwd_v32_g1s" : r;
 }
-/// Rung 32 against rung 31 bit for bit (check_rungs_agree: every gradient, dh0 included, finite, NaN-filled workspaces
-/// between the rungs), each call's route and dstates width (rung 24's pick) checked. Returns how many calls took rung
-/// 32's own route.
-int check_v32_equals_v31(const std::vector<Case>& cases, const std::vector<Op>& ops) {
+/// `ver` against `base` bit for bit (check_rungs_agree: every gradient, dh0 included, finite, NaN-filled workspaces
+/// between the rungs) with LINATTN_BWD3_BV unset, each call's route (`route_of`) and dstates width (rung 24's pick)
+/// checked. Returns how many calls took `ver`'s own route `own`.
+int check_bits_at_default_width(cuda::BwdVersion base, cuda::BwdVersion ver, const std::string& own,
+                                std::string (*route_of)(const Case&, Op), const std::vector<Case>& cases,
+                                const std::vector<Op>& ops) {
   EnvRestore keep_bv("LINATTN_BWD3_BV"), keep_vf("LINATTN_BWD3_VFIRST");
   unsetenv("LINATTN_BWD3_BV");
   unsetenv("LINATTN_BWD3_VFIRST");
   const int sms = device_sm_count();
-  int own = 0;
-  check_rungs_agree(cuda::BwdVersion::v31_dkbf16, cuda::BwdVersion::v32_g1stage, cases, ops, 0, /*require_finite=*/true,
-                    /*poison_between=*/true,
+  int n_own = 0;
+  check_rungs_agree(base, ver, cases, ops, 0, /*require_finite=*/true, /*poison_between=*/true,
                     [&](const Case& c, Op op) {
-                      const std::string r = v32_route(c, op);
-                      own += r == "bwd_v32_g1s";
+                      const std::string r = route_of(c, op);
+                      n_own += r == own;
                       return r;
                     },
                     [&](const Case& c, Op op) { return v24_grid(c, op, "", sms); });
-  return own;
+  return n_own;
+}
+/// Rung 32 against rung 31 bit for bit (check_bits_at_default_width).
+int check_v32_equals_v31(const std::vector<Case>& cases, const std::vector<Op>& ops) {
+  return check_bits_at_default_width(cuda::BwdVersion::v31_dkbf16, cuda::BwdVersion::v32_g1stage, "bwd_v32_g1s",
+                                     v32_route, cases, ops);
 }
 }  // namespace
 
@@ -2179,24 +2185,10 @@ std::string v33_route(const Case& c, Op op) {
   const std::string r = v32_route(c, op);
   return r == "bwd_v32_g1s" ? "bwd_v33_g2s" : r;
 }
-/// Rung 33 against rung 32 bit for bit (check_rungs_agree: every gradient, dh0 included, finite, NaN-filled workspaces
-/// between the rungs), each call's route and dstates width (rung 24's pick) checked. Returns how many calls took rung
-/// 33's own route.
+/// Rung 33 against rung 32 bit for bit (check_bits_at_default_width).
 int check_v33_equals_v32(const std::vector<Case>& cases, const std::vector<Op>& ops) {
-  EnvRestore keep_bv("LINATTN_BWD3_BV"), keep_vf("LINATTN_BWD3_VFIRST");
-  unsetenv("LINATTN_BWD3_BV");
-  unsetenv("LINATTN_BWD3_VFIRST");
-  const int sms = device_sm_count();
-  int own = 0;
-  check_rungs_agree(cuda::BwdVersion::v32_g1stage, cuda::BwdVersion::v33_g2stage, cases, ops, 0,
-                    /*require_finite=*/true, /*poison_between=*/true,
-                    [&](const Case& c, Op op) {
-                      const std::string r = v33_route(c, op);
-                      own += r == "bwd_v33_g2s";
-                      return r;
-                    },
-                    [&](const Case& c, Op op) { return v24_grid(c, op, "", sms); });
-  return own;
+  return check_bits_at_default_width(cuda::BwdVersion::v32_g1stage, cuda::BwdVersion::v33_g2stage, "bwd_v33_g2s",
+                                     v33_route, cases, ops);
 }
 }  // namespace
 

@@ -366,13 +366,19 @@ void bwd_v28_g1(const BwdCall& c, Profile& prof);
 void bwd_v31_g1(const BwdCall& c, Profile& prof);
 void bwd_v31_g1_f32s(const BwdCall& c, Profile& prof);
 void bwd_v31_g2(const BwdCall& c, Profile& prof);
-/// Rung 32's G1' (bwd_v32_g1stage.cu): bwd_v31_g1 (or, for a saved forward's float32 S, bwd_v31_g1_f32s) with dq,
-/// dk_part and dw_aux staged in shared memory and stored as 16-byte row segments (bwd25_g1's kStE), where out.dq is
-/// 16-byte aligned; the same values.
+/// Rung 32's G1' (bwd_v32_g1stage.cu): bwd_v31_g1 and bwd_v31_g1_f32s with dq, dk_part and dw_aux staged in shared
+/// memory and stored as 16-byte row segments (bwd25_g1's kStE); the same values.
 void bwd_v32_g1(const BwdCall& c, Profile& prof);
+void bwd_v32_g1_f32s(const BwdCall& c, Profile& prof);
 /// Rung 33's G2' (bwd_v33_g2stage.cu): bwd_v31_g2 with dv and dk stored as 16-byte row segments through free shared
 /// memory (bwd26_wy's kSt); the same values.
 void bwd_v33_g2(const BwdCall& c, Profile& prof);
+/// The DeltaNet route of rungs 31 to 33 (bwd_v31_dkbf16.cu), for a call inside rung 29's own range (the caller checks
+/// it and falls back otherwise): rung 29's front (the dstates kernel's B1 on dS''s hi part, dv_new as planes; not rung
+/// 30's two stages), then g1 where S is bf16 (the saving forward's, or the front's states kernel stores it so) or g1_f32s
+/// where a saved forward kept float32 S, then g2; profiled as `name`.
+void dn_b1hi_split_launch(const BwdCall& c0, const char* name, void (*g1)(const BwdCall&, Profile&),
+                          void (*g1_f32s)(const BwdCall&, Profile&), void (*g2)(const BwdCall&, Profile&));
 
 // ------------------------------------------------------------------------------------------------
 // Rung 2's chunk-gradient kernel bwd_grads_tc (B2, B4-B11 per (chunk, head); bwd_v2_tensorcore.cu's

@@ -114,7 +114,8 @@ __device__ __forceinline__ void issue_slab(bf16* tDo, bf16* tDs, bf16* tDv, bf16
 /// kStE (rung 32, bwd_v32_g1stage.cu; with kDkH): the three bf16 outputs dw_aux, dq and dk_part go through tiles of the
 /// free set (the last value slab's, read by nothing after its products) and leave as 16-byte row segments (a warp
 /// writes whole 128-byte rows) instead of 4-byte pairs (16 bytes per row and instruction, half a sector); the same
-/// bf16_rn values, so bit for bit with kStE = false. Needs out.dq 16-byte aligned (bwd_v32_g1 checks it).
+/// bf16_rn values, so bit for bit with kStE = false. Needs out.dq 16-byte aligned (backward_device requires it;
+/// launch_g1a checks it again).
 template <bool kDwaH, bool kSh = false, bool kDkH = false, bool kStE = false>
 __global__ void __launch_bounds__(kThreads, 2) bwd25_g1(KParams p, bwdc::BwdOut out) {
   using bwdc::gemm64;
@@ -289,7 +290,7 @@ void launch_g1a(const BwdCall& c, bwdc::Profile& prof) {
   static_assert(!kStE || kDkH, "kStE (rung 32) stages bf16 outputs only: with kDkH");
   if (kStE && reinterpret_cast<std::uintptr_t>(c.dq) % 16 != 0)
     throw std::logic_error("linattn::cuda: bwd25_g1 with staged stores writes dq by 16 bytes: dq must be 16-byte "
-                           "aligned (bwd_v32_g1 checks it)");
+                           "aligned (backward_device requires it)");
   auto kern = bwd25_g1<kDwaH, kSh, kDkH, kStE>;
   constexpr std::size_t smem = G1aLayout<kSh>::kSmem;
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -326,16 +327,12 @@ void bwdc::bwd_v31_g1(const BwdCall& c, bwdc::Profile& prof) {
 }
 void bwdc::bwd_v31_g1_f32s(const BwdCall& c, bwdc::Profile& prof) { launch_g1a<true, false, true>(c, prof); }
 void bwdc::bwd_v32_g1(const BwdCall& c, bwdc::Profile& prof) {
-  const bool al = reinterpret_cast<std::uintptr_t>(c.dq) % 16 == 0;  // else rung 31's stores: the same values
-  if (!c.saved_states || c.s_bf16) {
-    if (!c.s_bf16)
-      throw std::logic_error("linattn::cuda: bwd_v32_g1 reads S as bf16 unless a saved forward kept float32 S "
-                             "(BwdCall::s_bf16)");
-    al ? launch_g1a<true, true, true, true>(c, prof) : launch_g1a<true, true, true>(c, prof);
-  } else {
-    al ? launch_g1a<true, false, true, true>(c, prof) : launch_g1a<true, false, true>(c, prof);
-  }
+  if (!c.s_bf16)
+    throw std::logic_error("linattn::cuda: bwd_v32_g1 reads S as bf16: the front (or the saving forward) must have "
+                           "stored it so (BwdCall::s_bf16)");
+  launch_g1a<true, true, true, true>(c, prof);
 }
+void bwdc::bwd_v32_g1_f32s(const BwdCall& c, bwdc::Profile& prof) { launch_g1a<true, false, true, true>(c, prof); }
 
 std::size_t bwd_v25_workspace_bytes(const KParams& p) { return bwd_v3_workspace_bytes(p); }
 

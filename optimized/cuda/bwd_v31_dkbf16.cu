@@ -30,17 +30,22 @@ namespace linattn::cuda::detail {
 
 std::size_t bwd_v31_workspace_bytes(const KParams& p) { return bwd_v29_workspace_bytes(p); }
 
-void bwd_v31_launch(const BwdCall& c0) {
-  if (c0.p.N == 0 || !bwdc::in_rung18_range(c0) || !bwdc::g1a_ok(c0)) return bwd_v29_launch(c0);  // rung 29's fallbacks
+void bwdc::dn_b1hi_split_launch(const BwdCall& c0, const char* name, void (*g1)(const BwdCall&, Profile&),
+                                void (*g1_f32s)(const BwdCall&, Profile&), void (*g2)(const BwdCall&, Profile&)) {
   BwdCall c = c0;
-  c.ds_b1_hi = true;   // rung 29's dstates kernel (B1 on dS''s hi part)
-  c.ds_w2 = false;     // not rung 30's two-stage variant (it measured no faster: RESULTS.md, "Rung 30")
-  // As rung 29: float32 saved S (a saving forward without states_bf16) is read by rung 27's G1' (with kDkH here), else
+  c.ds_b1_hi = true;  // rung 29's dstates kernel (B1 on dS''s hi part)
+  c.ds_w2 = false;    // not rung 30's two-stage variant (it measured no faster: RESULTS.md, "Rung 30")
+  // As rung 29: float32 saved S (a saving forward without states_bf16) is read by g1_f32s (rung 27's S handling), else
   // S is bf16 (the saving forward's, or the front's states kernel stores it so).
   const bool f32_saved = c0.saved_states && !c0.s_bf16;
   if (!f32_saved) c.s_bf16 = true;
-  bwdc::bwd_split_launch(c, "bwd_v31_dkh", f32_saved ? bwdc::bwd_v31_g1_f32s : bwdc::bwd_v31_g1, bwdc::bwd_v31_g2,
-                         /*g_only=*/true, /*ds_bf16=*/true, /*dv_bf16=*/true, bwdc::DsPick::wide, /*dv_planes=*/true);
+  bwd_split_launch(c, name, f32_saved ? g1_f32s : g1, g2, /*g_only=*/true, /*ds_bf16=*/true, /*dv_bf16=*/true,
+                   DsPick::wide, /*dv_planes=*/true);
+}
+
+void bwd_v31_launch(const BwdCall& c0) {
+  if (c0.p.N == 0 || !bwdc::in_rung18_range(c0) || !bwdc::g1a_ok(c0)) return bwd_v29_launch(c0);  // rung 29's fallbacks
+  bwdc::dn_b1hi_split_launch(c0, "bwd_v31_dkh", bwdc::bwd_v31_g1, bwdc::bwd_v31_g1_f32s, bwdc::bwd_v31_g2);
 }
 
 }  // namespace linattn::cuda::detail

@@ -9,10 +9,10 @@
 // bf16_rn as before, into three tiles of the value-slab set nothing reads any more (the last slab's), and copies them
 // out as 16-byte row segments: a warp's instruction writes four whole 128-byte rows.
 //
-// What changes against rung 31: G1' is bwd_v32_g1 (rung 31's kernels with kStE); the rest is rung 31's. The same values
-// in the same places: every gradient equals rung 31's bit for bit (proofs_tests/test_cuda_backward.cu, "CUDA v32
-// gradients equal v31 gradients bit for bit"). Where out.dq is not 16-byte aligned, bwd_v32_g1 runs rung 31's G1'
-// (4-byte pair stores; the same values).
+// What changes against rung 31: G1' is bwd_v32_g1 / bwd_v32_g1_f32s (rung 31's kernels with kStE); the rest is rung
+// 31's. The same values in the same places: every gradient equals rung 31's bit for bit (proofs_tests/
+// test_cuda_backward.cu, "CUDA v32 gradients equal v31 gradients bit for bit"). The 16-byte stores need dq 16-byte
+// aligned, which backward_device requires of every gradient.
 //
 // Range: rung 31's; elsewhere rung 31 (i.e. 29, 28, ...). Reads rung 28's bf16 saved states and float32 ones.
 // Workspace: rung 31's.
@@ -24,13 +24,7 @@ std::size_t bwd_v32_workspace_bytes(const KParams& p) { return bwd_v31_workspace
 
 void bwd_v32_launch(const BwdCall& c0) {
   if (c0.p.N == 0 || !bwdc::in_rung18_range(c0) || !bwdc::g1a_ok(c0)) return bwd_v31_launch(c0);  // rung 31's fallbacks
-  BwdCall c = c0;
-  c.ds_b1_hi = true;  // rung 29's dstates kernel
-  c.ds_w2 = false;
-  const bool f32_saved = c0.saved_states && !c0.s_bf16;  // bwd_v32_g1 picks rung 27's or rung 28's S handling
-  if (!f32_saved) c.s_bf16 = true;
-  bwdc::bwd_split_launch(c, "bwd_v32_g1s", bwdc::bwd_v32_g1, bwdc::bwd_v31_g2, /*g_only=*/true, /*ds_bf16=*/true,
-                         /*dv_bf16=*/true, bwdc::DsPick::wide, /*dv_planes=*/true);
+  bwdc::dn_b1hi_split_launch(c0, "bwd_v32_g1s", bwdc::bwd_v32_g1, bwdc::bwd_v32_g1_f32s, bwdc::bwd_v31_g2);
 }
 
 }  // namespace linattn::cuda::detail

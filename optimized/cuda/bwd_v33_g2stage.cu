@@ -23,13 +23,7 @@ std::size_t bwd_v33_workspace_bytes(const KParams& p) { return bwd_v32_workspace
 
 void bwd_v33_launch(const BwdCall& c0) {
   if (c0.p.N == 0 || !bwdc::in_rung18_range(c0) || !bwdc::g1a_ok(c0)) return bwd_v32_launch(c0);  // rung 32's fallbacks
-  BwdCall c = c0;
-  c.ds_b1_hi = true;  // rung 29's dstates kernel
-  c.ds_w2 = false;
-  const bool f32_saved = c0.saved_states && !c0.s_bf16;  // bwd_v32_g1 picks rung 27's or rung 28's S handling
-  if (!f32_saved) c.s_bf16 = true;
-  bwdc::bwd_split_launch(c, "bwd_v33_g2s", bwdc::bwd_v32_g1, bwdc::bwd_v33_g2, /*g_only=*/true, /*ds_bf16=*/true,
-                         /*dv_bf16=*/true, bwdc::DsPick::wide, /*dv_planes=*/true);
+  bwdc::dn_b1hi_split_launch(c0, "bwd_v33_g2s", bwdc::bwd_v32_g1, bwdc::bwd_v32_g1_f32s, bwdc::bwd_v33_g2);
 }
 
 }  // namespace linattn::cuda::detail
