@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# optimized/cuda/bench/pending_device_run.sh -- the device calls waiting after session 27.
+# Session 27 made rung 32 (bwd_v32_g1stage.cu: rung 29 with bf16 dk_part, G2' on dv_new's hi plane, G1''s bf16 outputs
+# stored as whole rows) `best` and ran every rung 30, 31 and 32 test, their mutants, every test_cuda_saved case and the
+# test_cuda_backward cases that run `best` (logs_session27/). Then it wrote rung 33 (bwd_v33_g2stage.cu: G2''s dv and dk
+# as whole rows too, bit for bit with rung 32), which has never run on a GPU, and two review additions to the tests
+# (rung 31's fixed-case check also requires dv to differ from rung 29's; the bf16-states saved test at K = 128, V = 136).
+# What waits:
+# STEP=1 (about 300 s): every rung 33 test, its sanitizer case under memcheck and racecheck, mutant 309 against its bit
+#   test (with .cudabin/mut.tar.xz: make_mutants.py's test_cuda_backward), rung 31's fixed-case test (the review's dv
+#   check), every test_cuda_saved case, then DeltaNet forward + backward with fla beside rungs 32 and 33, three times
+#   each (if rung 33 is faster, make it `best`: chunk_cuda.cu, test_cuda_saved's best checks).
+# STEP=2 (bound 575 s): every test_cuda_backward case but rung 24's SM-sized reference test: the three long shared
+#   fixed-case tests ("exact at the tuned and the largest head sizes", "66 sequences of two heads", "K = V = 128 with 64
+#   and 32 column value tiles") have not run with rungs 31-33 in kRungs.
+# STEP=3: rung 24's SM-sized reference test (214 s in session 26), then every operator's forward + backward with fla
+#   (GDN, KDA, GDN2 with `best`; fla's Triton kernels compile in the process on a fresh machine: allow 300 s).
+# Needs .cudabin/bins.tar.xz (test_cuda_backward, test_cuda_saved, liblinattn_cuda_capi.so, stripped) built at HEAD on
+# this machine (a new checkout has none: cmake --preset cuda, build, strip, xz -9e) and, for STEP=1, .cudabin/mut.tar.xz
+# (make_mutants.py, then its test_cuda_backward stripped), and .fla (git archive bc3b101 fla of
+# fla-org/flash-linear-attention). Carry [".cudabin", ".fla"] (under 64 MiB together).
+# Usage on the device: OUT=$OUT STEP=1 bash optimized/cuda/bench/pending_device_run.sh
+set -u
+OUT=${OUT:-/tmp/out}; END=${END:-585}; STEP=${STEP:-1}
+source optimized/cuda/bench/call_lib.sh
+unpack
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version --format=csv > /tmp/l/env.log
+B=/tmp/b/test_cuda_backward
+CS=$(ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || which compute-sanitizer)
+if [ "$STEP" = 1 ]; then
+  timeout $(left 120) $B -w NoTests --durations yes "CUDA v33*" > /tmp/l/v33.log 2>&1
+  note "rung 33 tests rc $?: $(res /tmp/l/v33.log)"
+  grep -E "FAILED|with expansion" /tmp/l/v33.log | head -20 >> /tmp/l/summary.log
+  timeout $(left 60) $CS --tool memcheck $B "CUDA v33 on small cases for the sanitizers" > /tmp/l/v33_memcheck.log 2>&1
+  note "memcheck rc $?: $(grep -E 'ERROR SUMMARY' /tmp/l/v33_memcheck.log | tail -1)"
+  timeout $(left 90) $CS --tool racecheck $B "CUDA v33 on small cases for the sanitizers" > /tmp/l/v33_racecheck.log 2>&1
+  note "racecheck rc $?: $(grep -E 'RACECHECK SUMMARY' /tmp/l/v33_racecheck.log | tail -1)"
+  if [ -f .cudabin/mut.tar.xz ]; then
+    mkdir -p /tmp/m && tar -xJf .cudabin/mut.tar.xz -C /tmp/m
+    for m in 309 0; do
+      if [ $m = 0 ]; then unset LINATTN_MUTANT; else export LINATTN_MUTANT=$m; fi
+      timeout $(left 60) /tmp/m/test_cuda_backward -w NoTests "CUDA v33 gradients equal v32 gradients bit for bit" > /tmp/l/mut_$m.log 2>&1
+      note "mutant $m rc $?: $(res /tmp/l/mut_$m.log)"
+    done
+    unset LINATTN_MUTANT
+  fi
+  timeout $(left 100) $B -w NoTests --durations yes "CUDA v31 bf16 hand-over keeps every gradient*" > /tmp/l/v31_fixed.log 2>&1
+  note "rung 31's fixed-case test rc $?: $(res /tmp/l/v31_fixed.log)"
+  timeout $(left 100) /tmp/b/test_cuda_saved -w NoTests --durations yes > /tmp/l/saved.log 2>&1
+  note "test_cuda_saved rc $?: $(res /tmp/l/saved.log)"
+  grep -E "FAILED|with expansion" /tmp/l/saved.log | head -20 >> /tmp/l/summary.log
+  cp /tmp/l/summary.log "$OUT/"
+  timeout $(left 200) python3 optimized/cuda/bench/bench_backward.py --lib /tmp/b/liblinattn_cuda_capi.so --fla .fla \
+    --shapes 8x4096x16x128x128 --ops delta_rule --bwd-versions 32,33,32,33,32,33 --rep 50 --json /tmp/l/bench_dn.json \
+    > /tmp/l/bench_dn.log 2>&1
+  note "bench_backward delta_rule 32,33 x3 with fla rc $?"
+  grep -E "fla forward|saved states bf16\) v|kernels" /tmp/l/bench_dn.log | grep -v "^summary" | cut -c1-200 >> /tmp/l/summary.log
+elif [ "$STEP" = 2 ]; then
+  timeout $(left 575) $B -w NoTests --durations yes "~CUDA v24 with its own widths*" > /tmp/l/backward_all.log 2>&1
+  note "test_cuda_backward (all but rung 24's SM-sized reference test) rc $?: $(res /tmp/l/backward_all.log)"
+  grep -E "FAILED|with expansion" /tmp/l/backward_all.log | head -20 >> /tmp/l/summary.log
+else
+  timeout $(left 250) $B -w NoTests --durations yes "CUDA v24 with its own widths*" > /tmp/l/backward_v24w.log 2>&1
+  note "rung 24's SM-sized reference test rc $?: $(res /tmp/l/backward_v24w.log)"
+  cp /tmp/l/summary.log "$OUT/"
+  timeout $(left 300) python3 optimized/cuda/bench/bench_backward.py --lib /tmp/b/liblinattn_cuda_capi.so --fla .fla \
+    --shapes 8x4096x16x128x128 --ops gated_delta_rule,kda,gdn2 --bwd-versions 0 --rep 20 --json /tmp/l/bench_ops.json \
+    > /tmp/l/bench_ops.log 2>&1
+  note "bench_backward gdn, kda, gdn2 best with fla rc $?"
+  grep -E "backward|saving|fla" /tmp/l/bench_ops.log | grep -v "^summary\|kernels" | cut -c1-230 >> /tmp/l/summary.log
+fi
+finish
