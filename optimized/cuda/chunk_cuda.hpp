@@ -22,7 +22,7 @@
 // Training (issue 6): forward_device(args, version, &saved) is a forward that also keeps, in a
 // SavedForward, what the backward's first kernel ("prepare": the forward's rung 4 intra-chunk
 // kernel launched again with A, and the lean_g rung 9's state kernel reads) would recompute; backward_device(args, version, &saved) then skips
-// that kernel (the rungs of saved_bwd_versions(): best and 5-18) and gives the same gradients bit for
+// that kernel (the rungs of saved_bwd_versions(): best and 5-33) and gives the same gradients bit for
 // bit. See SavedForward below for what it holds, its memory (0.82 GiB at B=8 T=4096 H=16 K=V=128),
 // its checks and its stream ordering.
 #pragma once
@@ -216,18 +216,17 @@ ref::RecurrentOutput<float> chunk_gdn2(const Tensor<float>& q, const Tensor<floa
 // float32 (cumulative log-decays in float64) whatever the input type.
 // ------------------------------------------------------------------------------------------------
 
-/// The rungs of the backward ladder. `best` picks v26_wyasync since session 24 (v24_dswide in session 23, v22_kq8 in sessions 21-22, v21_duvsmem in session 20, v20_dvbf16 in
-/// session 19, v19_dsbf16 in session 18, v18_lean in sessions 11-17):
-/// v17_hybrid (DeltaNet and GDN on v13_g1g2's split kernels, KDA and GDN2 on v8_wide's, each with one bf16
-/// MMA per product except the two products whose float32 operand keeps its lo part) with DeltaNet's and
-/// GDN's E, Qg, Kd formed in the split kernels (v18) and DeltaNet's dS' handed from the dstates kernel to
-/// the state-side one in bf16 (v19), and GDN's dv_new too (v20), bit for bit with v17, and dbeta's du0 v terms formed
-/// on chip in the WY-side kernel (v21: dbeta in another float32 summation order), and the state-side kernel's k, q
-/// slabs staged by 16-byte octets (v22, bit for bit with v21), and the dstates kernel's value columns per block
-/// (up to a head's 128) picked by a wave-count model (v24, bit for bit with v22), and DeltaNet's two gradient kernels
-/// loading their operands by cp.async ahead of their products (v25, v26, bit for bit with v24); like v3_async to v17 it runs
-/// v2_tensorcore outside its range: float32 inputs, K < 16 or K > 128; RESULTS.md "Rung 17" to "Rung 21", sessions
-/// 10-11 and 18-20 on the H200).
+/// The rungs of the backward ladder. `best` picks v32_g1stage since session 27 (earlier: v29_b1hi in session 26,
+/// v28_sbf16 in session 25, v26_wyasync in session 24, v24_dswide in session 23, v22_kq8 in sessions 21-22,
+/// v21_duvsmem in session 20, v20_dvbf16 in session 19, v19_dsbf16 in session 18, v18_lean in sessions 11-17).
+/// Its path: KDA and GDN2 run v17_hybrid (v8_wide's chunk-gradient kernel with one bf16 MMA per product except the
+/// two products whose float32 operand keeps its lo part); GDN runs v24_dswide (v13_g1g2's split kernels forming E,
+/// Qg, Kd themselves, dv_new handed over in bf16, the dstates kernel's value columns by a wave-count model);
+/// DeltaNet runs the chain v25 -> v26 (cp.async operand loads), v27 -> v28 (dv_new and the chunk states as bf16
+/// planes), v29 (B1 on dS''s bf16 hi part), v31 (dk_part in bf16, G2' on dv_new's hi plane), v32 (G1''s bf16
+/// outputs stored as whole rows). Each rung's line below says what it changes and whether it is bit for bit with
+/// the one it builds on. Like v3_async to v17, every rung runs v2_tensorcore outside its range: float32 inputs,
+/// K < 16 or K > 128 (RESULTS.md, one section per rung, on the H200).
 enum class BwdVersion : int {
   best = 0,
   v1_simple = 1,     ///< four plain FFMA kernels (prepare; states; state gradients; chunk gradients)
