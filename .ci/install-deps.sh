@@ -19,9 +19,9 @@ fi
 
 # Python packages: numpy (the bindings), pytest + hypothesis (Python tests and the harness),
 # nbclient/nbformat/ipykernel (the notebooks run in CI), matplotlib (walkthroughs/plot_results.py and
-# notebook 05's plots). pybind11 and scikit-build-core are fetched
-# by pip's build isolation when the module is installed.
-PY_PACKAGES=(numpy pytest hypothesis nbclient nbformat ipykernel matplotlib)
+# notebook 05's plots), ml_dtypes (NumPy's bfloat16: the harness tests check that bf16 arrays get the 16-bit
+# tolerance). pybind11 and scikit-build-core are fetched by pip's build isolation when the module is installed.
+PY_PACKAGES=(numpy pytest hypothesis nbclient nbformat ipykernel matplotlib ml_dtypes)
 if ((${#PY_PACKAGES[@]})); then
   py_missing=()
   for p in "${PY_PACKAGES[@]}"; do

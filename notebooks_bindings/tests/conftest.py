@@ -14,7 +14,8 @@ def np_recurrent(op, q, k, v, g=None, beta=None, b=None, w=None, scale=None, ini
     GDN2: S = S~ + k (w*v - S~^T (b*k))^T (Eq.24 transposed); o_t = S_t^T (scale q_t) (Eq.8).
     bug: None, or a deliberate mistake for the harness tests: 'decay_after_error' (the error read
     from the undecayed state, then the decay: the wrong GDN of SPEC section 2) or 'transposed_read'
-    (o_t = S_t (scale q_t), which type-checks only when K == V)."""
+    (o_t = S_t (scale q_t), which type-checks only when K == V) or 'state_lost_between_chunks' (a chunked
+    kernel that starts every 64-token chunk after the first from a zero state)."""
     B, T, H, K = q.shape
     V = v.shape[3]
     scale = K ** -0.5 if scale is None else scale
@@ -26,6 +27,8 @@ def np_recurrent(op, q, k, v, g=None, beta=None, b=None, w=None, scale=None, ini
         for h in range(H):
             S = np.zeros((K, V)) if initial_state is None else np.array(initial_state[n, h], dtype=np.float64)
             for t in range(t0, t1):
+                if bug == "state_lost_between_chunks" and t > t0 and (t - t0) % 64 == 0:
+                    S = np.zeros((K, V))
                 kt, vt = k[bb, t, h].astype(np.float64), v[bb, t, h].astype(np.float64)
                 v_bar_undecayed = S.T @ kt
                 if op in ("gated_delta_rule",):

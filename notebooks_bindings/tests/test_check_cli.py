@@ -1,5 +1,6 @@
-"""python -m linattn.check: exit 0 with PASS for correct outputs, 1 with FAIL (and the worst
-elements) for wrong values, shapes or NaN, 2 for unusable input (missing or unknown keys)."""
+"""python -m linattn.check: exit 0 with PASS for correct outputs and gradients, 1 with FAIL (and the
+worst elements) for wrong values, shapes or NaN, 2 for unusable input (missing or unknown keys,
+raw bf16 arrays, Python objects), with messages that say what to do."""
 import subprocess
 import sys
 
@@ -51,7 +52,7 @@ def test_cli_fails_nan_and_wrong_shapes_and_honours_the_tolerance(tmp_path):
     bad = o.copy()
     bad[0, 0, 0, 0] = np.nan
     code, out = run_check(tmp_path, "kda", npz_inputs(inp), {"o": bad})
-    assert code == 1 and "1 NaN" in out and "final_state: not given" in out
+    assert code == 1 and "1 NaN" in out and "final_state: not compared" in out
     code, out = run_check(tmp_path, "kda", npz_inputs(inp), {"o": o, "final_state": S.transpose(0, 1, 3, 2)})
     assert code == 1 and "final_state: shape mismatch" in out
     noisy = (o * (1 + 1e-4)).astype(np.float32)
@@ -79,3 +80,57 @@ def test_cli_checks_softmax_attention(tmp_path, rng):
     o = linattn.naive_softmax_attn(q, k, v)
     assert run_check(tmp_path, "softmax_attn", {"q": q, "k": k, "v": v}, {"o": o})[0] == 0
     assert run_check(tmp_path, "softmax_attn", {"q": q, "k": k, "v": v}, {"o": o[:, ::-1].copy()})[0] == 1
+
+
+def run_files(tmp_path, op, *args):
+    p = subprocess.run([sys.executable, "-m", "linattn.check", "--op", op, *map(str, args)],
+                       capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout + p.stderr
+
+
+def test_cli_checks_gradients_from_a_file(tmp_path):
+    inp = lt.random_inputs("gdn2", T=9, initial_state=True, seed=14)
+    cot = lt.random_cotangents("gdn2", inp, seed=1)
+    grads = {k: x.astype(np.float32) for k, x in lt.reference_gradients("gdn2", inp, cot["do"], cot["dht"]).items()}
+    lt.save_npz(tmp_path / "in.npz", inp)
+    lt.save_npz(tmp_path / "g.npz", **cot, **grads)
+    code, out = run_files(tmp_path, "gdn2", tmp_path / "in.npz", "--grads", tmp_path / "g.npz")
+    assert code == 0, out
+    assert all(f"{k}: ok" in out for k in ("dq", "dk", "dv", "dg", "db", "dw", "dh0")) and "VERDICT: PASS" in out
+    bad = dict(grads, dg=grads["dg"].copy())
+    bad["dg"][0, 3, 1, 2] *= -1
+    lt.save_npz(tmp_path / "g.npz", **cot, **bad)
+    code, out = run_files(tmp_path, "gdn2", tmp_path / "in.npz", "--grads", tmp_path / "g.npz")
+    assert code == 1 and "dg: MISMATCH" in out and "at (0, 3, 1, 2)" in out
+    lt.save_npz(tmp_path / "g.npz", **cot, **{k: x for k, x in grads.items() if k != "dw"})
+    code, out = run_files(tmp_path, "gdn2", tmp_path / "in.npz", "--grads", tmp_path / "g.npz")
+    assert code == 2 and "missing ['dw']" in out
+    code, out = run_files(tmp_path, "gdn2", tmp_path / "in.npz")
+    assert code == 2 and "nothing to check" in out
+
+
+def test_cli_reads_the_harness_own_inputs_and_explains_bf16_and_none(tmp_path):
+    inp = lt.random_inputs("kda", T=7, seed=15)  # holds output_final_state=True and initial_state=None
+    o, S = linattn.reference("kda", **inp)
+    np.savez(tmp_path / "in.npz", **{k: x for k, x in inp.items() if x is not None})
+    np.savez(tmp_path / "out.npz", o=o, final_state=S)
+    code, out = run_files(tmp_path, "kda", tmp_path / "in.npz", tmp_path / "out.npz")
+    assert code == 0, out
+    np.savez(tmp_path / "in_none.npz", **inp)
+    code, out = run_files(tmp_path, "kda", tmp_path / "in_none.npz", tmp_path / "out.npz")
+    assert code == 2 and "holds a Python object" in out  # scale, initial_state and cu_seqlens are None there
+    assert any(f"inputs key '{k}'" in out for k in ("scale", "initial_state", "cu_seqlens"))
+    ml_dtypes = pytest.importorskip("ml_dtypes", reason="ml_dtypes (.ci/install-deps.sh installs it) is not installed")
+    ob = o.astype(ml_dtypes.bfloat16)
+    np.savez(tmp_path / "out_bf.npz", o=ob)
+    code, out = run_files(tmp_path, "kda", tmp_path / "in.npz", tmp_path / "out_bf.npz")
+    assert code == 2 and "raw 2-byte values" in out and "--dtype bfloat16" in out
+    # save_npz widens bf16 exactly and records it: the 16-bit tolerance applies
+    lt.save_npz(tmp_path / "out_bf.npz", o=ob)
+    assert "linattn_dtype" in np.load(tmp_path / "out_bf.npz").files
+    code, out = run_files(tmp_path, "kda", tmp_path / "in.npz", tmp_path / "out_bf.npz")
+    assert code == 0 and "for dtype=bfloat16" in out, out
+    # the same values widened by hand: float32's tolerance fails them, unless --dtype says bf16
+    np.savez(tmp_path / "out_w.npz", o=ob.astype(np.float32))
+    assert run_files(tmp_path, "kda", tmp_path / "in.npz", tmp_path / "out_w.npz")[0] == 1
+    assert run_files(tmp_path, "kda", tmp_path / "in.npz", tmp_path / "out_w.npz", "--dtype", "bfloat16")[0] == 0

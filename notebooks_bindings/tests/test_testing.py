@@ -1,6 +1,8 @@
 """linattn.testing: the comparison report, the generators' conventions, and the hypothesis harness
 (it passes correct kernels, including the float32 reference, and CATCHES deliberately wrong ones:
-the error computed before the decay, and a transposed read)."""
+the error computed before the decay, a transposed read, a state lost between chunks, a kernel that
+changes its inputs in place, zero or doubled outputs at a small scale); tolerances by the precision
+of the computation (bf16 as NumPy/ml_dtypes arrays or torch-like tensors, inputs' types)."""
 import numpy as np
 import pytest
 
@@ -156,3 +158,157 @@ def test_harness_requires_the_final_state():
     kernel = lambda **kw: linattn.reference("delta_rule", **kw)[0]  # o only
     with pytest.raises(lt.KernelMismatch, match="final_state: missing"):
         lt.check_kernel(kernel, "delta_rule", max_examples=5)
+
+
+def test_harness_default_cases_cross_chunk_boundaries_and_catch_a_state_lost_between_chunks():
+    with pytest.raises(lt.KernelMismatch) as info:
+        lt.check_kernel(np_kernel("delta_rule", bug="state_lost_between_chunks"), "delta_rule", max_examples=100)
+    c = info.value.case
+    assert c.T == 65 and (c.H, c.K, c.V) == (1, 1, 1)  # one token past the first 64-token chunk is the least
+    # ... and without the chunk-boundary draws, the old default range (T <= 40) never sees it
+    assert lt.check_kernel(np_kernel("delta_rule", bug="state_lost_between_chunks"), "delta_rule",
+                           max_examples=100, T=(1, 40), chunk_size=None) == 100
+    with pytest.raises(ValueError, match="chunk_size"):
+        lt.cases("delta_rule", chunk_size=0)
+
+
+def test_about_half_the_cases_sit_at_a_chunk_boundary():
+    from hypothesis import given, settings
+    boundary = {m * 32 + d for m in (1, 2, 3) for d in (-1, 0, 1)}
+    seen = []
+
+    @settings(max_examples=200, database=None, deadline=None)
+    @given(lt.cases("delta_rule", T=(1, 1000), chunk_size=32, varlen=False))
+    def collect(case):
+        seen.append(case.T)
+    collect()
+    share = sum(t in boundary for t in seen) / len(seen)
+    assert 0.3 < share < 0.8, share  # uniform draws alone would land there about 1% of the time
+
+
+def test_a_kernel_that_changes_its_inputs_in_place_fails():
+    good = np_kernel("gated_delta_rule")
+
+    def sneaky(**kw):  # scales q and g in place, then returns the reference of the changed inputs
+        kw["q"] *= 2
+        kw["g"] *= 0.5
+        return good(**kw)
+    with pytest.raises(lt.KernelMismatch, match="modified its input 'q' in place") as info:
+        lt.check_kernel(sneaky, "gated_delta_rule", max_examples=20)
+    assert isinstance(info.value.error, lt.InputModified)
+    inp = lt.random_inputs("gated_delta_rule", T=9, seed=3)
+    with pytest.raises(lt.InputModified, match="'q'"):
+        lt.check_call(sneaky, "gated_delta_rule", inp)
+    # a backward that scales do in place is caught too
+    fwd = lambda **kw: linattn.reference("delta_rule", **kw)
+
+    def bwd(do, dht, **kw):
+        do *= 3
+        return lt.reference_gradients("delta_rule", kw, do, dht)
+    inp = lt.random_inputs("delta_rule", T=7, seed=4)
+    with pytest.raises(lt.InputModified, match="backward modified its input 'do'"):
+        lt.check_call(fwd, "delta_rule", inp, backward=bwd)
+    # and the honest kernel and backward pass through check_call, outputs then gradients
+    bwd_ok = lambda do, dht, **kw: lt.reference_gradients("delta_rule", kw, do, dht)
+    comps = lt.check_call(fwd, "delta_rule", inp, backward=bwd_ok)
+    assert [c.name for c in comps] == ["o", "final_state", "dq", "dk", "dv", "dbeta", "dh0"] and all(c.ok for c in comps)
+
+
+def test_the_floor_scales_with_the_case_so_zero_or_doubled_outputs_at_a_small_scale_fail():
+    inp = lt.random_inputs("gated_delta_rule", T=12, initial_state=True, seed=9)
+    inp["v"] *= 1e-6
+    inp["initial_state"] *= 1e-6
+    o, S = linattn.reference("gated_delta_rule", **inp)
+    assert np.sqrt(np.mean(o.astype(np.float64) ** 2)) < 1e-5
+    assert all(c.ok and not c.floor_pass for c in lt.check_outputs("gated_delta_rule", inp, (o, S)))
+    for wrong in ((np.zeros_like(o), np.zeros_like(S)), (2 * o, 2 * S)):
+        comps = lt.check_outputs("gated_delta_rule", inp, wrong)
+        assert not any(c.ok for c in comps), [c.report() for c in comps]
+    # the bare compare keeps its absolute floor, and says when a pass rests on it
+    c = lt.compare(np.zeros_like(o), o)
+    assert c.ok and c.floor_pass and "WARNING: passes only on the absolute floor" in c.report()
+    # an explicit atol_rms is absolute
+    assert lt.check_outputs("gated_delta_rule", inp, (np.zeros_like(o), np.zeros_like(S)), atol_rms=1.0)[0].ok
+
+
+class FakeTorchTensor:
+    """Just enough of torch.Tensor's interface (detach, cpu, float, numpy, dtype, element_size,
+    is_floating_point) to stand for a bf16 CUDA tensor without torch."""
+
+    def __init__(self, values, dtype="torch.bfloat16"):
+        self._v = np.asarray(values, np.float32)
+        self.dtype = dtype
+
+    def detach(self):
+        return self
+
+    def cpu(self):
+        return self
+
+    def float(self):
+        return FakeTorchTensor(self._v, "torch.float32")
+
+    def numpy(self):
+        if self.dtype == "torch.bfloat16":
+            raise TypeError("Got unsupported ScalarType BFloat16")  # as torch does
+        return self._v
+
+    def element_size(self):
+        return 2 if self.dtype == "torch.bfloat16" else 4
+
+    def is_floating_point(self):
+        return True
+
+
+def bf16_round(x):
+    """x rounded to bfloat16 (round to nearest even), as float32."""
+    b = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    b = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) << 16
+    return b.astype(np.uint32).view(np.float32)
+
+
+def test_tolerance_follows_the_narrowest_type_of_inputs_and_output_bf16_included():
+    inp = lt.random_inputs("kda", T=30, seed=12)
+    o, S = linattn.reference("kda", **inp)
+    ob = bf16_round(o)
+    assert 1e-4 < lt.compare(ob, o).rel_rms < 1e-2
+    # a bf16 torch-like tensor is 16-bit: 1e-2, and the report says why
+    c = lt.compare(FakeTorchTensor(ob), o)
+    assert c.ok and c.rtol_rms == 1e-2 and "bfloat16 output" in c.report()
+    assert not lt.compare(FakeTorchTensor(ob), o, dtype="float32").ok
+    # bf16 widened to float32 by the caller: float32's tolerance unless dtype= says bf16
+    assert not lt.compare(ob, o).ok and lt.compare(ob, o, dtype="bfloat16").ok
+    # inputs in bf16, outputs float32 (fla returns its final state so): the inputs' 16-bit tolerance
+    bf_inp = {k: (FakeTorchTensor(bf16_round(x)) if k in ("q", "k", "v") else x) for k, x in inp.items()}
+    comps = lt.check_outputs("kda", bf_inp, (o, S))
+    assert all(c.rtol_rms == 1e-2 and "input 'q'" in c.basis for c in comps)
+    # a float32 computation stored as float64 is held to float32's tolerance, not float64's
+    o32, S32 = (x.astype(np.float64) for x in linattn.reference("kda", **inp))
+    assert all(c.ok and c.rtol_rms == 1e-5 for c in lt.check_outputs("kda", inp, (o32, S32)))
+    with pytest.raises(TypeError, match="expected a floating-point array"):
+        lt.compare(np.zeros(o.shape, np.int32), o)
+
+
+def test_ml_dtypes_bfloat16_arrays_are_16_bit():
+    ml_dtypes = pytest.importorskip("ml_dtypes", reason="ml_dtypes (.ci/install-deps.sh installs it) is not installed")
+    inp = lt.random_inputs("delta_rule", T=20, seed=13)
+    o, S = linattn.reference("delta_rule", **inp)
+    c = lt.compare(o.astype(ml_dtypes.bfloat16), o)
+    assert c.ok and c.rtol_rms == 1e-2 and "bfloat16" in c.basis
+    assert not lt.compare((2 * o).astype(ml_dtypes.bfloat16), o).ok
+
+
+def test_cu_seqlens_must_be_integers():
+    inp = lt.random_inputs("delta_rule", T=10, cu_seqlens=[0, 4, 10], seed=1)
+    o, S = linattn.reference("delta_rule", **inp)
+    bad = {**inp, "cu_seqlens": np.array([0, 4.9, 10])}
+    with pytest.raises(ValueError, match="argument 'cu_seqlens' expected integer offsets"):
+        lt.check_outputs("delta_rule", bad, (o, S))
+
+
+def test_missing_optional_outputs_are_reported_as_not_compared():
+    inp = lt.random_inputs("delta_rule", T=10, seed=2)
+    o, S = linattn.reference("delta_rule", **inp)
+    comps = lt.check_outputs("delta_rule", inp, o)
+    assert [c.name for c in comps] == ["o", "final_state"] and comps[1].ok and not comps[1].compared
+    assert "final_state: not compared" in comps[1].report()

@@ -1,8 +1,9 @@
-"""python -m linattn.check -- check a kernel's outputs (from any language) against the reference.
+"""python -m linattn.check -- check a kernel's outputs and gradients (from any language) against the reference.
 
-    python -m linattn.check --op gated_delta_rule inputs.npz outputs.npz [--rtol-rms 1e-5]
+    python -m linattn.check --op gated_delta_rule inputs.npz outputs.npz [--rtol-rms R] [--atol-rms A] [--dtype D]
+    python -m linattn.check --op gated_delta_rule inputs.npz [outputs.npz] --grads grads.npz
 
-inputs.npz (np.savez key names, fla's layout and argument names):
+inputs.npz (np.savez key names, fla's layout and argument names; linattn.testing.save_npz writes it):
     q, k            [B, T, H, K]        required
     v               [B, T, H, V]        required
     g               log-space decays g = log(alpha) <= 0: [B, T, H] (gated_delta_rule),
@@ -14,18 +15,29 @@ inputs.npz (np.savez key names, fla's layout and argument names):
     cu_seqlens      [N + 1] integer offsets of packed sequences, B = 1 (optional)
     scale           0-d array (optional; default K**-0.5)
     use_qk_l2norm_in_kernel   0-d bool (optional; default False)
+    output_final_state        ignored (the reference always returns the final state)
   softmax_attn takes q, k, v (k, v may have fewer heads, GQA), scale and an additive mask [T, T].
 outputs.npz:
     o               [B, T, H, V]        required
     final_state     [N, H, K, V]        optional; compared when present
+grads.npz (--grads; the gradients of sum(do * o) + sum(dht * final_state)):
+    do              [B, T, H, V]        required
+    dht             [N, H, K, V]        optional (no final-state term when absent)
+    dq, dk, dv, and the gates' dg, dbeta (delta_rule, gated_delta_rule, kda) or db, dw (gdn2): required
+    dh0             [N, H, K, V]        optional; compared when present
+Any file may also hold linattn_dtype, a 0-d string such as 'bfloat16' (save_npz writes it when it widens bf16).
 
-The reference runs in float64 on the inputs widened exactly to float64. Each output is compared by
-relative RMS error ||out - ref|| / ||ref||; the tolerance defaults by the output's dtype
-(float64 1e-10, float32 1e-5, 16-bit 1e-2), with an absolute floor on the RMS difference for
-(nearly) zero references (1e-14, 1e-6, 1e-3; see linattn.testing.assert_close). Prints a report
-and the verdict PASS or FAIL.
+bf16: NumPy has no bfloat16, so save bf16 arrays widened to float32 (exact; save_npz does this) and pass
+--dtype bfloat16 (or keep save_npz's linattn_dtype key), else the float32 tolerance applies.
+
+The reference runs in float64 on the inputs widened exactly to float64. Each array is compared by
+relative RMS error ||out - ref|| / ||ref||; the tolerance defaults by the narrowest float type among
+the inputs and that output, or --dtype (float64 1e-10, float32 1e-5, 16-bit 1e-2), with an absolute
+floor on the RMS difference for (nearly) zero references: 1e-14, 1e-6, 1e-3 times the largest RMS
+among the reference arrays compared with it (or --atol-rms, absolute). Prints a report and the
+verdict PASS or FAIL.
 Exit status: 0 pass, 1 mismatch (values, shapes or NaN/Inf), 2 unusable input (missing or unknown
-keys, or inputs the reference rejects; the message says which).
+keys, types NumPy cannot read, or inputs the reference rejects; the message says which).
 """
 from __future__ import annotations
 
@@ -35,9 +47,10 @@ import sys
 import numpy as np
 
 from ._ops import GATES, OPS
-from .testing import compare, reference_outputs
+from .testing import check_gradients, check_outputs, compare, reference_gradients, reference_outputs
 
 SOFTMAX = "softmax_attn"
+_DTYPE_KEY = "linattn_dtype"
 _COMMON_KEYS = {"q", "k", "v", "initial_state", "cu_seqlens", "scale", "use_qk_l2norm_in_kernel"}
 _OUTPUT_KEYS = {"o", "final_state"}
 
@@ -48,10 +61,38 @@ class UsageError(Exception):
 
 def _load(path: str, what: str) -> dict:
     try:
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
+        z = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as e:
         raise UsageError(f"cannot read {what} file {path!r}: {e}") from None
+    d = {}
+    with z:
+        for k in z.files:
+            try:
+                a = z[k]
+            except ValueError:
+                raise UsageError(f"{what} key {k!r} holds a Python object (None, or a list of arrays?), which is not "
+                                 f"read without pickle; leave the key out or save an array "
+                                 f"(linattn.testing.save_npz drops None entries)") from None
+            if a.dtype.kind == "V":
+                raise UsageError(f"{what} key {k!r} has dtype {a.dtype} (raw {a.dtype.itemsize}-byte values: bfloat16 "
+                                 f"saved through ml_dtypes or torch?); save it widened to float32 (exact; "
+                                 f"linattn.testing.save_npz does this) and pass --dtype bfloat16")
+            if a.dtype.kind not in "fiub" and not (k == _DTYPE_KEY and a.dtype.kind == "U"):
+                raise UsageError(f"{what} key {k!r} has dtype {a.dtype}; expected a float array (integers for cu_seqlens)")
+            d[k] = a
+    return d
+
+
+def _file_dtype(*files):
+    """The linattn_dtype key of the given loaded files (the narrowest if several), or None."""
+    names = [str(f[_DTYPE_KEY].reshape(())) for f in files if _DTYPE_KEY in f]
+    if not names:
+        return None
+    from .testing import _itemsize_of_dtype
+    try:
+        return min(names, key=_itemsize_of_dtype)
+    except TypeError as e:
+        raise UsageError(f"{_DTYPE_KEY} {names} is not a floating type name: {e}") from None
 
 
 def _scalar(x, key, kind):
@@ -64,14 +105,15 @@ def _scalar(x, key, kind):
 def _build_call(op: str, inputs: dict) -> dict:
     gates = () if op == SOFTMAX else GATES[op]
     allowed = ({"q", "k", "v", "scale", "mask"} if op == SOFTMAX else _COMMON_KEYS | set(gates))
-    unknown = sorted(set(inputs) - allowed)
+    unknown = sorted(set(inputs) - allowed - {"output_final_state", _DTYPE_KEY})
     if unknown:
         raise UsageError(f"inputs has keys {unknown} that operator {op!r} does not take; allowed: {sorted(allowed)}")
     required = {"q", "k", "v"} | ({"g"} if "g" in gates else set()) | ({"b", "w"} if op == "gdn2" else set())
     missing = sorted(required - set(inputs))
     if missing:
         raise UsageError(f"inputs lacks required keys {missing} for operator {op!r}")
-    call = {k: inputs[k] for k in inputs if k not in ("scale", "use_qk_l2norm_in_kernel")}
+    call = {k: inputs[k] for k in inputs if k not in ("scale", "use_qk_l2norm_in_kernel", "output_final_state",
+                                                      _DTYPE_KEY)}
     if "scale" in inputs:
         call["scale"] = _scalar(inputs["scale"], "scale", float)
     if "use_qk_l2norm_in_kernel" in inputs:
@@ -83,40 +125,80 @@ def _describe(d: dict) -> str:
     return ", ".join(f"{k} {list(v.shape)} {v.dtype}" for k, v in d.items() if isinstance(v, np.ndarray))
 
 
-def run(op: str, inputs_path: str, outputs_path: str, rtol_rms=None, out=sys.stdout) -> int:
+def run(op: str, inputs_path: str, outputs_path=None, rtol_rms=None, out=sys.stdout, *, atol_rms=None,
+        dtype=None, grads_path=None) -> int:
     """The checker as a function: returns the exit status and prints to `out`."""
     from . import _core
 
     try:
         if op != SOFTMAX and op not in OPS:
             raise UsageError(f"unknown operator {op!r}; expected one of {', '.join(OPS + (SOFTMAX,))}")
+        if outputs_path is None and grads_path is None:
+            raise UsageError("nothing to check: give an outputs .npz, --grads GRADS.npz, or both")
+        if grads_path is not None and op == SOFTMAX:
+            raise UsageError("--grads is for the linear-attention operators; softmax_attn has no reference backward here")
         inputs = _load(inputs_path, "inputs")
-        outputs = _load(outputs_path, "outputs")
-        unknown = sorted(set(outputs) - _OUTPUT_KEYS)
-        if unknown or "o" not in outputs:
-            raise UsageError(f"outputs must hold 'o' and optionally 'final_state'; got keys {sorted(outputs)}")
-        if op == SOFTMAX and "final_state" in outputs:
-            raise UsageError("softmax_attn has no final_state; outputs must hold only 'o'")
+        outputs = _load(outputs_path, "outputs") if outputs_path is not None else None
+        grads = _load(grads_path, "grads") if grads_path is not None else None
+        if outputs is not None:
+            keys = set(outputs) - {_DTYPE_KEY}
+            unknown = sorted(keys - _OUTPUT_KEYS)
+            if unknown or "o" not in keys:
+                raise UsageError(f"outputs must hold 'o' and optionally 'final_state'; got keys {sorted(keys)}")
+            if op == SOFTMAX and "final_state" in keys:
+                raise UsageError("softmax_attn has no final_state; outputs must hold only 'o'")
+        if grads is not None:
+            allowed = {"do", "dht", "dq", "dk", "dv", "dh0"} | {"d" + n for n in GATES[op]}
+            keys = set(grads) - {_DTYPE_KEY}
+            if sorted(keys - allowed) or "do" not in keys:
+                raise UsageError(f"grads must hold 'do', optionally 'dht' and 'dh0', and the gradients "
+                                 f"{['dq', 'dk', 'dv'] + ['d' + n for n in GATES[op]]}; got keys {sorted(keys)}"
+                                 + (f" ({sorted(keys - allowed)} not taken by {op!r})" if keys - allowed else ""))
         call = _build_call(op, inputs)
+        if dtype is None:
+            dtype = _file_dtype(*[f for f in (inputs, outputs, grads) if f is not None])
+        if dtype is not None:
+            from .testing import _itemsize_of_dtype
+            try:
+                _itemsize_of_dtype(dtype)
+            except TypeError as e:
+                raise UsageError(f"--dtype {dtype!r} is not a floating type name (float64, float32, float16, bfloat16): {e}") from None
         print(f"linattn.check: operator {op}; inputs: {_describe(inputs)}", file=out)
-        print(f"outputs: {_describe(outputs)}; reference: naive per-token recurrence in float64", file=out)
+        if outputs is not None:
+            print(f"outputs: {_describe(outputs)}; reference: naive per-token recurrence in float64", file=out)
+        if grads is not None:
+            print(f"grads: {_describe(grads)}; reference: the reference backward in float64", file=out)
         try:
             if op == SOFTMAX:
                 kw = {k: np.ascontiguousarray(v, dtype=np.float64) for k, v in call.items() if isinstance(v, np.ndarray)}
                 want = {"o": _core.naive_softmax_attn(kw["q"], kw["k"], kw["v"], scale=call.get("scale"), mask=kw.get("mask"))}
-            else:
+            elif outputs is not None:
                 want = reference_outputs(op, call)
+            if grads is not None:
+                wantg = reference_gradients(op, call, grads["do"], grads.get("dht"))
         except ValueError as e:
             raise UsageError(f"the reference rejected the inputs: {e}") from None
+        comps = []
+        try:
+            if outputs is not None:
+                if op == SOFTMAX:
+                    comps += [compare(outputs["o"], want["o"], rtol_rms=rtol_rms, atol_rms=atol_rms, name="o",
+                                      dtype=dtype)]
+                else:
+                    comps += check_outputs(op, call, {k: outputs[k] for k in _OUTPUT_KEYS if k in outputs},
+                                           rtol_rms=rtol_rms, atol_rms=atol_rms, dtype=dtype, _want=want)
+            if grads is not None:
+                g = {k: x for k, x in grads.items() if k not in ("do", "dht", _DTYPE_KEY)}
+                comps += check_gradients(op, call, g, grads["do"], grads.get("dht"), rtol_rms=rtol_rms,
+                                         atol_rms=atol_rms, dtype=dtype, _want=wantg)
+        except (AssertionError, TypeError) as e:  # a required gradient missing, a non-float array
+            raise UsageError(str(e)) from None
     except UsageError as e:
         print(f"linattn.check: error: {e}", file=out)
         print("VERDICT: ERROR (unusable input)", file=out)
         return 2
-    comps = [compare(outputs[k], want[k], rtol_rms=rtol_rms, name=k) for k in ("o", "final_state") if k in outputs]
     for c in comps:
         print(c.report(), file=out)
-    if "final_state" not in outputs and op != SOFTMAX:
-        print("final_state: not given (not compared)", file=out)
     ok = all(c.ok for c in comps)
     print(f"VERDICT: {'PASS' if ok else 'FAIL'}", file=out)
     return 0 if ok else 1
@@ -125,18 +207,27 @@ def run(op: str, inputs_path: str, outputs_path: str, rtol_rms=None, out=sys.std
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m linattn.check",
-        description="Check a kernel's outputs against the linattn reference (float64). "
+        description="Check a kernel's outputs and gradients against the linattn reference (float64). "
         "Exit 0 pass, 1 mismatch, 2 unusable input.",
         epilog=__doc__.split("\n\n", 2)[2] if __doc__ else None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--op", required=True, help=f"operator: {', '.join(OPS + (SOFTMAX,))}")
     p.add_argument("inputs", help="inputs .npz (keys q, k, v, g, beta, b, w, initial_state, cu_seqlens, scale)")
-    p.add_argument("outputs", help="outputs .npz (keys o, final_state)")
+    p.add_argument("outputs", nargs="?", default=None, help="outputs .npz (keys o, final_state)")
+    p.add_argument("--grads", default=None, metavar="GRADS.npz",
+                   help="gradients .npz (keys do, dht, dq, dk, dv, the gates' dg / dbeta / db / dw, dh0)")
     p.add_argument("--rtol-rms", type=float, default=None,
-                   help="relative RMS tolerance (default by output dtype: float64 1e-10, float32 1e-5, 16-bit 1e-2)")
+                   help="relative RMS tolerance (default by the narrowest float type among inputs and output: "
+                   "float64 1e-10, float32 1e-5, 16-bit 1e-2)")
+    p.add_argument("--atol-rms", type=float, default=None,
+                   help="absolute floor on rms(diff) (default: 1e-14 / 1e-6 / 1e-3 by type, times the largest "
+                   "RMS among the reference arrays; 0 for a purely relative test)")
+    p.add_argument("--dtype", default=None,
+                   help="the type the kernel computed in, e.g. bfloat16 for bf16 results saved widened to float32 "
+                   "(picks the default tolerance and floor)")
     a = p.parse_args(argv)
-    return run(a.op, a.inputs, a.outputs, a.rtol_rms)
+    return run(a.op, a.inputs, a.outputs, a.rtol_rms, atol_rms=a.atol_rms, dtype=a.dtype, grads_path=a.grads)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,14 @@ Three layers, each usable alone:
   ``KernelMismatch`` naming the smallest failing case it shrank to, with the comparison report
   and a line that reproduces the inputs. With ``backward=`` it checks the gradients too.
 
-The reference is always computed in float64 from the (exactly widened) inputs the kernel saw.
+* ``check_call(kernel, op, inputs, backward=...)``: one case of that check on inputs you choose (e.g. a
+  production shape): the reference is computed from a snapshot of the inputs taken before the call,
+  and a kernel that modifies its inputs in place fails.
+
+The reference is always computed in float64 from the (exactly widened) inputs as the kernel received
+them. Tolerances follow the precision of the computation: the narrowest floating type among the
+inputs and the output (bf16 and fp16 as 16-bit, whether NumPy/ml_dtypes arrays or torch tensors),
+unless ``dtype=`` names it.
 """
 from __future__ import annotations
 
@@ -47,6 +54,8 @@ __all__ = [
     "reference_gradients",
     "check_gradients",
     "random_cotangents",
+    "check_call",
+    "save_npz",
     "Case",
     "cases",
     "check_kernel",
@@ -65,9 +74,24 @@ __all__ = [
 _DEFAULT_RTOL = {8: 1e-10, 4: 1e-5, 2: 1e-2}
 
 
+def _itemsize_of_dtype(dtype) -> int:
+    """Bytes per element of a floating dtype given as a NumPy dtype, a name ('bfloat16', 'float16', ...), or a
+    torch dtype (torch.bfloat16 -> 2)."""
+    if dtype is None:
+        raise TypeError("expected a floating dtype but got None")
+    name = str(dtype).replace("torch.", "")
+    if name in ("bfloat16", "bf16", "half", "float16", "fp16"):
+        return 2
+    if name.startswith("float8"):
+        return 1
+    return np.dtype(dtype).itemsize
+
+
 def default_rtol_rms(dtype) -> float:
-    """The default relative-RMS tolerance for outputs of `dtype` (compared with float64)."""
-    return _DEFAULT_RTOL.get(np.dtype(dtype).itemsize, 1e-2)
+    """The default relative-RMS tolerance for a computation in `dtype` (compared with float64): by its size, 8 bytes
+    1e-10, 4 bytes 1e-5, 2 bytes (bf16, fp16) 1e-2. `dtype` may be a NumPy dtype, a name such as 'bfloat16', or a
+    torch dtype."""
+    return _DEFAULT_RTOL.get(_itemsize_of_dtype(dtype), 1e-2)
 
 
 #: Default absolute floor on the RMS difference, by output dtype: about 10 roundings of an O(1)
@@ -77,8 +101,11 @@ _DEFAULT_ATOL = {8: 1e-14, 4: 1e-6, 2: 1e-3}
 
 
 def default_atol_rms(dtype) -> float:
-    """The default absolute RMS floor for outputs of `dtype` (see _DEFAULT_ATOL)."""
-    return _DEFAULT_ATOL.get(np.dtype(dtype).itemsize, 1e-3)
+    """The default absolute RMS floor for outputs of `dtype` (see _DEFAULT_ATOL). compare() and assert_close() apply
+    it as is, in the units of the data; check_outputs, check_gradients, check_call, check_kernel and
+    `python -m linattn.check` multiply it by the case's magnitude (the largest RMS among the reference outputs
+    compared together), so that scaling every input down cannot make a wrong output pass on the floor."""
+    return _DEFAULT_ATOL.get(_itemsize_of_dtype(dtype), 1e-3)
 
 
 @dataclasses.dataclass
@@ -100,25 +127,39 @@ class Comparison:
     rtol_rms: float = math.nan
     abs_rms: float = math.nan  # sqrt(mean((actual - expected)^2))
     atol_rms: float = 0.0
+    basis: str = ""  # what chose the tolerance, e.g. "bfloat16 inputs"
+    compared: bool = True  # False: nothing to compare (an optional output the kernel did not return); ok, says so
+    note: str = ""
 
     @property
     def ok(self) -> bool:
+        if not self.compared:
+            return True
         finite = self.shape_ok and self.n_nan == 0 and self.n_inf == 0
         return finite and (self.rel_rms <= self.rtol_rms or self.abs_rms <= self.atol_rms)
+
+    @property
+    def floor_pass(self) -> bool:
+        """True when it passes only on the absolute floor (its relative error is above rtol_rms)."""
+        return self.compared and self.ok and not (self.rel_rms <= self.rtol_rms)
 
     def report(self) -> str:
         """A readable multi-line account of the comparison."""
         head = f"{self.name}: "
+        if not self.compared:
+            return head + f"not compared ({self.note})"
         if not self.shape_ok:
             return head + f"shape mismatch: actual {self.actual_shape} vs expected {self.expected_shape}"
         verdict = "ok" if self.ok else "MISMATCH"
         lines = [
-            head + f"{verdict}: rel_rms = {self.rel_rms:.3e} (tolerance {self.rtol_rms:.1e}), "
+            head + f"{verdict}: rel_rms = {self.rel_rms:.3e} (tolerance {self.rtol_rms:.1e}"
+            + (f", for {self.basis}" if self.basis else "") + "), "
             f"max |diff| = {self.max_abs:.3e} at {self.max_abs_index}, "
             f"rms(expected) = {self.expected_rms:.3e}, shape {self.actual_shape}"
         ]
         if self.rel_rms > self.rtol_rms and self.abs_rms <= self.atol_rms and self.n_nan == 0 and self.n_inf == 0:
-            lines.append(f"  (passes on the absolute floor: rms(diff) = {self.abs_rms:.3e} <= {self.atol_rms:.1e})")
+            lines.append(f"  WARNING: passes only on the absolute floor: rms(diff) = {self.abs_rms:.3e} <= {self.atol_rms:.1e} "
+                         f"(its relative error is above the tolerance; expected for a (nearly) zero reference only)")
         if self.n_nan or self.n_inf:
             lines.append(f"  non-finite values in actual: {self.n_nan} NaN, {self.n_inf} Inf; first at {self.first_nonfinite}")
         if self.worst and not self.ok:
@@ -131,26 +172,78 @@ class Comparison:
         return self.report()
 
 
+def _is_torch(x) -> bool:
+    return hasattr(x, "detach") and hasattr(x, "cpu")  # torch.Tensor, without importing torch
+
+
 def _as_numpy(x) -> np.ndarray:
-    """NumPy view of an array-like; torch tensors (any device, bf16 included) become float arrays."""
-    if hasattr(x, "detach"):  # torch.Tensor without importing torch
+    """NumPy array of an array-like, widened exactly where NumPy has no such type: torch tensors (any device) in
+    bf16 or float8 become float32; NumPy arrays of ml_dtypes' bfloat16 / float8 types become float32."""
+    if _is_torch(x):
         x = x.detach().cpu()
-        if str(x.dtype) == "torch.bfloat16":
+        if str(x.dtype) in ("torch.bfloat16",) or str(x.dtype).startswith("torch.float8"):
             x = x.float()
         x = x.numpy()
-    return np.asarray(x)
+    a = np.asarray(x)
+    if a.dtype.kind == "V" and (a.dtype.name == "bfloat16" or a.dtype.name.startswith("float8")):
+        a = a.astype(np.float32)  # ml_dtypes registers these casts; exact
+    return a
+
+
+def _float_itemsize(x) -> Optional[int]:
+    """Bytes per element of x's floating type before any widening (bf16 tensor -> 2), or None if x is not floating
+    (or is None)."""
+    if x is None:
+        return None
+    if _is_torch(x):
+        return int(x.element_size()) if x.is_floating_point() else None
+    dt = getattr(x, "dtype", None)
+    if dt is None:
+        dt = np.asarray(x).dtype
+    dt = np.dtype(dt)
+    if dt.kind == "f":
+        return dt.itemsize
+    if dt.kind == "V" and (dt.name == "bfloat16" or dt.name.startswith("float8")):
+        return dt.itemsize
+    return None
+
+
+def _dtype_name(x) -> str:
+    if _is_torch(x):
+        return str(x.dtype).replace("torch.", "")
+    return np.dtype(getattr(x, "dtype", np.asarray(x).dtype)).name
+
+
+_SIZE_NAME = {8: "float64", 4: "float32", 2: "16-bit", 1: "8-bit"}
+
+
+def _precision(arrays: dict, dtype=None):
+    """(itemsize, basis) of the computation: `dtype` when given, else the narrowest floating type among `arrays`
+    ({role: array}, e.g. {'inputs': q, 'output': o}); basis says which, for the report."""
+    if dtype is not None:
+        return _itemsize_of_dtype(dtype), f"dtype={str(dtype).replace('torch.', '')}"
+    best = None
+    for role, x in arrays.items():
+        n = _float_itemsize(x)
+        if n is not None and (best is None or n < best[0]):
+            best = (n, f"{_dtype_name(x)} {role}")
+    return best if best is not None else (8, "float64")
 
 
 def compare(actual, expected, *, rtol_rms: Optional[float] = None, atol_rms: Optional[float] = None,
-            name: str = "output", n_worst: int = 5) -> Comparison:
+            name: str = "output", n_worst: int = 5, dtype=None, _basis_arrays: Optional[dict] = None) -> Comparison:
     """Compare by relative RMS error (float64 arithmetic). See assert_close."""
+    if _float_itemsize(actual) is None:
+        raise TypeError(f"{name}: expected a floating-point array (float64, float32, float16, bfloat16) but got dtype "
+                        f"{_dtype_name(actual)}")
+    size, basis = _precision(_basis_arrays if _basis_arrays is not None else {"output": actual}, dtype)
     a = _as_numpy(actual)
     e = _as_numpy(expected)
-    dt = a.dtype if a.dtype.kind == "f" else np.float64
-    tol = default_rtol_rms(dt) if rtol_rms is None else float(rtol_rms)
-    atol = default_atol_rms(dt) if atol_rms is None else float(atol_rms)
+    tol = _DEFAULT_RTOL.get(size, 1e-2) if rtol_rms is None else float(rtol_rms)
+    atol = _DEFAULT_ATOL.get(size, 1e-3) if atol_rms is None else float(atol_rms)
     c = Comparison(name=name, shape_ok=a.shape == e.shape, actual_shape=a.shape, expected_shape=e.shape,
-                   rtol_rms=tol, atol_rms=atol)
+                   rtol_rms=tol, atol_rms=atol,
+                   basis=basis if rtol_rms is None else "rtol_rms given")
     if not c.shape_ok:
         return c
     a64 = a.astype(np.float64)
@@ -185,15 +278,18 @@ def compare(actual, expected, *, rtol_rms: Optional[float] = None, atol_rms: Opt
 
 
 def assert_close(actual, expected, rtol_rms: Optional[float] = None, name: str = "output", n_worst: int = 5,
-                 atol_rms: Optional[float] = None) -> Comparison:
+                 atol_rms: Optional[float] = None, dtype=None) -> Comparison:
     """Assert ||actual - expected|| / ||expected|| <= rtol_rms (absolute RMS when expected is 0),
     or, for a (nearly) zero reference, rms(actual - expected) <= atol_rms (an absolute floor).
 
-    Shapes must match exactly and `actual` must be finite. The defaults follow the dtype of
-    `actual`: rtol_rms (default_rtol_rms) 1e-10 float64, 1e-5 float32, 1e-2 16-bit; atol_rms
-    (default_atol_rms) 1e-14, 1e-6, 1e-3; pass atol_rms=0 for a purely relative test. Returns the
-    Comparison on success; raises AssertionError with its report otherwise."""
-    c = compare(actual, expected, rtol_rms=rtol_rms, atol_rms=atol_rms, name=name, n_worst=n_worst)
+    Shapes must match exactly and `actual` must be floating and finite. The defaults follow the
+    precision of the computation: `dtype` when given (e.g. 'bfloat16' for bf16 results you widened
+    to float32 yourself), else the dtype of `actual` (a bf16 torch tensor or ml_dtypes array counts
+    as 16-bit): rtol_rms (default_rtol_rms) 1e-10 float64, 1e-5 float32, 1e-2 16-bit; atol_rms
+    (default_atol_rms) 1e-14, 1e-6, 1e-3, an absolute floor in the units of the data (pass
+    atol_rms=0 for a purely relative test; a pass on the floor alone is flagged in the report).
+    Returns the Comparison on success; raises AssertionError with its report otherwise."""
+    c = compare(actual, expected, rtol_rms=rtol_rms, atol_rms=atol_rms, name=name, n_worst=n_worst, dtype=dtype)
     if not c.ok:
         raise AssertionError(c.report())
     return c
@@ -325,15 +421,25 @@ def random_inputs(
 _ARRAY_KEYS = ("q", "k", "v", "g", "beta", "b", "w", "initial_state")
 
 
-def reference_outputs(op: str, inputs: dict) -> dict:
-    """The float64 reference outputs {'o', 'final_state'} for fla-style `inputs` (float arrays are
-    widened to float64 exactly; other keys pass through)."""
-    kw = dict(inputs)
+def _widened(fn: str, inputs: dict, drop=()) -> dict:
+    """`inputs` with every array widened exactly to float64 (cu_seqlens to int64; floats there are an error)."""
+    kw = {k: x for k, x in inputs.items() if k not in drop}
     for key in _ARRAY_KEYS:
         if kw.get(key) is not None:
             kw[key] = np.ascontiguousarray(_as_numpy(kw[key]), dtype=np.float64)
     if kw.get("cu_seqlens") is not None:
-        kw["cu_seqlens"] = np.asarray(_as_numpy(kw["cu_seqlens"]), dtype=np.int64)
+        cu = _as_numpy(kw["cu_seqlens"])
+        if cu.dtype.kind not in "iu":
+            raise ValueError(f"{fn}: argument 'cu_seqlens' expected integer offsets (int32 or int64) but got dtype "
+                             f"{cu.dtype}: {cu.tolist()[:8]}")
+        kw["cu_seqlens"] = cu.astype(np.int64)
+    return kw
+
+
+def reference_outputs(op: str, inputs: dict) -> dict:
+    """The float64 reference outputs {'o', 'final_state'} for fla-style `inputs` (float arrays are
+    widened to float64 exactly; other keys pass through)."""
+    kw = _widened("reference_outputs", inputs)
     kw["output_final_state"] = True
     o, final_state = reference(op, **kw)
     return {"o": o, "final_state": final_state}
@@ -353,20 +459,55 @@ def _split_outputs(out) -> dict:
     return {"o": out}
 
 
+def _rms(x) -> float:
+    x = np.asarray(x, dtype=np.float64)
+    return math.sqrt(float(np.mean(x * x))) if x.size else 0.0
+
+
+def _compare_set(got: dict, want: dict, keys, optional, inputs: dict, extra_basis: dict, rtol_rms, atol_rms,
+                 dtype) -> list:
+    """Compare got[k] with want[k] for each of `keys` (a missing optional key gives a 'not compared' entry). The
+    tolerance follows the narrowest float type among the inputs, extra_basis and the output (or `dtype`); the
+    default floor is default_atol_rms times the largest RMS among want's compared arrays."""
+    basis_in = {f"input '{k}'": inputs[k] for k in _ARRAY_KEYS if inputs.get(k) is not None}
+    basis_in.update(extra_basis)
+    present = [k for k in keys if k in got and got[k] is not None]
+    magnitude = max((_rms(want[k]) for k in present), default=0.0)
+    out = []
+    for k in keys:
+        if k not in present:
+            if k in optional:
+                out.append(Comparison(name=k, shape_ok=True, actual_shape=(), expected_shape=np.shape(want[k]),
+                                      compared=False, note="the kernel did not return it"))
+            continue
+        size, _ = _precision({**basis_in, "output": got[k]}, dtype)
+        floor = _DEFAULT_ATOL.get(size, 1e-3) * magnitude if atol_rms is None else atol_rms
+        out.append(compare(got[k], want[k], rtol_rms=rtol_rms, atol_rms=floor, name=k, dtype=dtype,
+                           _basis_arrays={**basis_in, "output": got[k]}))
+    return out
+
+
 def check_outputs(op: str, inputs: dict, outputs, *, rtol_rms: Optional[float] = None,
-                  require_final_state: bool = False) -> list:
-    """Compare a kernel's outputs for `inputs` with the reference; returns [Comparison]. `outputs`:
-    (o, final_state), o alone, or {'o', 'final_state'}. Tolerance default: by each output's dtype."""
+                  atol_rms: Optional[float] = None, require_final_state: bool = False, dtype=None,
+                  _want: Optional[dict] = None) -> list:
+    """Compare a kernel's outputs for `inputs` with the reference; returns [Comparison] for 'o' and 'final_state'
+    (a 'not compared' entry when final_state is missing and not required). `outputs`: (o, final_state), o alone,
+    or {'o', 'final_state'}.
+
+    `inputs` must be the arrays as the kernel received them: if the kernel may modify its arguments in place,
+    pass a copy taken before the call, or use check_call, which does that and fails such a kernel.
+    Tolerance: rtol_rms, else by the narrowest float type among the inputs and the output (or `dtype`); floor:
+    atol_rms, else default_atol_rms of that type times the largest RMS among the reference outputs."""
     got = _split_outputs(outputs)
-    want = reference_outputs(op, inputs)
+    want = _want if _want is not None else reference_outputs(op, inputs)
     if require_final_state and "final_state" not in got:
         raise AssertionError("final_state: missing from the kernel's outputs (output_final_state=True was passed)")
-    return [compare(got[key], want[key], rtol_rms=rtol_rms, name=key) for key in ("o", "final_state") if key in got]
+    return _compare_set(got, want, ("o", "final_state"), ("final_state",), inputs, {}, rtol_rms, atol_rms, dtype)
 
 
 def random_cotangents(op: str, inputs: dict, seed: int = 0) -> dict:
     """Random upstream gradients for a backward check: {'do' [B, T, H, V], 'dht' [N, H, K, V]},
-    standard normal, in the dtype of v."""
+    standard normal, in the dtype of v (bf16 v: float32)."""
     rng = np.random.default_rng(seed)
     q, v = _as_numpy(inputs["q"]), _as_numpy(inputs["v"])
     B, T, H, K = q.shape
@@ -379,27 +520,105 @@ def random_cotangents(op: str, inputs: dict, seed: int = 0) -> dict:
 def reference_gradients(op: str, inputs: dict, do, dht=None) -> dict:
     """The float64 reference gradients (dict: 'dq', 'dk', 'dv', 'dh0' and the gates' 'dg',
     'dbeta', 'db', 'dw') of the loss sum(do * o) + sum(dht * final_state) for fla-style `inputs`."""
-    kw = {k: x for k, x in inputs.items() if k not in ("output_final_state",)}
-    for key in _ARRAY_KEYS:
-        if kw.get(key) is not None:
-            kw[key] = np.ascontiguousarray(_as_numpy(kw[key]), dtype=np.float64)
-    if kw.get("cu_seqlens") is not None:
-        kw["cu_seqlens"] = np.asarray(_as_numpy(kw["cu_seqlens"]), dtype=np.int64)
+    kw = _widened("reference_gradients", inputs, drop=("output_final_state",))
     f64 = lambda x: None if x is None else np.ascontiguousarray(_as_numpy(x), dtype=np.float64)
     return reference_backward(op, do=f64(do), dht=f64(dht), **kw)
 
 
-def check_gradients(op: str, inputs: dict, grads: dict, do, dht=None, *, rtol_rms: Optional[float] = None) -> list:
+def check_gradients(op: str, inputs: dict, grads: dict, do, dht=None, *, rtol_rms: Optional[float] = None,
+                    atol_rms: Optional[float] = None, dtype=None, _want: Optional[dict] = None) -> list:
     """Compare a kernel's gradients (a dict with keys as in reference_gradients) with the reference;
     returns [Comparison]. dq, dk, dv and the gradient of every gate of `op` are required; dh0 is
-    compared when given."""
-    want = reference_gradients(op, inputs, do, dht)
+    compared when given (else a 'not compared' entry). Tolerance and floor as check_outputs (do's and dht's types
+    count too; the floor scales with the largest RMS among the reference gradients compared)."""
+    want = _want if _want is not None else reference_gradients(op, inputs, do, dht)
     required = ["dq", "dk", "dv"] + ["d" + n for n in GATES[op]]
     missing = [k for k in required if k not in grads or grads[k] is None]
     if missing:
         raise AssertionError(f"gradients: missing {missing} from the kernel's backward (keys {sorted(grads)})")
-    keys = required + (["dh0"] if grads.get("dh0") is not None else [])
-    return [compare(grads[k], want[k], rtol_rms=rtol_rms, name=k) for k in keys]
+    extra = {"cotangent 'do'": do}
+    if dht is not None:
+        extra["cotangent 'dht'"] = dht
+    return _compare_set(grads, want, required + ["dh0"], ("dh0",), inputs, extra, rtol_rms, atol_rms, dtype)
+
+
+class InputModified(AssertionError):
+    """A kernel (or its backward) changed one of its input arrays in place."""
+
+
+def _snapshot(d: dict) -> dict:
+    """Copies of the array-valued entries of d (torch tensors as NumPy arrays, widened exactly where needed)."""
+    return {k: np.array(_as_numpy(x), copy=True) for k, x in d.items()
+            if x is not None and (isinstance(x, np.ndarray) or _is_torch(x))}
+
+
+def _check_unmodified(d: dict, snap: dict, who: str):
+    for k, before in snap.items():
+        after = _as_numpy(d[k])
+        if after.shape != before.shape or not np.array_equal(after, before, equal_nan=True):
+            diff = "shape changed" if after.shape != before.shape else \
+                f"max |change| {float(np.nanmax(np.abs(after.astype(np.float64) - before.astype(np.float64)))):.3e}"
+            raise InputModified(f"{who} modified its input {k!r} in place ({diff}); a kernel must not change its "
+                                f"arguments (the reference was computed from a copy taken before the call)")
+
+
+def check_call(kernel: Callable[..., Any], op: str, inputs: dict, *, backward: Optional[Callable[..., Any]] = None,
+               do=None, dht=None, cotangent_seed: int = 0, rtol_rms: Optional[float] = None,
+               atol_rms: Optional[float] = None, dtype=None, require_final_state: bool = True) -> list:
+    """Call `kernel(**inputs)` (and `backward(**inputs, do=..., dht=...)`) once and compare with the reference.
+
+    The reference outputs (and gradients) are computed from copies of the inputs taken before the call; if the
+    kernel or its backward changes any input array in place, InputModified (an AssertionError) is raised naming
+    it. Exceptions of the kernel propagate. do, dht: the upstream gradients (default: random_cotangents with
+    `cotangent_seed`). Returns [Comparison] for the outputs, then the gradients; each has .ok and .report()."""
+    snap = _snapshot(inputs)
+    pristine = {k: snap.get(k, x) for k, x in inputs.items()}
+    want = reference_outputs(op, pristine)
+    out = kernel(**inputs)
+    _check_unmodified(inputs, snap, "the kernel")
+    comps = check_outputs(op, pristine, out, rtol_rms=rtol_rms, atol_rms=atol_rms,
+                          require_final_state=require_final_state, dtype=dtype, _want=want)
+    if backward is not None:
+        if do is None:
+            cot = random_cotangents(op, pristine, seed=cotangent_seed)
+            do, dht = cot["do"], cot["dht"]
+            if _is_torch(inputs["v"]):  # as the kernel's own tensors: v's dtype and device
+                do, dht = inputs["v"].new_tensor(do), inputs["v"].new_tensor(dht)
+        cot_in = {"do": do, "dht": dht}
+        cot_snap = _snapshot(cot_in)
+        wantg = reference_gradients(op, pristine, cot_snap["do"], cot_snap.get("dht"))
+        grads = backward(**inputs, **cot_in)
+        _check_unmodified(inputs, snap, "the backward")
+        _check_unmodified(cot_in, cot_snap, "the backward")
+        if not isinstance(grads, dict):
+            raise TypeError(f"the backward returned {type(grads).__name__}; expected a dict of gradients "
+                            f"('dq', 'dk', 'dv', the gates' 'dg', 'dbeta', 'db', 'dw', optionally 'dh0')")
+        comps += check_gradients(op, pristine, grads, cot_snap["do"], cot_snap.get("dht"), rtol_rms=rtol_rms,
+                                 atol_rms=atol_rms, dtype=dtype, _want=wantg)
+    return comps
+
+
+def save_npz(path, inputs: Optional[dict] = None, **arrays) -> None:
+    """Write fla-style `inputs` (and/or named arrays: o, final_state, do, dq, ...) to an .npz that
+    `python -m linattn.check` reads: None entries and output_final_state are dropped, scale becomes a 0-d array,
+    torch tensors become NumPy, and bf16 / float8 arrays are widened exactly to float32 with their type recorded
+    under the key 'linattn_dtype' (the checker then applies that type's tolerance)."""
+    d = {}
+    narrow = None
+    for k, x in {**(inputs or {}), **arrays}.items():
+        if x is None or k == "output_final_state":
+            continue
+        if k == "scale":
+            d[k] = np.array(float(x))
+            continue
+        n = _float_itemsize(x)
+        a = _as_numpy(x)
+        if n is not None and n < a.dtype.itemsize and (narrow is None or n < narrow[0]):
+            narrow = (n, _dtype_name(x))
+        d[k] = a
+    if narrow is not None:
+        d["linattn_dtype"] = np.array(narrow[1])
+    np.savez(path, **d)
 
 
 # --------------------------------------------------------------------------------------------
@@ -453,19 +672,31 @@ def _dim_strategy(st, spec, name):
     raise ValueError(f"cases: argument '{name}' expected an int, a (low, high) tuple or a strategy but got {spec!r}")
 
 
-def cases(op: str, *, B=(1, 2), T=(1, 40), H=(1, 2), K=(1, 9), V=(1, 9), gate_modes: Sequence[str] = ("random", "zero", "extreme", "mixed"),
-          varlen: bool = True, initial_state: bool = True, dtype=np.float32, scale=None, gate_range=None):
+def cases(op: str, *, B=(1, 2), T=(1, 160), H=(1, 2), K=(1, 9), V=(1, 9), gate_modes: Sequence[str] = ("random", "zero", "extreme", "mixed"),
+          varlen: bool = True, initial_state: bool = True, dtype=np.float32, scale=None, gate_range=None,
+          chunk_size: Optional[int] = 64):
     """A hypothesis strategy of Case for `op`. Each dimension is an int, a (low, high) range or a
     strategy; V="K" draws V equal to K (for kernels that need K == V). Packed variable-length batches (B = 1, up to 4 ragged sequences, empty ones
-    included) are drawn one time in four when varlen=True; initial states half the time."""
+    included) are drawn one time in four when varlen=True; initial states half the time.
+    chunk_size (a chunked kernel's chunk length; None: off): when T is a range, half the cases draw T at a chunk
+    boundary, m * chunk_size + {-1, 0, 1} for m = 1..3 (clipped to the range), where a state carried wrongly from
+    one chunk to the next shows; the default T range (1, 160) spans two boundaries of 64-token chunks. Kernels with
+    a minimum head size (e.g. K >= 16) pass K=(16, 64) and the like."""
     import hypothesis.strategies as st
 
     check_op(op)
     dt = np.dtype(dtype).name
+    if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
+        raise ValueError(f"cases: argument 'chunk_size' expected a positive int or None but got {chunk_size!r}")
 
     @st.composite
     def draw_case(draw):
         t = draw(_dim_strategy(st, T, "T"))
+        if isinstance(T, tuple) and len(T) == 2 and chunk_size is not None and draw(st.booleans()):
+            # move t to the nearest of chunk_size, 2 chunk_size, 3 chunk_size, then -1, 0 or +1 (drawn after t, so
+            # that shrinking this choice to False gives the plain small t back)
+            m = min(max(int(round(t / chunk_size)), 1), 3)
+            t = min(max(m * chunk_size + draw(st.sampled_from((0, 1, -1))), int(T[0])), int(T[1]))
         h = draw(_dim_strategy(st, H, "H"))
         kd = draw(_dim_strategy(st, K, "K"))
         vd = kd if isinstance(V, str) and V == "K" else draw(_dim_strategy(st, V, "V"))
@@ -492,6 +723,7 @@ def check_kernel(
     *,
     dtype=np.float32,
     rtol_rms: Optional[float] = None,
+    atol_rms: Optional[float] = None,
     max_examples: int = 50,
     seed: int = 0,
     name: Optional[str] = None,
@@ -501,11 +733,14 @@ def check_kernel(
     """Property-check `kernel` against the reference of `op` over random cases (hypothesis).
 
     `kernel(**inputs)` is called with fla's keyword arguments (q, k, v, the gates of `op`, scale,
-    initial_state, output_final_state=True, cu_seqlens), arrays of `dtype`, and returns
+    initial_state, output_final_state=True, cu_seqlens), NumPy arrays of `dtype`, and returns
     (o, final_state), o alone, or a dict. Every output is compared with the float64 reference by
-    relative RMS (rtol_rms; default by the output dtype, see default_rtol_rms); final_state is
-    required. A kernel that raises counts as failing. `case_options` go to `cases()` (B, T, H, K,
-    V, gate_modes, varlen, initial_state, scale, gate_range). Deterministic for a given `seed`.
+    relative RMS (rtol_rms; default by the narrowest float type among inputs and output, see
+    default_rtol_rms; atol_rms: the absolute floor, default scaled by the case's magnitude, see
+    default_atol_rms); final_state is required. A kernel that raises, or that modifies an input in place, counts
+    as failing. `case_options` go to `cases()` (B, T, H, K, V, gate_modes, varlen, initial_state, scale,
+    gate_range, chunk_size). Deterministic for a given `seed`. For a torch kernel, wrap it:
+    ``lambda **kw: my_kernel(**{k: torch.as_tensor(x).cuda() if isinstance(x, np.ndarray) else x for k, x in kw.items()})``.
 
     backward (optional): `backward(**inputs, do=..., dht=...)` returns a dict of gradients of the
     loss sum(do * o) + sum(dht * final_state) ('dq', 'dk', 'dv', the gates' 'dg', 'dbeta', 'db',
@@ -530,29 +765,19 @@ def check_kernel(
         inputs = case.inputs()
         failure = None
         try:
-            out = kernel(**inputs)
-        except Exception as e:  # the kernel crashed
-            failure = KernelMismatch(f"the kernel raised {type(e).__name__}: {e}", case, error=e)
-        if failure is None:
-            try:
-                comps = check_outputs(op, inputs, out, rtol_rms=rtol_rms, require_final_state=True)
-                if not all(c.ok for c in comps):
-                    failure = KernelMismatch("\n".join(c.report() for c in comps), case, comps)
-            except (AssertionError, ValueError, TypeError) as e:  # missing or unusable outputs
-                failure = KernelMismatch(f"unusable outputs: {e}", case, error=e)
-        if failure is None and backward is not None:
-            cot = random_cotangents(op, inputs, seed=case.seed)
-            try:
-                grads = backward(**inputs, **cot)
-            except Exception as e:
-                failure = KernelMismatch(f"the backward raised {type(e).__name__}: {e}", case, error=e)
-            if failure is None:
-                try:
-                    comps = check_gradients(op, inputs, grads, cot["do"], cot["dht"], rtol_rms=rtol_rms)
-                    if not all(c.ok for c in comps):
-                        failure = KernelMismatch("\n".join(c.report() for c in comps), case, comps)
-                except (AssertionError, ValueError, TypeError) as e:
-                    failure = KernelMismatch(f"unusable gradients: {e}", case, error=e)
+            comps = check_call(_marked(kernel, "kernel"), op, inputs,
+                               backward=None if backward is None else _marked(backward, "backward"),
+                               cotangent_seed=case.seed, rtol_rms=rtol_rms, atol_rms=atol_rms,
+                               require_final_state=True)
+            if not all(c.ok for c in comps):
+                failure = KernelMismatch("\n".join(c.report() for c in comps), case, comps)
+        except _Raised as r:  # the kernel or the backward crashed
+            e = r.error
+            failure = KernelMismatch(f"the {r.who} raised {type(e).__name__}: {e}", case, error=e)
+        except InputModified as e:
+            failure = KernelMismatch(str(e), case, error=e)
+        except (AssertionError, ValueError, TypeError) as e:  # missing or unusable outputs or gradients
+            failure = KernelMismatch(f"unusable outputs: {e}", case, error=e)
         if failure is not None:
             state["last"] = failure
             raise failure
@@ -567,3 +792,20 @@ def check_kernel(
             f"reproduce: inputs = linattn.testing.{f.case!r}.inputs()\n{f}",
             f.case, f.comparisons, f.error) from None
     return state["n"]
+
+
+class _Raised(Exception):
+    """An exception raised inside the kernel (who = 'kernel') or its backward, carried out of check_call."""
+
+    def __init__(self, who, error):
+        super().__init__(who)
+        self.who, self.error = who, error
+
+
+def _marked(fn, who):
+    def call(**kw):
+        try:
+            return fn(**kw)
+        except Exception as e:
+            raise _Raised(who, e) from e
+    return call
