@@ -1,0 +1,188 @@
+// walkthroughs/check_your_kernel.cpp -- "check your kernel": linattn as ground truth from C++.
+//
+// A kernel author's loop, on real numbers: make inputs in the flash-linear-attention layout, run
+// "your kernel" on them in float32, run the float64 reference (reference/recurrent.hpp) on the same
+// values widened exactly, and let reference/compare.hpp give the verdict. Four kernels are checked:
+//   1. a correct per-token Gated DeltaNet (Eqs.15-17 in the S = W^T layout), written here in plain
+//      loops as a kernel author would;
+//   2. linattn's own chunked CPU kernel (optimized/cpu/chunk.hpp) in float32;
+//   3. kernel 1 with the error read from the state BEFORE the decay (the wrong GDN of SPEC section 2);
+//   4. kernel 1 as a chunked kernel that forgets to carry the state from one 64-token chunk to the
+//      next -- which passes at T = 64 and fails at T = 65: test lengths must cross chunk boundaries.
+// The program exits 1 unless every verdict is the expected one, so running it is itself a check.
+// Python kernels: linattn.testing does the same (docs/python.md).   Usage: check_your_kernel [--T n]
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "optimized/cpu/chunk.hpp"
+#include "reference/compare.hpp"
+#include "reference/recurrent.hpp"
+
+namespace {
+
+using linattn::index_t;
+using linattn::Tensor;
+namespace ref = linattn::ref;
+
+// ---------------------------------------------------------------------------------------------
+// 1. Inputs in fla's layout: q, k [B, T, H, K], v [B, T, H, V], g [B, T, H] = log alpha <= 0,
+//    beta [B, T, H] in [0, 1], initial state h0 [B, H, K, V]. Keys L2-normalised, as models do.
+// ---------------------------------------------------------------------------------------------
+struct Inputs {
+  Tensor<float> q, k, v, g, beta, h0;
+  float scale;
+};
+
+Inputs make_inputs(index_t B, index_t T, index_t H, index_t K, index_t V, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n01(0.f, 1.f);
+  std::uniform_real_distribution<float> u01(0.f, 1.f);
+  Inputs in{Tensor<float>({B, T, H, K}), Tensor<float>({B, T, H, K}), Tensor<float>({B, T, H, V}),
+            Tensor<float>({B, T, H}),    Tensor<float>({B, T, H}),    Tensor<float>({B, H, K, V}),
+            1.f / std::sqrt(static_cast<float>(K))};
+  for (float& x : in.q) x = n01(rng);
+  for (float& x : in.v) x = n01(rng);
+  for (float& x : in.h0) x = 0.5f * n01(rng);
+  for (index_t b = 0; b < B; ++b)
+    for (index_t t = 0; t < T; ++t)
+      for (index_t h = 0; h < H; ++h) {
+        float norm = 0;
+        for (index_t i = 0; i < K; ++i) {
+          const float x = n01(rng);
+          in.k(b, t, h, i) = x;
+          norm += x * x;
+        }
+        for (index_t i = 0; i < K; ++i) in.k(b, t, h, i) /= std::sqrt(norm);
+        in.g(b, t, h) = std::log(1.f / (1.f + std::exp(-(2.5f + 1.5f * n01(rng)))));  // log sigmoid: alpha ~ 0.9
+        in.beta(b, t, h) = u01(rng);
+      }
+  return in;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. "Your kernel": Gated DeltaNet one token at a time, float32 state S [K, V] per (sequence, head):
+//      S~ = alpha_t S;  v_bar = S~^T k_t;  S = S~ + k_t (beta_t (v_t - v_bar))^T;  o_t = S^T (scale q_t)
+//    (Eqs.15-17 with W = S^T). The bugs are switches, so that the harness has something to catch.
+// ---------------------------------------------------------------------------------------------
+enum class Bug { none, error_before_decay, state_lost_between_chunks };
+
+struct KernelOut {
+  Tensor<float> o, final_state;
+};
+
+KernelOut my_gdn(const Inputs& in, Bug bug) {
+  const index_t B = in.q.size(0), T = in.q.size(1), H = in.q.size(2), K = in.q.size(3), V = in.v.size(3);
+  KernelOut out{Tensor<float>({B, T, H, V}), Tensor<float>({B, H, K, V})};
+  std::vector<float> S(static_cast<size_t>(K * V)), vbar(static_cast<size_t>(V));
+  for (index_t b = 0; b < B; ++b)
+    for (index_t h = 0; h < H; ++h) {
+      for (index_t i = 0; i < K; ++i)
+        for (index_t j = 0; j < V; ++j) S[i * V + j] = in.h0(b, h, i, j);
+      for (index_t t = 0; t < T; ++t) {
+        if (bug == Bug::state_lost_between_chunks && t > 0 && t % 64 == 0) std::fill(S.begin(), S.end(), 0.f);
+        const float alpha = std::exp(in.g(b, t, h));
+        if (bug != Bug::error_before_decay)
+          for (float& s : S) s *= alpha;  // decay first (Eq.15) ...
+        for (index_t j = 0; j < V; ++j) {  // ... then read along k (Eq.16)
+          vbar[j] = 0;
+          for (index_t i = 0; i < K; ++i) vbar[j] += S[i * V + j] * in.k(b, t, h, i);
+        }
+        if (bug == Bug::error_before_decay)
+          for (float& s : S) s *= alpha;  // the bug: the error was read from the undecayed state
+        for (index_t i = 0; i < K; ++i)  // write (Eq.17)
+          for (index_t j = 0; j < V; ++j)
+            S[i * V + j] += in.k(b, t, h, i) * in.beta(b, t, h) * (in.v(b, t, h, j) - vbar[j]);
+        for (index_t j = 0; j < V; ++j) {  // read the new state with the query (Eq.8)
+          float o = 0;
+          for (index_t i = 0; i < K; ++i) o += S[i * V + j] * in.scale * in.q(b, t, h, i);
+          out.o(b, t, h, j) = o;
+        }
+      }
+      for (index_t i = 0; i < K; ++i)
+        for (index_t j = 0; j < V; ++j) out.final_state(b, h, i, j) = S[i * V + j];
+    }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. The ground truth: the naive reference in float64 on the same values, widened exactly.
+// ---------------------------------------------------------------------------------------------
+ref::RecurrentOutput<double> reference(const Inputs& in) {
+  ref::RecurrentOptions<double> opt;
+  opt.scale = static_cast<double>(in.scale);
+  opt.initial_state = ref::widen(in.h0);
+  opt.output_final_state = true;
+  return ref::naive_recurrent_gated_delta_rule(ref::widen(in.q), ref::widen(in.k), ref::widen(in.v),
+                                               ref::widen(in.g), ref::widen(in.beta), opt);
+}
+
+// One verdict: print every comparison, then PASS or FAIL; true when it is the expected one.
+bool verdict(const char* title, const std::vector<ref::Comparison>& comps, bool expect_pass) {
+  std::printf("\n%s\n", title);
+  for (const auto& c : comps) std::printf("  %s\n", c.report().c_str());
+  const bool pass = ref::all_ok(comps);
+  std::printf("  VERDICT: %s (expected %s)\n", pass ? "PASS" : "FAIL", expect_pass ? "PASS" : "FAIL");
+  return pass == expect_pass;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  index_t T = 130;  // two chunk boundaries of 64 tokens, and a partial last chunk
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--T") && i + 1 < argc) {
+      T = std::atol(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: check_your_kernel [--T n]   (n >= 66: the chunk bug shows at T = 65)\n");
+      return 2;
+    }
+  }
+  if (T < 66) {
+    std::fprintf(stderr, "check_your_kernel: argument '--T' expected at least 66 but got %ld\n", static_cast<long>(T));
+    return 2;
+  }
+  const index_t B = 2, H = 2, K = 16, V = 12;
+  std::printf("check_your_kernel: Gated DeltaNet, B=%ld T=%ld H=%ld K=%ld V=%ld, float32 kernels against the float64\n"
+              "reference; tolerance for a float32 computation: relative RMS %.0e (reference/compare.hpp)\n",
+              static_cast<long>(B), static_cast<long>(T), static_cast<long>(H), static_cast<long>(K),
+              static_cast<long>(V), ref::Tolerance::of<float>().rtol_rms);
+  const Inputs in = make_inputs(B, T, H, K, V, 2607);
+  const auto want = reference(in);
+  const auto tol = ref::Tolerance::of<float>();
+  bool all_as_expected = true;
+
+  const KernelOut good = my_gdn(in, Bug::none);
+  all_as_expected &= verdict("1. a correct per-token kernel", ref::compare_outputs(good.o, good.final_state, want, tol), true);
+
+  linattn::cpu::ChunkOptions<float> copt;
+  copt.scale = in.scale;
+  copt.initial_state = in.h0;
+  copt.output_final_state = true;
+  const auto chunked = linattn::cpu::chunk_gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, copt);
+  all_as_expected &= verdict("2. linattn's chunked CPU kernel in float32 (optimized/cpu/chunk.hpp, C = 64)",
+                             ref::compare_outputs(chunked.o, chunked.final_state, want, tol), true);
+
+  const KernelOut early = my_gdn(in, Bug::error_before_decay);
+  all_as_expected &= verdict("3. the error read before the decay (the wrong GDN of SPEC section 2)",
+                             ref::compare_outputs(early.o, early.final_state, want, tol), false);
+
+  const KernelOut lost = my_gdn(in, Bug::state_lost_between_chunks);
+  all_as_expected &= verdict("4. a chunked kernel that does not carry its state into the next 64-token chunk",
+                             ref::compare_outputs(lost.o, lost.final_state, want, tol), false);
+
+  // The same bug on 64 tokens: nothing crosses a chunk boundary, so nothing can show it.
+  const Inputs in64 = make_inputs(B, 64, H, K, V, 2607);
+  const KernelOut lost64 = my_gdn(in64, Bug::state_lost_between_chunks);
+  all_as_expected &= verdict("4'. the same kernel at T = 64 passes: test lengths must cross chunk boundaries",
+                             ref::compare_outputs(lost64.o, lost64.final_state, reference(in64), tol), true);
+
+  std::printf("\n%s\n", all_as_expected ? "Every verdict is the expected one."
+                                        : "SOME VERDICT IS NOT THE EXPECTED ONE (exit 1).");
+  return all_as_expected ? 0 : 1;
+}
