@@ -312,3 +312,13 @@ def test_missing_optional_outputs_are_reported_as_not_compared():
     comps = lt.check_outputs("delta_rule", inp, o)
     assert [c.name for c in comps] == ["o", "final_state"] and comps[1].ok and not comps[1].compared
     assert "final_state: not compared" in comps[1].report()
+
+
+def test_a_shape_mismatch_that_is_a_permutation_says_how_to_transpose():
+    inp = lt.random_inputs("delta_rule", T=7, H=3, V=5, seed=3)
+    o, S = linattn.reference("delta_rule", **inp)
+    rep = lt.compare(np.ascontiguousarray(o.transpose(0, 2, 1, 3)), o).report()  # head-first [B, H, T, V]
+    assert "np.transpose(actual, (0, 2, 1, 3))" in rep and "head-first" in rep
+    rep = lt.compare(np.ascontiguousarray(S.transpose(0, 1, 3, 2)), S).report()  # S^T: [N, H, V, K]
+    assert "np.transpose(actual, (0, 1, 3, 2))" in rep and "head-first" not in rep
+    assert "transpose" not in lt.compare(np.zeros((1, 7, 3, 4)), o).report()  # not a permutation

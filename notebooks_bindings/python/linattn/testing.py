@@ -149,7 +149,13 @@ class Comparison:
         if not self.compared:
             return head + f"not compared ({self.note})"
         if not self.shape_ok:
-            return head + f"shape mismatch: actual {self.actual_shape} vs expected {self.expected_shape}"
+            msg = head + f"shape mismatch: actual {self.actual_shape} vs expected {self.expected_shape}"
+            perm = _axes_permutation(self.actual_shape, self.expected_shape)
+            if perm is not None:
+                msg += (f"\n  the same sizes in another order: np.transpose(actual, {perm}) has the expected shape"
+                        + (" (a head-first [B, H, T, ...] layout? linattn takes fla's [B, T, H, ...])"
+                           if len(perm) == 4 and perm[:3] == (0, 2, 1) else ""))
+            return msg
         verdict = "ok" if self.ok else "MISMATCH"
         lines = [
             head + f"{verdict}: rel_rms = {self.rel_rms:.3e} (tolerance {self.rtol_rms:.1e}"
@@ -170,6 +176,17 @@ class Comparison:
 
     def __str__(self) -> str:
         return self.report()
+
+
+def _axes_permutation(actual: tuple, expected: tuple):
+    """A permutation p with actual[p[i]] == expected[i] for all i (the identity excluded), or None."""
+    import itertools
+    if len(actual) != len(expected) or sorted(actual) != sorted(expected) or len(actual) > 6:
+        return None
+    for p in itertools.permutations(range(len(actual))):
+        if p != tuple(range(len(actual))) and all(actual[p[i]] == expected[i] for i in range(len(actual))):
+            return p
+    return None
 
 
 def _is_torch(x) -> bool:
