@@ -15,6 +15,11 @@
 #   and 32 column value tiles") have not run with rungs 31-33 in kRungs.
 # STEP=3: rung 24's SM-sized reference test (214 s in session 26), then every operator's forward + backward with fla
 #   (GDN, KDA, GDN2 with `best`; fla's Triton kernels compile in the process on a fresh machine: allow 300 s).
+# STEP=4 (about 100 s): the Python module's CUDA tests (notebooks_bindings/tests/test_cuda.py), last run in session 15:
+#   backward rungs 19-33 joined its list of rungs since. Needs .cudabin/wheel.tar.xz: the cp312 wheel built on the
+#   project's machine (PYENV_VERSION=3.12.1 LINATTN_PY_CUDA=ON python3.12 -m pip wheel --no-deps ./notebooks_bindings,
+#   as session 15 call 7), installed with --no-deps into /tmp/pylib. Carry [".cudabin/wheel.tar.xz"] alone if the
+#   others do not fit.
 # Needs .cudabin/bins.tar.xz (test_cuda_backward, test_cuda_saved, liblinattn_cuda_capi.so, stripped) built at HEAD on
 # this machine (a new checkout has none: cmake --preset cuda, build, strip, xz -9e) and, for STEP=1, .cudabin/mut.tar.xz
 # (make_mutants.py, then its test_cuda_backward stripped), and .fla (git archive bc3b101 fla of
@@ -23,7 +28,7 @@
 set -u
 OUT=${OUT:-/tmp/out}; END=${END:-585}; STEP=${STEP:-1}
 source optimized/cuda/bench/call_lib.sh
-unpack
+[ "$STEP" = 4 ] || unpack
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv > /tmp/l/env.log
 B=/tmp/b/test_cuda_backward
@@ -60,6 +65,15 @@ elif [ "$STEP" = 2 ]; then
   timeout $(left 575) $B -w NoTests --durations yes "~CUDA v24 with its own widths*" > /tmp/l/backward_all.log 2>&1
   note "test_cuda_backward (all but rung 24's SM-sized reference test) rc $?: $(res /tmp/l/backward_all.log)"
   grep -E "FAILED|with expansion" /tmp/l/backward_all.log | head -20 >> /tmp/l/summary.log
+elif [ "$STEP" = 4 ]; then
+  mkdir -p /tmp/wh && tar -xJf .cudabin/wheel.tar.xz -C /tmp/wh
+  python3 -m pip install -q --no-deps --no-index --target /tmp/pylib /tmp/wh/*.whl > /tmp/l/pip.log 2>&1
+  note "pip install of the wheel rc $?"
+  python3 -c "import numpy, sys; print('python', sys.version.split()[0], 'numpy', numpy.__version__)" >> /tmp/l/env.log 2>&1
+  PYTHONPATH=/tmp/pylib timeout $(left 300) python3 -m pytest -v -p no:cacheprovider notebooks_bindings/tests/test_cuda.py \
+    > /tmp/l/test_cuda_py.log 2>&1
+  note "pytest notebooks_bindings/tests/test_cuda.py rc $?: $(tail -1 /tmp/l/test_cuda_py.log)"
+  grep -E "FAILED|Error" /tmp/l/test_cuda_py.log | head -20 >> /tmp/l/summary.log
 else
   timeout $(left 250) $B -w NoTests --durations yes "CUDA v24 with its own widths*" > /tmp/l/backward_v24w.log 2>&1
   note "rung 24's SM-sized reference test rc $?: $(res /tmp/l/backward_v24w.log)"
