@@ -88,7 +88,7 @@ TEST_CASE("A float32 rounding of the truth passes the float32 tolerance and an e
     const index_t n = *rc::gen::inRange<index_t>(1, 200);
     const double scale = std::pow(10.0, *rc::gen::inRange(-8, 9));  // the verdict does not depend on the scale
     const Tensor<double> want = random_tensor({n}, *rc::gen::arbitrary<unsigned>(), scale);
-    RC_ASSERT(ref::compare("o", to_float(want), want).ok());
+    RC_ASSERT(ref::compare("o", to_float(want), want, ref::Tolerance{1e-5, 0.0, "float32, no floor"}).ok());
     Tensor<double> off = want.clone();
     for (double& x : off) x *= 1.0 + 1e-3;
     const bool all_zero = ref::compare("w", want, Tensor<double>(want.shape())).rel_rms == 0.0;
@@ -123,4 +123,31 @@ TEST_CASE("compare_outputs scales the floor with the case so zero or doubled out
   ref::RecurrentOutput<double> no_state = want;
   no_state.final_state = Tensor<double>();
   CHECK_THROWS_WITH(ref::compare_outputs(o, S, no_state), Catch::Contains("output_final_state = true"));
+}
+
+TEST_CASE("compare_gradients holds float32 reference gradients and fails a dropped dh0 or a scaled dq") {
+  const index_t B = 1, T = 40, H = 2, K = 5, V = 3;
+  const Tensor<double> q = random_tensor({B, T, H, K}, 7), k = random_tensor({B, T, H, K}, 8);
+  const Tensor<double> v = random_tensor({B, T, H, V}, 9), g({B, T, H}, -0.2), beta({B, T, H}, 0.6);
+  const Tensor<double> do_ = random_tensor({B, T, H, V}, 10), dht = random_tensor({B, H, K, V}, 11);
+  ref::RecurrentOptions<double> opt;
+  opt.initial_state = random_tensor({B, H, K, V}, 12);
+  const auto want = ref::naive_recurrent_gated_delta_rule_backward(q, k, v, g, beta, do_, dht, opt);
+  ref::RecurrentOptions<float> optf;
+  optf.initial_state = to_float(opt.initial_state);
+  const auto got = ref::naive_recurrent_gated_delta_rule_backward(to_float(q), to_float(k), to_float(v), to_float(g),
+                                                                  to_float(beta), to_float(do_), to_float(dht), optf);
+  const auto comps = ref::compare_gradients(got, want, q, k);
+  CHECK(comps.size() == 6);  // dq, dk, dv, dg, dbeta, dh0
+  CHECK(ref::all_ok(comps));
+  CHECK(comps[0].tol.rtol_rms == 1e-4);
+  auto no_dh0 = got;
+  no_dh0.dh0 = Tensor<float>(got.dh0.shape());
+  CHECK_FALSE(ref::compare_gradients(no_dh0, want, q, k).back().ok());
+  auto scaled = got;
+  for (float& x : scaled.dq) x *= 1.001f;
+  CHECK_FALSE(ref::compare_gradients(scaled, want, q, k)[0].ok());
+  auto missing = got;
+  missing.dg = Tensor<float>();
+  CHECK_THROWS_WITH(ref::compare_gradients(missing, want, q, k), Catch::Contains("expected a gradient dg"));
 }

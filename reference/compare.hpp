@@ -1,13 +1,15 @@
-/// reference/compare.hpp -- the verdict for C++ kernel authors: compare a kernel's outputs (or any
-/// tensor) with the float64 reference by relative RMS error, with tolerances by precision and a
-/// readable report. The C++ twin of Python's linattn.testing (docs/python.md), same rules:
+/// reference/compare.hpp -- the verdict for C++ kernel authors: compare a kernel's outputs and gradients (or
+/// any tensor) with the float64 reference by relative RMS error, with tolerances by precision and a readable
+/// report. The C++ counterpart of Python's linattn.testing (docs/python.md), with the same defaults:
 /// ~~~
 ///   rel_rms = ||got - want|| / ||want||          (the absolute RMS when want is all zero)
-///   pass  <=>  shapes equal, got finite, and (rel_rms <= rtol_rms  or  rms(got - want) <= atol_rms)
-///   default rtol_rms by the bytes of the computation's type: 8 -> 1e-10, 4 -> 1e-5, 2 -> 1e-2
-///   default atol_rms (the floor, for a (nearly) zero reference): 1e-14 / 1e-6 / 1e-3, times the
-///   case's magnitude in compare_outputs (the largest RMS among the reference arrays compared)
+///   pass  <=>  shapes equal, got finite, and (rel_rms <= rtol_rms  or  rms(got - want) <= floor)
+///   rtol_rms by the bytes of the computation's type: 8 -> 1e-10, 4 -> 1e-5 (gradients 1e-4), 2 -> 1e-2
+///   floor: atol_rms (1e-14 / 1e-6 / 1e-3) times the case's magnitude, the largest RMS among the reference
+///   arrays compared together; for dg at least the RMS of |q dq| + |k dk|, for dh0 rtol_rms times it
 /// ~~~
+/// (compare() alone applies tol.atol_rms as is, an absolute floor; compare_outputs and compare_gradients always
+/// scale it, where Python treats an atol_rms given explicitly as absolute.)
 /// Typical use (walkthroughs/check_your_kernel.cpp runs it on a correct and two wrong kernels):
 /// ~~~
 ///   auto want = ref::naive_recurrent_gated_delta_rule(widen(q), widen(k), widen(v), widen(g), widen(beta), opt64);
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "reference/recurrent.hpp"
+#include "reference/recurrent_backward.hpp"
 #include "reference/tensor.hpp"
 
 namespace linattn::ref {
@@ -50,6 +53,15 @@ struct Tolerance {
   template <class T>
   static Tolerance of() {
     return for_bytes(static_cast<int>(sizeof(T)));
+  }
+  /// The defaults for gradients computed in T: as of<T>() but float32's rtol_rms is 1e-4, the bound
+  /// proofs_tests/test_chunk_backward.cpp holds the chunked CPU backward to.
+  template <class T>
+  static Tolerance grads_of() {
+    Tolerance t = of<T>();
+    if (sizeof(T) == 4) t.rtol_rms = 1e-4;
+    t.basis += " gradients";
+    return t;
   }
 };
 
@@ -174,6 +186,58 @@ std::vector<Comparison> compare_outputs(const Tensor<A>& o, const Tensor<A>& fin
   if (scale_floor) tol.atol_rms *= magnitude<double>({&want.o, final_state.defined() ? &want.final_state : nullptr});
   std::vector<Comparison> out{compare("o", o, want.o, tol)};
   if (final_state.defined()) out.push_back(compare("final_state", final_state, want.final_state, tol));
+  return out;
+}
+
+/// A kernel's gradients against the reference backward's `want` (a float64 naive_recurrent_<op>_backward on the
+/// same inputs and cotangents); q and k are those inputs, widened (they scale dg's floor). Every gradient that
+/// `want` holds is compared and must be in `got` (dh0 is compared only when got.dh0 is defined). The floor of
+/// `tol` is multiplied by the case's magnitude (the largest RMS among the wanted gradients compared); for dg by
+/// at least the RMS of the terms it is summed from, |q dq| + |k dk| (summed over K for a scalar gate [B, T, H]);
+/// for dh0, the state gradient carried back through every token, which can shrink far below the values it is
+/// computed from, the floor is rtol_rms times the magnitude (as test_chunk_backward.cpp bounds it).
+template <class A>
+std::vector<Comparison> compare_gradients(const RecurrentGrads<A>& got, const RecurrentGrads<double>& want,
+                                          const Tensor<double>& q, const Tensor<double>& k,
+                                          const Tolerance& tol = Tolerance::grads_of<A>()) {
+  struct Item {
+    const char* name;
+    const Tensor<A>* got;
+    const Tensor<double>* want;
+  };
+  const std::vector<Item> items = {{"dq", &got.dq, &want.dq},       {"dk", &got.dk, &want.dk},
+                                   {"dv", &got.dv, &want.dv},       {"dg", &got.dg, &want.dg},
+                                   {"dbeta", &got.dbeta, &want.dbeta}, {"db", &got.db, &want.db},
+                                   {"dw", &got.dw, &want.dw},       {"dh0", &got.dh0, &want.dh0}};
+  std::vector<const Tensor<double>*> compared;
+  for (const Item& it : items) {
+    if (!it.want->defined()) continue;
+    if (std::string(it.name) == "dh0" && !it.got->defined()) continue;
+    if (!it.got->defined())
+      throw Error(std::string("compare_gradients: argument 'got' expected a gradient ") + it.name +
+                  " (the reference has one) but got none");
+    compared.push_back(it.want);
+  }
+  const double mag = magnitude<double>(compared);
+  std::vector<Comparison> out;
+  for (const Item& it : items) {
+    if (!it.want->defined() || !it.got->defined()) continue;
+    Tolerance t = tol;
+    const std::string name = it.name;
+    double scale = mag;
+    if (name == "dg" && q.shape() == want.dq.shape() && k.shape() == want.dk.shape()) {
+      const bool scalar = it.want->dim() == 3;
+      const index_t K = q.size(-1);
+      Tensor<double> terms(it.want->shape());
+      for (index_t i = 0; i < q.numel(); ++i) {
+        const double term = std::abs(q.data()[i] * want.dq.data()[i]) + std::abs(k.data()[i] * want.dk.data()[i]);
+        terms.data()[scalar ? i / K : i] += term;
+      }
+      scale = std::max(mag, magnitude<double>({&terms}));
+    }
+    t.atol_rms = (name == "dh0" ? tol.rtol_rms : tol.atol_rms) * scale;
+    out.push_back(compare(name, *it.got, *it.want, t));
+  }
   return out;
 }
 

@@ -134,3 +134,45 @@ def test_cli_reads_the_harness_own_inputs_and_explains_bf16_and_none(tmp_path):
     np.savez(tmp_path / "out_w.npz", o=ob.astype(np.float32))
     assert run_files(tmp_path, "kda", tmp_path / "in.npz", tmp_path / "out_w.npz")[0] == 1
     assert run_files(tmp_path, "kda", tmp_path / "in.npz", tmp_path / "out_w.npz", "--dtype", "bfloat16")[0] == 0
+
+
+def test_cli_softmax_uses_the_scaled_floor_and_the_inputs_types(tmp_path, rng):
+    q, k, v = rng.standard_normal((1, 8, 2, 3)), rng.standard_normal((1, 8, 2, 3)), 1e-6 * rng.standard_normal((1, 8, 2, 4))
+    o = linattn.naive_softmax_attn(q, k, v)
+    inp = {"q": q.astype(np.float32), "k": k.astype(np.float32), "v": v.astype(np.float32)}
+    assert run_check(tmp_path, "softmax_attn", inp, {"o": o.astype(np.float32)})[0] == 0
+    assert run_check(tmp_path, "softmax_attn", inp, {"o": (1.5 * o).astype(np.float32)})[0] == 1
+    assert run_check(tmp_path, "softmax_attn", inp, {"o": np.zeros_like(o, np.float32)})[0] == 1
+
+
+def test_cli_refuses_npy_bad_dtype_names_and_integer_cotangents_with_exit_2(tmp_path):
+    inp = lt.random_inputs("delta_rule", T=6, seed=24)
+    o, S = linattn.reference("delta_rule", **inp)
+    lt.save_npz(tmp_path / "in.npz", inp)
+    np.save(tmp_path / "o.npy", o)
+    code, out = run_files(tmp_path, "delta_rule", tmp_path / "in.npz", tmp_path / "o.npy")
+    assert code == 2 and "single array (.npy)" in out
+    np.savez(tmp_path / "out.npz", o=o, linattn_dtype=np.array(["bfloat16", "float32"]))
+    code, out = run_files(tmp_path, "delta_rule", tmp_path / "in.npz", tmp_path / "out.npz")
+    assert code == 2 and "expected one type name" in out
+    np.savez(tmp_path / "out.npz", o=(o * 1.005).astype(np.float32))
+    for bad in ("int8", "bool", "object"):
+        code, out = run_files(tmp_path, "delta_rule", tmp_path / "in.npz", tmp_path / "out.npz", "--dtype", bad)
+        assert code == 2 and "not a floating type" in out, out
+    cot = lt.random_cotangents("delta_rule", inp)
+    g = lt.reference_gradients("delta_rule", inp, cot["do"], cot["dht"])
+    lt.save_npz(tmp_path / "g.npz", **g, do=cot["do"].astype(np.int32), dht=cot["dht"])
+    code, out = run_files(tmp_path, "delta_rule", tmp_path / "in.npz", "--grads", tmp_path / "g.npz")
+    assert code == 2 and "grads key 'do' expected a float array" in out
+
+
+def test_cli_tolerance_per_key(tmp_path):
+    inp = lt.random_inputs("delta_rule", T=6, seed=25)
+    o, S = linattn.reference("delta_rule", **inp)
+    lt.save_npz(tmp_path / "in.npz", inp)
+    lt.save_npz(tmp_path / "out.npz", o=(o * 1.01).astype(np.float32), final_state=S)
+    assert run_files(tmp_path, "delta_rule", tmp_path / "in.npz", tmp_path / "out.npz")[0] == 1
+    code, out = run_files(tmp_path, "delta_rule", tmp_path / "in.npz", tmp_path / "out.npz", "--rtol-rms", "o=2e-2")
+    assert code == 0 and "tolerance 2.0e-02" in out and "tolerance 1.0e-05" in out, out
+    code, out = run_files(tmp_path, "delta_rule", tmp_path / "in.npz", tmp_path / "out.npz", "--rtol-rms", "o=x")
+    assert code == 2 and "--rtol-rms expected a number" in out

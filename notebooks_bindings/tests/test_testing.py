@@ -322,3 +322,76 @@ def test_a_shape_mismatch_that_is_a_permutation_says_how_to_transpose():
     rep = lt.compare(np.ascontiguousarray(S.transpose(0, 1, 3, 2)), S).report()  # S^T: [N, H, V, K]
     assert "np.transpose(actual, (0, 1, 3, 2))" in rep and "head-first" not in rep
     assert "transpose" not in lt.compare(np.zeros((1, 7, 3, 4)), o).report()  # not a permutation
+
+
+def test_check_call_judges_the_precision_by_the_inputs_as_the_kernel_received_them():
+    ml_dtypes = pytest.importorskip("ml_dtypes", reason="ml_dtypes (.ci/install-deps.sh installs it) is not installed")
+    widen = lambda kw: {k: (x.astype(np.float32) if isinstance(x, np.ndarray) and x.dtype == ml_dtypes.bfloat16 else x)
+                        for k, x in kw.items()}
+
+    def bf16_kernel(**kw):  # as fla: bf16 o and a float32 final state, from bf16 inputs
+        o, S = linattn.reference("gated_delta_rule", **widen(kw))
+        return o.astype(ml_dtypes.bfloat16), S.astype(np.float32)
+    inp = lt.random_inputs("gated_delta_rule", T=70, initial_state=True, seed=21, dtype=ml_dtypes.bfloat16)
+    comps = lt.check_call(bf16_kernel, "gated_delta_rule", inp)
+    assert all(c.ok and c.rtol_rms == 1e-2 and "bfloat16 input" in c.basis for c in comps), [c.report() for c in comps]
+    assert lt.check_kernel(bf16_kernel, "gated_delta_rule", dtype=ml_dtypes.bfloat16, max_examples=15) == 15
+    f32 = widen(inp)
+    # the same values as torch-like bf16 tensors
+    tin = {k: (FakeTorchTensor(np.asarray(x, np.float32)) if k in ("q", "k", "v") else x) for k, x in f32.items()}
+    comps = lt.check_call(lambda **kw: linattn.reference("gated_delta_rule", **f32), "gated_delta_rule", tin)
+    assert all(c.rtol_rms == 1e-2 for c in comps)
+
+
+def test_a_kernel_cannot_loosen_its_bound_by_returning_a_narrower_type():
+    inp = lt.random_inputs("gated_delta_rule", T=30, seed=22)
+    o, S = linattn.reference("gated_delta_rule", **inp)
+    comps = lt.check_outputs("gated_delta_rule", inp, (o.astype(np.float16), S.astype(np.float16)))
+    assert all(c.ok and c.rtol_rms == 1e-3 and "stored as float16" in c.basis for c in comps)  # rounding only
+    wrong = lt.check_outputs("gated_delta_rule", inp, ((o * 1.005).astype(np.float16), S.astype(np.float16)))
+    assert not wrong[0].ok  # 0.5% off: under the 16-bit 1e-2 it would pass
+
+
+def test_linattn_chunked_backward_passes_the_default_bounds_and_a_dropped_dh0_fails():
+    op = "gated_delta_rule"
+    fwd = lambda **kw: linattn.chunk(op, **kw, num_threads=1)
+    bwd = lambda **kw: linattn.chunk_backward(op, **kw, num_threads=1)
+    assert lt.check_kernel(fwd, op, backward=bwd, max_examples=25, seed=5) == 25
+
+    def bwd_no_dh0(**kw):
+        g = bwd(**kw)
+        g["dh0"] = np.zeros_like(g["dh0"])
+        return g
+    with pytest.raises(lt.KernelMismatch, match="dh0: MISMATCH"):
+        lt.check_kernel(fwd, op, backward=bwd_no_dh0, max_examples=25, seed=5, initial_state=True)
+    # dh0, carried back through every token, can shrink far below the values it is computed from: here to 1.5e-4
+    # of the case's magnitude, where the float32 chunked backward is off by 2.4e-6 of it. Its floor (1e-4 of the
+    # magnitude, as proofs_tests/test_chunk_backward.cpp) passes it, and says so.
+    case = lt.Case(op="delta_rule", B=1, T=25, H=1, K=1, V=1, gates="random", seed=0)
+    comps = {c.name: c for c in lt.check_call(lambda **kw: linattn.chunk("delta_rule", **kw, num_threads=1),
+                                              "delta_rule", case.inputs(), cotangent_seed=case.seed,
+                                              backward=lambda **kw: linattn.chunk_backward("delta_rule", **kw,
+                                                                                           num_threads=1))}
+    assert all(c.ok for c in comps.values()) and comps["dh0"].floor_pass and comps["dh0"].rel_rms > 1e-3
+
+
+def test_tolerances_per_key():
+    inp = lt.random_inputs("kda", T=12, seed=23)
+    o, S = linattn.reference("kda", **inp)
+    off = ((o * 1.01).astype(np.float32), S)
+    assert not lt.check_outputs("kda", inp, off)[0].ok
+    comps = lt.check_outputs("kda", inp, off, rtol_rms={"o": 2e-2})
+    assert comps[0].ok and comps[0].rtol_rms == 2e-2 and comps[1].rtol_rms == 1e-5
+    assert lt.check_outputs("kda", inp, off, rtol_rms={None: 2e-2})[1].rtol_rms == 2e-2  # the default for the rest
+
+
+def test_chunk_boundary_draws_only_where_the_range_holds_one():
+    from hypothesis import given, settings
+    seen = []
+
+    @settings(max_examples=100, database=None, deadline=None)
+    @given(lt.cases("delta_rule", T=(1, 40), chunk_size=64, varlen=False))
+    def collect(case):
+        seen.append(case.T)
+    collect()
+    assert sum(t == 40 for t in seen) < 30  # snapped draws would all collapse to 40

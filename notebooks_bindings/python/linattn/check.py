@@ -1,6 +1,6 @@
 """python -m linattn.check -- check a kernel's outputs and gradients (from any language) against the reference.
 
-    python -m linattn.check --op gated_delta_rule inputs.npz outputs.npz [--rtol-rms R] [--atol-rms A] [--dtype D]
+    python -m linattn.check --op gated_delta_rule inputs.npz outputs.npz [--rtol-rms R|KEY=R] [--atol-rms A] [--dtype D]
     python -m linattn.check --op gated_delta_rule inputs.npz [outputs.npz] --grads grads.npz
 
 inputs.npz (np.savez key names, fla's layout and argument names; linattn.testing.save_npz writes it):
@@ -32,10 +32,12 @@ bf16: NumPy has no bfloat16, so save bf16 arrays widened to float32 (exact; save
 
 The reference runs in float64 on the inputs widened exactly to float64. Each array is compared by
 relative RMS error ||out - ref|| / ||ref||; the tolerance defaults by the narrowest float type among
-the inputs and that output, or --dtype (float64 1e-10, float32 1e-5, 16-bit 1e-2), with an absolute
-floor on the RMS difference for (nearly) zero references: 1e-14, 1e-6, 1e-3 times the largest RMS
-among the reference arrays compared with it (or --atol-rms, absolute). Prints a report and the
-verdict PASS or FAIL.
+the inputs (and do, dht), or --dtype: float64 1e-10, float32 1e-5 (gradients 1e-4), 16-bit 1e-2, plus
+the rounding of an array stored in a narrower type; --rtol-rms R or KEY=R overrides it. An absolute
+floor on the RMS difference serves (nearly) zero references: 1e-14, 1e-6, 1e-3 times the largest RMS
+among the reference arrays compared with it (dg: at least the RMS of |q dq| + |k dk|; dh0: 1e-4 of it
+in float32), or --atol-rms (absolute). linattn.testing's docstrings and docs/python.md say why. Prints
+a report and the verdict PASS or FAIL.
 Exit status: 0 pass, 1 mismatch (values, shapes or NaN/Inf), 2 unusable input (missing or unknown
 keys, types NumPy cannot read, or inputs the reference rejects; the message says which).
 """
@@ -47,7 +49,7 @@ import sys
 import numpy as np
 
 from ._ops import GATES, OPS
-from .testing import check_gradients, check_outputs, compare, reference_gradients, reference_outputs
+from .testing import _compare_set, check_gradients, check_outputs, reference_gradients, reference_outputs
 
 SOFTMAX = "softmax_attn"
 _DTYPE_KEY = "linattn_dtype"
@@ -64,6 +66,9 @@ def _load(path: str, what: str) -> dict:
         z = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as e:
         raise UsageError(f"cannot read {what} file {path!r}: {e}") from None
+    if not isinstance(z, np.lib.npyio.NpzFile):
+        raise UsageError(f"{what} file {path!r} is a single array (.npy), not an .npz of named arrays; save it with "
+                         f"np.savez(path, o=..., ...) or linattn.testing.save_npz")
     d = {}
     with z:
         for k in z.files:
@@ -85,6 +90,9 @@ def _load(path: str, what: str) -> dict:
 
 def _file_dtype(*files):
     """The linattn_dtype key of the given loaded files (the narrowest if several), or None."""
+    for f in files:
+        if _DTYPE_KEY in f and f[_DTYPE_KEY].size != 1:
+            raise UsageError(f"{_DTYPE_KEY} expected one type name but got {f[_DTYPE_KEY].tolist()}")
     names = [str(f[_DTYPE_KEY].reshape(())) for f in files if _DTYPE_KEY in f]
     if not names:
         return None
@@ -154,6 +162,11 @@ def run(op: str, inputs_path: str, outputs_path=None, rtol_rms=None, out=sys.std
                 raise UsageError(f"grads must hold 'do', optionally 'dht' and 'dh0', and the gradients "
                                  f"{['dq', 'dk', 'dv'] + ['d' + n for n in GATES[op]]}; got keys {sorted(keys)}"
                                  + (f" ({sorted(keys - allowed)} not taken by {op!r})" if keys - allowed else ""))
+        if grads is not None:
+            for k in ("do", "dht"):
+                if k in grads and grads[k].dtype.kind != "f":
+                    raise UsageError(f"grads key {k!r} expected a float array (the upstream gradient) but got dtype "
+                                     f"{grads[k].dtype}")
         call = _build_call(op, inputs)
         if dtype is None:
             dtype = _file_dtype(*[f for f in (inputs, outputs, grads) if f is not None])
@@ -182,8 +195,7 @@ def run(op: str, inputs_path: str, outputs_path=None, rtol_rms=None, out=sys.std
         try:
             if outputs is not None:
                 if op == SOFTMAX:
-                    comps += [compare(outputs["o"], want["o"], rtol_rms=rtol_rms, atol_rms=atol_rms, name="o",
-                                      dtype=dtype)]
+                    comps += _compare_set({"o": outputs["o"]}, want, ("o",), (), call, {}, rtol_rms, atol_rms, dtype)
                 else:
                     comps += check_outputs(op, call, {k: outputs[k] for k in _OUTPUT_KEYS if k in outputs},
                                            rtol_rms=rtol_rms, atol_rms=atol_rms, dtype=dtype, _want=want)
@@ -217,17 +229,43 @@ def main(argv=None) -> int:
     p.add_argument("outputs", nargs="?", default=None, help="outputs .npz (keys o, final_state)")
     p.add_argument("--grads", default=None, metavar="GRADS.npz",
                    help="gradients .npz (keys do, dht, dq, dk, dv, the gates' dg / dbeta / db / dw, dh0)")
-    p.add_argument("--rtol-rms", type=float, default=None,
-                   help="relative RMS tolerance (default by the narrowest float type among inputs and output: "
-                   "float64 1e-10, float32 1e-5, 16-bit 1e-2)")
-    p.add_argument("--atol-rms", type=float, default=None,
-                   help="absolute floor on rms(diff) (default: 1e-14 / 1e-6 / 1e-3 by type, times the largest "
-                   "RMS among the reference arrays; 0 for a purely relative test)")
+    p.add_argument("--rtol-rms", action="append", default=None, metavar="R|KEY=R",
+                   help="relative RMS tolerance, for every array (R) or one (KEY=R, e.g. dg=3e-2); repeatable "
+                   "(default by the inputs' type: float64 1e-10, float32 1e-5 (gradients 1e-4), 16-bit 1e-2)")
+    p.add_argument("--atol-rms", action="append", default=None, metavar="A|KEY=A",
+                   help="absolute floor on rms(diff), for every array or one (KEY=A); repeatable (default: 1e-14 / "
+                   "1e-6 / 1e-3 by type, times the array's own reference RMS, or for dg the RMS of |q dq| + |k dk|)")
     p.add_argument("--dtype", default=None,
                    help="the type the kernel computed in, e.g. bfloat16 for bf16 results saved widened to float32 "
                    "(picks the default tolerance and floor)")
     a = p.parse_args(argv)
-    return run(a.op, a.inputs, a.outputs, a.rtol_rms, atol_rms=a.atol_rms, dtype=a.dtype, grads_path=a.grads)
+    try:
+        rtol, atol = _per_key_option(a.rtol_rms, "--rtol-rms"), _per_key_option(a.atol_rms, "--atol-rms")
+    except UsageError as e:
+        print(f"linattn.check: error: {e}")
+        print("VERDICT: ERROR (unusable input)")
+        return 2
+    return run(a.op, a.inputs, a.outputs, rtol, atol_rms=atol, dtype=a.dtype, grads_path=a.grads)
+
+
+def _per_key_option(values, flag):
+    """--rtol-rms / --atol-rms values ('1e-2' or 'dg=3e-2', repeatable) as None, a number, or a dict by key (a
+    plain number sets the default for keys not named, under the key None)."""
+    if not values:
+        return None
+    out = {}
+    for v in values:
+        key, _, num = v.rpartition("=")
+        try:
+            x = float(num)
+        except ValueError:
+            raise UsageError(f"{flag} expected a number or KEY=number but got {v!r}") from None
+        if not (x >= 0 and x == x):
+            raise UsageError(f"{flag} expected a non-negative number but got {v!r}")
+        out[key or None] = x
+    if list(out) == [None]:
+        return out[None]
+    return out
 
 
 if __name__ == "__main__":

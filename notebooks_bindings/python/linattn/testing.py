@@ -73,18 +73,46 @@ __all__ = [
 #: by the caller): 1e-2.
 _DEFAULT_RTOL = {8: 1e-10, 4: 1e-5, 2: 1e-2}
 
+#: Default relative-RMS tolerance of gradients (check_gradients, check_call, check_kernel with a backward): float32
+#: 1e-4, as the project's own float32 chunked backward needs (its sums over a chunk in another order; measured
+#: 9.2e-5 on dh0 at T = 64, K = V = 1 with no decay, where the per-token float32 reference gets 1.5e-8).
+_DEFAULT_RTOL_GRAD = {8: 1e-10, 4: 1e-4, 2: 1e-2}
+
+#: Default floor of dh0, as a fraction of the case's magnitude (_floor_scale): the same as the gradients' relative
+#: tolerance, i.e. rms(error) <= rtol * max(rms(wanted), magnitude), the bound proofs_tests/test_chunk_backward.cpp
+#: holds the chunked CPU backward to. dh0 is the state gradient carried back through every token, a product of T
+#: factors that can leave it far smaller than the values it was computed from: a correct float32 chunked backward
+#: leaves dh0 errors of 2.4e-6 of the case's magnitude where dh0 has shrunk to 1.5e-4 of it (delta_rule, T = 25,
+#: K = V = 1). Every other gradient keeps the outputs' floor (_DEFAULT_ATOL), which 800 random cases of the chunked
+#: backward of every operator pass.
+_DEFAULT_ATOL_GRAD = {8: 1e-10, 4: 1e-4, 2: 1e-2}
+
+#: What storing an exact value in a narrower type costs, as a relative-RMS bound (round to nearest: at most
+#: 2^-24, 2^-11, 2^-8 relative; about half that in RMS; with room): added when a kernel returns an output in a
+#: type narrower than the one it computed in, so that the output's type cannot loosen the bound on its own.
+_ROUNDING_RTOL = {"float32": 1e-6, "float16": 1e-3, "bfloat16": 5e-3}
+
+_FLOAT_NAMES = {"float64": 8, "double": 8, "float32": 4, "float": 4, "single": 4, "bfloat16": 2, "bf16": 2,
+                "float16": 2, "half": 2, "fp16": 2}
+
 
 def _itemsize_of_dtype(dtype) -> int:
     """Bytes per element of a floating dtype given as a NumPy dtype, a name ('bfloat16', 'float16', ...), or a
-    torch dtype (torch.bfloat16 -> 2)."""
+    torch dtype (torch.bfloat16 -> 2). Anything that is not a floating type is a TypeError."""
     if dtype is None:
         raise TypeError("expected a floating dtype but got None")
     name = str(dtype).replace("torch.", "")
-    if name in ("bfloat16", "bf16", "half", "float16", "fp16"):
-        return 2
+    if name in _FLOAT_NAMES:
+        return _FLOAT_NAMES[name]
     if name.startswith("float8"):
         return 1
-    return np.dtype(dtype).itemsize
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = None
+    if dt is None or dt.kind != "f":
+        raise TypeError(f"expected a floating type (float64, float32, float16, bfloat16) but got {name!r}")
+    return dt.itemsize
 
 
 def default_rtol_rms(dtype) -> float:
@@ -231,12 +259,9 @@ def _dtype_name(x) -> str:
     return np.dtype(getattr(x, "dtype", np.asarray(x).dtype)).name
 
 
-_SIZE_NAME = {8: "float64", 4: "float32", 2: "16-bit", 1: "8-bit"}
-
-
 def _precision(arrays: dict, dtype=None):
     """(itemsize, basis) of the computation: `dtype` when given, else the narrowest floating type among `arrays`
-    ({role: array}, e.g. {'inputs': q, 'output': o}); basis says which, for the report."""
+    ({role: array}, e.g. {"input 'q'": q}); basis says which, for the report."""
     if dtype is not None:
         return _itemsize_of_dtype(dtype), f"dtype={str(dtype).replace('torch.', '')}"
     best = None
@@ -245,6 +270,14 @@ def _precision(arrays: dict, dtype=None):
         if n is not None and (best is None or n < best[0]):
             best = (n, f"{_dtype_name(x)} {role}")
     return best if best is not None else (8, "float64")
+
+
+def _rounding_rtol(x) -> float:
+    """The relative-RMS cost of storing exact values in x's type (0 for float64)."""
+    name = _dtype_name(x)
+    if name.startswith("float8"):
+        return 1e-1
+    return _ROUNDING_RTOL.get(name, 0.0)
 
 
 def compare(actual, expected, *, rtol_rms: Optional[float] = None, atol_rms: Optional[float] = None,
@@ -481,45 +514,94 @@ def _rms(x) -> float:
     return math.sqrt(float(np.mean(x * x))) if x.size else 0.0
 
 
+def _per_key(value, key):
+    """value[key] if value is a dict (else its entry under None, the default for keys not named; else None),
+    otherwise value itself."""
+    return value.get(key, value.get(None)) if isinstance(value, dict) else value
+
+
+def _floor_scale(key: str, want: dict, inputs: dict, magnitude: float) -> float:
+    """The size that the default floor of `key` scales with: the case's magnitude (the largest RMS among the
+    reference arrays compared together), because a kernel's rounding is relative to the largest values it works
+    with, not to a small result of them (dh0 after many decays, a final state that decayed, a gradient formed by
+    cancellation). For dg, at least the size of the terms it is summed from, |q * dq| + |k * dk| (summed over K for a
+    scalar gate), where a chunked kernel's rounding lives when g is very negative (alpha ~ 1e-13 at g = -30)."""
+    if key == "dg" and all(x is not None for x in (inputs.get("q"), inputs.get("k"), want.get("dq"), want.get("dk"))):
+        q = np.asarray(_as_numpy(inputs["q"]), np.float64)
+        k = np.asarray(_as_numpy(inputs["k"]), np.float64)
+        terms = np.abs(q * want["dq"]) + np.abs(k * want["dk"])
+        if np.ndim(want["dg"]) == 3:  # scalar gate [B, T, H]
+            terms = terms.sum(axis=-1)
+        if terms.shape == np.shape(want["dg"]):
+            return max(_rms(terms), magnitude)
+    return magnitude
+
+
 def _compare_set(got: dict, want: dict, keys, optional, inputs: dict, extra_basis: dict, rtol_rms, atol_rms,
-                 dtype) -> list:
-    """Compare got[k] with want[k] for each of `keys` (a missing optional key gives a 'not compared' entry). The
-    tolerance follows the narrowest float type among the inputs, extra_basis and the output (or `dtype`); the
-    default floor is default_atol_rms times the largest RMS among want's compared arrays."""
-    basis_in = {f"input '{k}'": inputs[k] for k in _ARRAY_KEYS if inputs.get(k) is not None}
+                 dtype, grads: bool = False, basis_inputs: Optional[dict] = None) -> list:
+    """Compare got[k] with want[k] for each of `keys` (a missing optional key gives a 'not compared' entry).
+
+    Tolerance (rtol_rms: a number, or a dict by key): the default of the computation's precision, which is `dtype`
+    when given, else the narrowest float type among the inputs (basis_inputs: the arrays as the kernel received
+    them, for their types) and extra_basis (do, dht); for gradients the gradient table (float32 1e-4). An output
+    stored in a narrower type than that adds its rounding (_ROUNDING_RTOL), so a kernel cannot loosen its own
+    bound by returning float16. Floor (atol_rms: a number or dict, absolute): by default default_atol_rms of the
+    precision times _floor_scale(key): a key much smaller than the case's largest is held to a looser relative
+    bound that way, and a pass on the floor alone is flagged in its report (Comparison.floor_pass)."""
+    src = basis_inputs if basis_inputs is not None else inputs
+    basis_in = {f"input '{k}'": src[k] for k in _ARRAY_KEYS if src.get(k) is not None}
     basis_in.update(extra_basis)
-    present = [k for k in keys if k in got and got[k] is not None]
-    magnitude = max((_rms(want[k]) for k in present), default=0.0)
+    size, basis = _precision(basis_in, dtype)
+    table = _DEFAULT_RTOL_GRAD if grads else _DEFAULT_RTOL
+    magnitude = max((_rms(want[k]) for k in keys if k in got and got[k] is not None), default=0.0)
     out = []
     for k in keys:
-        if k not in present:
+        if k not in got or got[k] is None:
             if k in optional:
                 out.append(Comparison(name=k, shape_ok=True, actual_shape=(), expected_shape=np.shape(want[k]),
                                       compared=False, note="the kernel did not return it"))
             continue
-        size, _ = _precision({**basis_in, "output": got[k]}, dtype)
-        floor = _DEFAULT_ATOL.get(size, 1e-3) * magnitude if atol_rms is None else atol_rms
-        out.append(compare(got[k], want[k], rtol_rms=rtol_rms, atol_rms=floor, name=k, dtype=dtype,
-                           _basis_arrays={**basis_in, "output": got[k]}))
+        rt, at = _per_key(rtol_rms, k), _per_key(atol_rms, k)
+        if _float_itemsize(got[k]) is None:
+            raise TypeError(f"{k}: expected a floating-point array (float64, float32, float16, bfloat16) but got "
+                            f"dtype {_dtype_name(got[k])}")
+        b = basis
+        if rt is None:
+            rt = table.get(size, 1e-2)
+            if _float_itemsize(got[k]) < size and _rounding_rtol(got[k]) > rt:
+                rt = _rounding_rtol(got[k])
+                b = f"{basis}, stored as {_dtype_name(got[k])}"
+        else:
+            b = "rtol_rms given"
+        if at is None:
+            at = (_DEFAULT_ATOL_GRAD if grads and k == "dh0" else _DEFAULT_ATOL).get(size, 1e-3) * _floor_scale(k, want, inputs,
+                                                                                               magnitude)
+        c = compare(got[k], want[k], rtol_rms=rt, atol_rms=at, name=k)
+        c.basis = b
+        out.append(c)
     return out
 
 
-def check_outputs(op: str, inputs: dict, outputs, *, rtol_rms: Optional[float] = None,
-                  atol_rms: Optional[float] = None, require_final_state: bool = False, dtype=None,
-                  _want: Optional[dict] = None) -> list:
+def check_outputs(op: str, inputs: dict, outputs, *, rtol_rms=None, atol_rms=None,
+                  require_final_state: bool = False, dtype=None, _want: Optional[dict] = None,
+                  _basis_inputs: Optional[dict] = None) -> list:
     """Compare a kernel's outputs for `inputs` with the reference; returns [Comparison] for 'o' and 'final_state'
     (a 'not compared' entry when final_state is missing and not required). `outputs`: (o, final_state), o alone,
     or {'o', 'final_state'}.
 
     `inputs` must be the arrays as the kernel received them: if the kernel may modify its arguments in place,
     pass a copy taken before the call, or use check_call, which does that and fails such a kernel.
-    Tolerance: rtol_rms, else by the narrowest float type among the inputs and the output (or `dtype`); floor:
-    atol_rms, else default_atol_rms of that type times the largest RMS among the reference outputs."""
+    Tolerance (rtol_rms: a number, or a dict by key such as {'final_state': 2e-2}): by default that of the
+    narrowest float type among the inputs (or `dtype`), plus the rounding of an output stored in a narrower type;
+    floor (atol_rms, absolute; number or dict): by default default_atol_rms of that type times the case's
+    magnitude, the larger RMS of the reference o and final_state (see _floor_scale), so that zero or scaled
+    outputs fail however small the inputs are scaled."""
     got = _split_outputs(outputs)
     want = _want if _want is not None else reference_outputs(op, inputs)
     if require_final_state and "final_state" not in got:
         raise AssertionError("final_state: missing from the kernel's outputs (output_final_state=True was passed)")
-    return _compare_set(got, want, ("o", "final_state"), ("final_state",), inputs, {}, rtol_rms, atol_rms, dtype)
+    return _compare_set(got, want, ("o", "final_state"), ("final_state",), inputs, {}, rtol_rms, atol_rms, dtype,
+                        basis_inputs=_basis_inputs)
 
 
 def random_cotangents(op: str, inputs: dict, seed: int = 0) -> dict:
@@ -542,21 +624,23 @@ def reference_gradients(op: str, inputs: dict, do, dht=None) -> dict:
     return reference_backward(op, do=f64(do), dht=f64(dht), **kw)
 
 
-def check_gradients(op: str, inputs: dict, grads: dict, do, dht=None, *, rtol_rms: Optional[float] = None,
-                    atol_rms: Optional[float] = None, dtype=None, _want: Optional[dict] = None) -> list:
+def check_gradients(op: str, inputs: dict, grads: dict, do, dht=None, *, rtol_rms=None, atol_rms=None,
+                    dtype=None, _want: Optional[dict] = None, _basis_inputs: Optional[dict] = None,
+                    _basis_cot: Optional[dict] = None) -> list:
     """Compare a kernel's gradients (a dict with keys as in reference_gradients) with the reference;
     returns [Comparison]. dq, dk, dv and the gradient of every gate of `op` are required; dh0 is
-    compared when given (else a 'not compared' entry). Tolerance and floor as check_outputs (do's and dht's types
-    count too; the floor scales with the largest RMS among the reference gradients compared)."""
+    compared when given (else a 'not compared' entry). Tolerance and floor as check_outputs, with the gradient
+    table (float32 1e-4; do's and dht's types count too) and dg's floor scaled by the terms it is summed from,
+    |q dq| + |k dk| (where a chunked kernel's rounding lives when g is very negative)."""
     want = _want if _want is not None else reference_gradients(op, inputs, do, dht)
     required = ["dq", "dk", "dv"] + ["d" + n for n in GATES[op]]
     missing = [k for k in required if k not in grads or grads[k] is None]
     if missing:
         raise AssertionError(f"gradients: missing {missing} from the kernel's backward (keys {sorted(grads)})")
-    extra = {"cotangent 'do'": do}
-    if dht is not None:
-        extra["cotangent 'dht'"] = dht
-    return _compare_set(grads, want, required + ["dh0"], ("dh0",), inputs, extra, rtol_rms, atol_rms, dtype)
+    cot = _basis_cot if _basis_cot is not None else {"do": do, "dht": dht}
+    extra = {f"cotangent '{k}'": x for k, x in cot.items() if x is not None}
+    return _compare_set(grads, want, required + ["dh0"], ("dh0",), inputs, extra, rtol_rms, atol_rms, dtype,
+                        grads=True, basis_inputs=_basis_inputs)
 
 
 class InputModified(AssertionError):
@@ -564,13 +648,23 @@ class InputModified(AssertionError):
 
 
 def _snapshot(d: dict) -> dict:
-    """Copies of the array-valued entries of d (torch tensors as NumPy arrays, widened exactly where needed)."""
-    return {k: np.array(_as_numpy(x), copy=True) for k, x in d.items()
-            if x is not None and (isinstance(x, np.ndarray) or _is_torch(x))}
+    """Copies of the entries of d: arrays and torch tensors as NumPy arrays (widened exactly where needed), lists and
+    the like as deep copies."""
+    import copy
+    snap = {}
+    for k, x in d.items():
+        if x is None or isinstance(x, (bool, int, float, str)):
+            continue
+        snap[k] = np.array(_as_numpy(x), copy=True) if (isinstance(x, np.ndarray) or _is_torch(x)) else copy.deepcopy(x)
+    return snap
 
 
 def _check_unmodified(d: dict, snap: dict, who: str):
     for k, before in snap.items():
+        if not isinstance(before, np.ndarray):
+            if d[k] != before:
+                raise InputModified(f"{who} modified its input {k!r} in place; a kernel must not change its arguments")
+            continue
         after = _as_numpy(d[k])
         if after.shape != before.shape or not np.array_equal(after, before, equal_nan=True):
             diff = "shape changed" if after.shape != before.shape else \
@@ -580,8 +674,8 @@ def _check_unmodified(d: dict, snap: dict, who: str):
 
 
 def check_call(kernel: Callable[..., Any], op: str, inputs: dict, *, backward: Optional[Callable[..., Any]] = None,
-               do=None, dht=None, cotangent_seed: int = 0, rtol_rms: Optional[float] = None,
-               atol_rms: Optional[float] = None, dtype=None, require_final_state: bool = True) -> list:
+               do=None, dht=None, cotangent_seed: int = 0, rtol_rms=None, atol_rms=None, dtype=None,
+               require_final_state: bool = True) -> list:
     """Call `kernel(**inputs)` (and `backward(**inputs, do=..., dht=...)`) once and compare with the reference.
 
     The reference outputs (and gradients) are computed from copies of the inputs taken before the call; if the
@@ -594,7 +688,7 @@ def check_call(kernel: Callable[..., Any], op: str, inputs: dict, *, backward: O
     out = kernel(**inputs)
     _check_unmodified(inputs, snap, "the kernel")
     comps = check_outputs(op, pristine, out, rtol_rms=rtol_rms, atol_rms=atol_rms,
-                          require_final_state=require_final_state, dtype=dtype, _want=want)
+                          require_final_state=require_final_state, dtype=dtype, _want=want, _basis_inputs=inputs)
     if backward is not None:
         if do is None:
             cot = random_cotangents(op, pristine, seed=cotangent_seed)
@@ -611,7 +705,7 @@ def check_call(kernel: Callable[..., Any], op: str, inputs: dict, *, backward: O
             raise TypeError(f"the backward returned {type(grads).__name__}; expected a dict of gradients "
                             f"('dq', 'dk', 'dv', the gates' 'dg', 'dbeta', 'db', 'dw', optionally 'dh0')")
         comps += check_gradients(op, pristine, grads, cot_snap["do"], cot_snap.get("dht"), rtol_rms=rtol_rms,
-                                 atol_rms=atol_rms, dtype=dtype, _want=wantg)
+                                 atol_rms=atol_rms, dtype=dtype, _want=wantg, _basis_inputs=inputs, _basis_cot=cot_in)
     return comps
 
 
@@ -706,10 +800,14 @@ def cases(op: str, *, B=(1, 2), T=(1, 160), H=(1, 2), K=(1, 9), V=(1, 9), gate_m
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
         raise ValueError(f"cases: argument 'chunk_size' expected a positive int or None but got {chunk_size!r}")
 
+    # Snap to chunk boundaries only where the T range holds one (else every snapped draw would collapse to an end).
+    snap_to_chunks = (isinstance(T, tuple) and len(T) == 2 and chunk_size is not None
+                      and any(int(T[0]) <= m * chunk_size + d <= int(T[1]) for m in (1, 2, 3) for d in (-1, 0, 1)))
+
     @st.composite
     def draw_case(draw):
         t = draw(_dim_strategy(st, T, "T"))
-        if isinstance(T, tuple) and len(T) == 2 and chunk_size is not None and draw(st.booleans()):
+        if snap_to_chunks and draw(st.booleans()):
             # move t to the nearest of chunk_size, 2 chunk_size, 3 chunk_size, then -1, 0 or +1 (drawn after t, so
             # that shrinking this choice to False gives the plain small t back)
             m = min(max(int(round(t / chunk_size)), 1), 3)
@@ -739,8 +837,8 @@ def check_kernel(
     op: str,
     *,
     dtype=np.float32,
-    rtol_rms: Optional[float] = None,
-    atol_rms: Optional[float] = None,
+    rtol_rms=None,
+    atol_rms=None,
     max_examples: int = 50,
     seed: int = 0,
     name: Optional[str] = None,
@@ -752,9 +850,9 @@ def check_kernel(
     `kernel(**inputs)` is called with fla's keyword arguments (q, k, v, the gates of `op`, scale,
     initial_state, output_final_state=True, cu_seqlens), NumPy arrays of `dtype`, and returns
     (o, final_state), o alone, or a dict. Every output is compared with the float64 reference by
-    relative RMS (rtol_rms; default by the narrowest float type among inputs and output, see
-    default_rtol_rms; atol_rms: the absolute floor, default scaled by the case's magnitude, see
-    default_atol_rms); final_state is required. A kernel that raises, or that modifies an input in place, counts
+    relative RMS (rtol_rms: a number or a dict by key; default by the inputs' type `dtype`, see check_outputs and
+    check_gradients; atol_rms: the absolute floor, default as there); final_state is required. `dtype` may be
+    np.float64, np.float32, np.float16 or ml_dtypes.bfloat16. A kernel that raises, or that modifies an input in place, counts
     as failing. `case_options` go to `cases()` (B, T, H, K, V, gate_modes, varlen, initial_state, scale,
     gate_range, chunk_size). Deterministic for a given `seed`. For a torch kernel, wrap it:
     ``lambda **kw: my_kernel(**{k: torch.as_tensor(x).cuda() if isinstance(x, np.ndarray) else x for k, x in kw.items()})``.
@@ -806,7 +904,8 @@ def check_kernel(
         raise KernelMismatch(
             f"kernel {label} disagrees with the linattn reference ({op}, {np.dtype(dtype).name} inputs);\n"
             f"smallest failing case: {f.case!r}\n"
-            f"reproduce: inputs = linattn.testing.{f.case!r}.inputs()\n{f}",
+            f"reproduce: {'import ml_dtypes; ' if f.case.dtype == 'bfloat16' else ''}"
+            f"inputs = linattn.testing.{f.case!r}.inputs()\n{f}",
             f.case, f.comparisons, f.error) from None
     return state["n"]
 
