@@ -395,3 +395,19 @@ def test_chunk_boundary_draws_only_where_the_range_holds_one():
         seen.append(case.T)
     collect()
     assert sum(t == 40 for t in seen) < 30  # snapped draws would all collapse to 40
+
+
+def test_check_kernel_also_passes_no_dht_to_the_backward():
+    fwd = lambda **kw: linattn.reference("delta_rule", **kw)
+    seen = []
+
+    def bwd(do, dht, **kw):
+        seen.append(dht is None)
+        return lt.reference_gradients("delta_rule", kw, do, dht)
+    assert lt.check_kernel(fwd, "delta_rule", backward=bwd, max_examples=20) == 20
+    assert any(seen) and not all(seen)
+
+    def bwd_needs_dht(do, dht, **kw):  # a backward that assumes a final-state gradient is always given
+        return lt.reference_gradients("delta_rule", kw, do, dht * 1.0)
+    with pytest.raises(lt.KernelMismatch, match="the backward raised TypeError"):
+        lt.check_kernel(fwd, "delta_rule", backward=bwd_needs_dht, max_examples=20)

@@ -675,13 +675,13 @@ def _check_unmodified(d: dict, snap: dict, who: str):
 
 def check_call(kernel: Callable[..., Any], op: str, inputs: dict, *, backward: Optional[Callable[..., Any]] = None,
                do=None, dht=None, cotangent_seed: int = 0, rtol_rms=None, atol_rms=None, dtype=None,
-               require_final_state: bool = True) -> list:
+               require_final_state: bool = True, with_dht: bool = True) -> list:
     """Call `kernel(**inputs)` (and `backward(**inputs, do=..., dht=...)`) once and compare with the reference.
 
     The reference outputs (and gradients) are computed from copies of the inputs taken before the call; if the
     kernel or its backward changes any input array in place, InputModified (an AssertionError) is raised naming
     it. Exceptions of the kernel propagate. do, dht: the upstream gradients (default: random_cotangents with
-    `cotangent_seed`). Returns [Comparison] for the outputs, then the gradients; each has .ok and .report()."""
+    `cotangent_seed`; with_dht=False passes dht=None, a loss without the final state's term). Returns [Comparison] for the outputs, then the gradients; each has .ok and .report()."""
     snap = _snapshot(inputs)
     pristine = {k: snap.get(k, x) for k, x in inputs.items()}
     want = reference_outputs(op, pristine)
@@ -692,9 +692,10 @@ def check_call(kernel: Callable[..., Any], op: str, inputs: dict, *, backward: O
     if backward is not None:
         if do is None:
             cot = random_cotangents(op, pristine, seed=cotangent_seed)
-            do, dht = cot["do"], cot["dht"]
+            do, dht = cot["do"], (cot["dht"] if with_dht else None)
             if _is_torch(inputs["v"]):  # as the kernel's own tensors: v's dtype and device
-                do, dht = inputs["v"].new_tensor(do), inputs["v"].new_tensor(dht)
+                do = inputs["v"].new_tensor(do)
+                dht = None if dht is None else inputs["v"].new_tensor(dht)
         cot_in = {"do": do, "dht": dht}
         cot_snap = _snapshot(cot_in)
         wantg = reference_gradients(op, pristine, cot_snap["do"], cot_snap.get("dht"))
@@ -859,7 +860,8 @@ def check_kernel(
 
     backward (optional): `backward(**inputs, do=..., dht=...)` returns a dict of gradients of the
     loss sum(do * o) + sum(dht * final_state) ('dq', 'dk', 'dv', the gates' 'dg', 'dbeta', 'db',
-    'dw', and optionally 'dh0'); every one is compared with the reference backward too.
+    'dw', and optionally 'dh0'); every one is compared with the reference backward too. Cases with an odd
+    seed pass dht=None (no final-state term), as fla's backward gets when the forward kept no final state.
 
     Returns the number of cases checked; raises KernelMismatch naming the smallest failing case."""
     from hypothesis import HealthCheck, Phase, given, settings
@@ -883,7 +885,7 @@ def check_kernel(
             comps = check_call(_marked(kernel, "kernel"), op, inputs,
                                backward=None if backward is None else _marked(backward, "backward"),
                                cotangent_seed=case.seed, rtol_rms=rtol_rms, atol_rms=atol_rms,
-                               require_final_state=True)
+                               require_final_state=True, with_dht=case.seed % 2 == 0)
             if not all(c.ok for c in comps):
                 failure = KernelMismatch("\n".join(c.report() for c in comps), case, comps)
         except _Raised as r:  # the kernel or the backward crashed
