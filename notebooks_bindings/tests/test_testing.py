@@ -411,3 +411,17 @@ def test_check_kernel_also_passes_no_dht_to_the_backward():
         return lt.reference_gradients("delta_rule", kw, do, dht * 1.0)
     with pytest.raises(lt.KernelMismatch, match="the backward raised TypeError"):
         lt.check_kernel(fwd, "delta_rule", backward=bwd_needs_dht, max_examples=20)
+
+
+def test_a_kernel_that_changes_a_list_argument_fails_too():
+    inp = lt.random_inputs("delta_rule", T=10, seed=26)
+    inp["cu_seqlens"] = [0, 4, 10]  # a Python list, as a caller may pass it
+    good = np_kernel("delta_rule")
+
+    def shifts_offsets(**kw):
+        out = good(**{**kw, "cu_seqlens": np.asarray(kw["cu_seqlens"])})
+        kw["cu_seqlens"][1] = 5
+        return out
+    assert all(c.ok for c in lt.check_call(good, "delta_rule", inp))
+    with pytest.raises(lt.InputModified, match="'cu_seqlens'"):
+        lt.check_call(shifts_offsets, "delta_rule", inp)
