@@ -24,16 +24,19 @@
 # this machine (a new checkout has none: cmake --preset cuda, build, strip, xz -9e) and, for STEP=1, .cudabin/mut.tar.xz
 # (make_mutants.py, then its test_cuda_backward stripped), and .fla (git archive bc3b101 fla of
 # fla-org/flash-linear-attention). Carry [".cudabin", ".fla"] (under 64 MiB together).
-# Usage on the device: OUT=$OUT STEP=1 bash optimized/cuda/bench/pending_device_run.sh
+# Usage on the device: OUT=$OUT STEP=1 bash optimized/cuda/bench/pending_device_run.sh; STEP may list steps, run in
+# the order 1, 2, 4, 3 (e.g. STEP=4,3 with carry [".cudabin/bins.tar.xz", ".cudabin/wheel.tar.xz", ".fla"]: about
+# 560 s; the four steps fit in about 1,450 s of device time plus the machine's start).
 set -u
 OUT=${OUT:-/tmp/out}; END=${END:-585}; STEP=${STEP:-1}
 source optimized/cuda/bench/call_lib.sh
-[ "$STEP" = 4 ] || unpack
+has() { case ",$STEP," in *",$1,"*) return 0;; esac; return 1; }  # STEP may list several: 4,3
+[ -f .cudabin/bins.tar.xz ] && unpack
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv > /tmp/l/env.log
 B=/tmp/b/test_cuda_backward
 CS=$(ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || which compute-sanitizer)
-if [ "$STEP" = 1 ]; then
+if has 1; then
   timeout $(left 120) $B -w NoTests --durations yes "CUDA v33*" > /tmp/l/v33.log 2>&1
   note "rung 33 tests rc $?: $(res /tmp/l/v33.log)"
   grep -E "FAILED|with expansion" /tmp/l/v33.log | head -20 >> /tmp/l/summary.log
@@ -61,11 +64,13 @@ if [ "$STEP" = 1 ]; then
     > /tmp/l/bench_dn.log 2>&1
   note "bench_backward delta_rule 32,33 x3 with fla rc $?"
   grep -E "fla forward|saved states bf16\) v|kernels" /tmp/l/bench_dn.log | grep -v "^summary" | cut -c1-200 >> /tmp/l/summary.log
-elif [ "$STEP" = 2 ]; then
+fi
+if has 2; then
   timeout $(left 575) $B -w NoTests --durations yes "~CUDA v24 with its own widths*" > /tmp/l/backward_all.log 2>&1
   note "test_cuda_backward (all but rung 24's SM-sized reference test) rc $?: $(res /tmp/l/backward_all.log)"
   grep -E "FAILED|with expansion" /tmp/l/backward_all.log | head -20 >> /tmp/l/summary.log
-elif [ "$STEP" = 4 ]; then
+fi
+if has 4; then
   mkdir -p /tmp/wh && tar -xJf .cudabin/wheel.tar.xz -C /tmp/wh
   python3 -m pip install -q --no-deps --no-index --target /tmp/pylib /tmp/wh/*.whl > /tmp/l/pip.log 2>&1
   note "pip install of the wheel rc $?"
@@ -74,7 +79,8 @@ elif [ "$STEP" = 4 ]; then
     > /tmp/l/test_cuda_py.log 2>&1
   note "pytest notebooks_bindings/tests/test_cuda.py rc $?: $(tail -1 /tmp/l/test_cuda_py.log)"
   grep -E "FAILED|Error" /tmp/l/test_cuda_py.log | head -20 >> /tmp/l/summary.log
-else
+fi
+if has 3; then
   timeout $(left 250) $B -w NoTests --durations yes "CUDA v24 with its own widths*" > /tmp/l/backward_v24w.log 2>&1
   note "rung 24's SM-sized reference test rc $?: $(res /tmp/l/backward_v24w.log)"
   cp /tmp/l/summary.log "$OUT/"
