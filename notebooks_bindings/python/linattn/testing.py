@@ -574,8 +574,8 @@ def _compare_set(got: dict, want: dict, keys, optional, inputs: dict, extra_basi
         else:
             b = "rtol_rms given"
         if at is None:
-            at = (_DEFAULT_ATOL_GRAD if grads and k == "dh0" else _DEFAULT_ATOL).get(size, 1e-3) * _floor_scale(k, want, inputs,
-                                                                                               magnitude)
+            floor_table = _DEFAULT_ATOL_GRAD if grads and k == "dh0" else _DEFAULT_ATOL
+            at = floor_table.get(size, 1e-3) * _floor_scale(k, want, inputs, magnitude)
         c = compare(got[k], want[k], rtol_rms=rt, atol_rms=at, name=k)
         c.basis = b
         out.append(c)
