@@ -9,6 +9,9 @@
 //   3. kernel 1 with the error read from the state BEFORE the decay (the wrong GDN of SPEC section 2);
 //   4. kernel 1 as a chunked kernel that forgets to carry the state from one 64-token chunk to the
 //      next -- which passes at T = 64 and fails at T = 65: test lengths must cross chunk boundaries.
+// Then the backward: linattn's chunked CPU backward in float32 against the float64 reference backward
+// (reference/recurrent_backward.hpp) with ref::compare_gradients, and the same backward fed a wrong
+// upstream gradient (the final state's term dropped), which the verdict must catch.
 // The program exits 1 unless every verdict is the expected one, so running it is itself a check.
 // Python kernels: linattn.testing does the same (docs/python.md).   Usage: check_your_kernel [--T n]
 
@@ -21,8 +24,10 @@
 #include <vector>
 
 #include "optimized/cpu/chunk.hpp"
+#include "optimized/cpu/chunk_backward.hpp"
 #include "reference/compare.hpp"
 #include "reference/recurrent.hpp"
+#include "reference/recurrent_backward.hpp"
 
 namespace {
 
@@ -181,6 +186,29 @@ int main(int argc, char** argv) {
   const KernelOut lost64 = my_gdn(in64, Bug::state_lost_between_chunks);
   all_as_expected &= verdict("4'. the same kernel at T = 64 passes: test lengths must cross chunk boundaries",
                              ref::compare_outputs(lost64.o, lost64.final_state, reference(in64), tol), true);
+
+  // 5. The backward. Upstream gradients do [B, T, H, V] and dht [N, H, K, V] of the loss
+  //    sum(do * o) + sum(dht * final_state); the reference backward runs on everything widened.
+  Tensor<float> dout({B, T, H, V}), dht({B, H, K, V});
+  {
+    std::mt19937 rng(7);
+    std::normal_distribution<float> n01(0.f, 1.f);
+    for (float& x : dout) x = n01(rng);
+    for (float& x : dht) x = n01(rng);
+  }
+  ref::RecurrentOptions<double> opt64;
+  opt64.scale = static_cast<double>(in.scale);
+  opt64.initial_state = ref::widen(in.h0);
+  const Tensor<double> q64 = ref::widen(in.q), k64 = ref::widen(in.k);
+  const auto want_grads = ref::naive_recurrent_gated_delta_rule_backward(
+      q64, k64, ref::widen(in.v), ref::widen(in.g), ref::widen(in.beta), ref::widen(dout), ref::widen(dht), opt64);
+  const auto grads = linattn::cpu::chunk_gated_delta_rule_backward(in.q, in.k, in.v, in.g, in.beta, dout, dht, copt);
+  all_as_expected &= verdict("5. linattn's chunked CPU backward in float32 (gradients bound 1e-4 for float32)",
+                             ref::compare_gradients(grads, want_grads, q64, k64), true);
+  const auto no_dht = linattn::cpu::chunk_gated_delta_rule_backward(in.q, in.k, in.v, in.g, in.beta, dout,
+                                                                    Tensor<float>(dht.shape()), copt);
+  all_as_expected &= verdict("6. the same backward given dht = 0 (the final state's gradient dropped)",
+                             ref::compare_gradients(no_dht, want_grads, q64, k64), false);
 
   std::printf("\n%s\n", all_as_expected ? "Every verdict is the expected one."
                                         : "SOME VERDICT IS NOT THE EXPECTED ONE (exit 1).");
