@@ -49,7 +49,8 @@ import sys
 import numpy as np
 
 from ._ops import GATES, OPS
-from .testing import _compare_set, check_gradients, check_outputs, reference_gradients, reference_outputs
+from .testing import (_compare_set, _itemsize_of_dtype, check_gradients, check_outputs, reference_gradients,
+                      reference_outputs)
 
 SOFTMAX = "softmax_attn"
 _DTYPE_KEY = "linattn_dtype"
@@ -96,7 +97,6 @@ def _file_dtype(*files):
     names = [str(f[_DTYPE_KEY].reshape(())) for f in files if _DTYPE_KEY in f]
     if not names:
         return None
-    from .testing import _itemsize_of_dtype
     try:
         return min(names, key=_itemsize_of_dtype)
     except TypeError as e:
@@ -162,7 +162,6 @@ def run(op: str, inputs_path: str, outputs_path=None, rtol_rms=None, out=sys.std
                 raise UsageError(f"grads must hold 'do', optionally 'dht' and 'dh0', and the gradients "
                                  f"{['dq', 'dk', 'dv'] + ['d' + n for n in GATES[op]]}; got keys {sorted(keys)}"
                                  + (f" ({sorted(keys - allowed)} not taken by {op!r})" if keys - allowed else ""))
-        if grads is not None:
             for k in ("do", "dht"):
                 if k in grads and grads[k].dtype.kind != "f":
                     raise UsageError(f"grads key {k!r} expected a float array (the upstream gradient) but got dtype "
@@ -171,7 +170,6 @@ def run(op: str, inputs_path: str, outputs_path=None, rtol_rms=None, out=sys.std
         if dtype is None:
             dtype = _file_dtype(*[f for f in (inputs, outputs, grads) if f is not None])
         if dtype is not None:
-            from .testing import _itemsize_of_dtype
             try:
                 _itemsize_of_dtype(dtype)
             except TypeError as e:
