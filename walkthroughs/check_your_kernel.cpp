@@ -118,10 +118,15 @@ KernelOut my_gdn(const Inputs& in, Bug bug) {
 // ---------------------------------------------------------------------------------------------
 // 3. The ground truth: the naive reference in float64 on the same values, widened exactly.
 // ---------------------------------------------------------------------------------------------
-ref::RecurrentOutput<double> reference(const Inputs& in) {
+ref::RecurrentOptions<double> options64(const Inputs& in) {  // the kernel's scale and initial state, widened
   ref::RecurrentOptions<double> opt;
   opt.scale = static_cast<double>(in.scale);
   opt.initial_state = ref::widen(in.h0);
+  return opt;
+}
+
+ref::RecurrentOutput<double> reference(const Inputs& in) {
+  ref::RecurrentOptions<double> opt = options64(in);
   opt.output_final_state = true;
   return ref::naive_recurrent_gated_delta_rule(ref::widen(in.q), ref::widen(in.k), ref::widen(in.v),
                                                ref::widen(in.g), ref::widen(in.beta), opt);
@@ -196,9 +201,7 @@ int main(int argc, char** argv) {
     for (float& x : dout) x = n01(rng);
     for (float& x : dht) x = n01(rng);
   }
-  ref::RecurrentOptions<double> opt64;
-  opt64.scale = static_cast<double>(in.scale);
-  opt64.initial_state = ref::widen(in.h0);
+  const ref::RecurrentOptions<double> opt64 = options64(in);
   const Tensor<double> q64 = ref::widen(in.q), k64 = ref::widen(in.k);
   const auto want_grads = ref::naive_recurrent_gated_delta_rule_backward(
       q64, k64, ref::widen(in.v), ref::widen(in.g), ref::widen(in.beta), ref::widen(dout), ref::widen(dht), opt64);
