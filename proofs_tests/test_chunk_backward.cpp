@@ -311,7 +311,7 @@ void expect_error(F f, const std::string& fn, const std::string& arg) {
 }
 }  // namespace
 
-TEST_CASE("Chunked backward rejects malformed do_ dht chunk_size and forward inputs naming the argument") {
+TEST_CASE("Chunked backward rejects malformed do dht chunk_size and forward inputs naming the argument") {
   Case c;
   c.B = 1, c.T = 5, c.H = 2, c.K = 3, c.V = 4, c.seed = 7;
   BwdCase b;
@@ -324,11 +324,11 @@ TEST_CASE("Chunked backward rejects malformed do_ dht chunk_size and forward inp
   };
   CHECK_NOTHROW(gdn2(pb.do_, pb.dht, o));
   const std::string fn = "chunk_gdn2_backward";
-  expect_error([&] { gdn2(Tensor<double>({1, 5, 2, 3}), pb.dht, o); }, fn, "do_");  // V = 4
-  expect_error([&] { gdn2(Tensor<double>(), pb.dht, o); }, fn, "do_");
+  expect_error([&] { gdn2(Tensor<double>({1, 5, 2, 3}), pb.dht, o); }, fn, "do");  // V = 4
+  expect_error([&] { gdn2(Tensor<double>(), pb.dht, o); }, fn, "do");
   Tensor<double> bad_do = pb.do_.clone();
   bad_do(0, 2, 1, 3) = NAN;
-  expect_error([&] { gdn2(bad_do, pb.dht, o); }, fn, "do_");
+  expect_error([&] { gdn2(bad_do, pb.dht, o); }, fn, "do");
   expect_error([&] { gdn2(pb.do_, Tensor<double>({1, 2, 4, 3}), o); }, fn, "dht");  // K x V swapped
   Tensor<double> bad_dht = pb.dht.clone();
   bad_dht(0, 1, 2, 3) = INFINITY;

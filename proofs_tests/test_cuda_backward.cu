@@ -2717,13 +2717,13 @@ TEST_CASE("CUDA chunked backward rejects bad arguments with a linattn Error nami
                Tensor<float> bad({1, 10, 2, 7});
                cuda::chunk_kda_backward(p.q, p.k, p.v, p.gates.g, p.gates.beta, bad, {});
              }),
-             Contains("chunk_kda_backward") && Contains("'do_'") && Contains("[1, 10, 2, 7]"));
+             Contains("chunk_kda_backward") && Contains("'do'") && Contains("[1, 10, 2, 7]"));
   CHECK_THAT(err([&] {
                Tensor<float> bad = do_.clone();
                bad.data()[3] = NAN;
                cuda::chunk_kda_backward(p.q, p.k, p.v, p.gates.g, p.gates.beta, bad, {});
              }),
-             Contains("'do_'"));
+             Contains("'do'"));
   CHECK_THAT(err([&] {
                Tensor<float> dht({1, 2, 8, 9});
                cuda::chunk_kda_backward(p.q, p.k, p.v, p.gates.g, p.gates.beta, do_, dht);

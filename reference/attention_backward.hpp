@@ -45,8 +45,8 @@ AttentionGrads<T> naive_softmax_attn_backward(const Tensor<T>& q, const Tensor<T
   naive_softmax_attn(q, k, v, opt);  // validates every argument (and that no query is fully masked)
   const index_t B = q.size(0), Tn = q.size(1), H = q.size(2), K = q.size(3);
   const index_t Hkv = k.size(2), V = v.size(3), group = H / Hkv;
-  check_shape(fn, "do_", do_, {B, Tn, H, V});
-  check_finite(fn, "do_", do_);
+  check_shape(fn, "do", do_, {B, Tn, H, V});
+  check_finite(fn, "do", do_);
   const T scale = opt.scale ? *opt.scale : T(1) / std::sqrt(T(K));
 
   AttentionGrads<T> gr{Tensor<T>(q.shape()), Tensor<T>(k.shape()), Tensor<T>(v.shape()), {}};

@@ -42,6 +42,18 @@ void check_seq(const std::string& fn, const Tensor<T>& q, const Tensor<T>& k, co
   check_finite(fn, "k", k);
   check_finite(fn, "v", v);
 }
+/// The normalised form divides by den_i = z_i . phi(q_i) + eps; refuse a zero (0/0 with eps = 0 and relu
+/// features) or non-finite one instead of returning NaN, and any output that overflowed.
+template <class T>
+void check_row(const std::string& fn, const LinearAttnOptions<T>& opt, index_t i, T den, const T* y, index_t dv) {
+  if (opt.normalize && (den == T(0) || !std::isfinite(den)))
+    fail(fn, "eps", "a denominator z_i . phi(q_i) + eps that is finite and nonzero (pass eps > 0)",
+         num_str(den) + " at token " + std::to_string(i) + " with eps = " + num_str(opt.eps));
+  for (index_t e = 0; e < dv; ++e)
+    if (!std::isfinite(y[e]))
+      fail(fn, "q, k, v", "outputs within the range of the floating-point type",
+           num_str(y[e]) + " at token " + std::to_string(i) + " (overflow; every input is finite)");
+}
 template <class T>
 Vec<T> row(const Tensor<T>& x, index_t i) {
   return Vec<T>(x.data() + i * x.size(1), x.data() + (i + 1) * x.size(1));
@@ -61,13 +73,20 @@ Tensor<T> linear_attention_recurrent(const Tensor<T>& q, const Tensor<T>& k, con
   for (index_t i = 0; i < Tn; ++i) {
     const Vec<T> kappa = feature_map(opt.phi, detail::row(k, i));
     const Vec<T> fq = feature_map(opt.phi, detail::row(q, i));
-    linear_attention_step(W, kappa, detail::row(v, i));  // W_i = W_{i-1} + v_i kappa_i^T
-    Vec<T> yi = read(W, fq);                              // y_i = W_i phi(q_i)
+    Vec<T> yi;
+    try {  // inputs are finite: inside the loop only an overflow fails the step's checks
+      linear_attention_step(W, kappa, detail::row(v, i));  // W_i = W_{i-1} + v_i kappa_i^T
+      yi = read(W, fq);                                    // y_i = W_i phi(q_i)
+    } catch (const Error& e) {
+      fail("linear_attention_recurrent", "q, k, v", "a state within the range of the floating-point type",
+           "an overflow at token " + std::to_string(i) + " [" + e.what() + "]");
+    }
+    T den = opt.eps;
     if (opt.normalize) {
-      T den = opt.eps;
       for (index_t d = 0; d < dk; ++d) den += (z[d] += kappa[d]) * fq[d];
       for (T& x : yi) x /= den;
     }
+    detail::check_row("linear_attention_recurrent", opt, i, den, yi.data(), dv);
     for (index_t e = 0; e < dv; ++e) y(i, e) = yi[e];
   }
   return y;
@@ -93,6 +112,7 @@ Tensor<T> linear_attention_parallel(const Tensor<T>& q, const Tensor<T>& k, cons
     }
     if (opt.normalize)
       for (index_t e = 0; e < dv; ++e) y(i, e) /= den;
+    detail::check_row("linear_attention_parallel", opt, i, den, y.data() + i * dv, dv);
   }
   return y;
 }

@@ -128,6 +128,20 @@ index_t validate_recurrent(const std::string& fn, Op op, const Tensor<T>& q, con
   return N;
 }
 
+/// The error for a recurrence that left the range of T although every input was finite (validated first),
+/// in the usual "argument ... expected ... but got ..." form: it names the sequence, head and token, and the
+/// usual cause. With the delta rule the state grows when beta ||k||^2 > 2 (the transition I - beta k k^T then
+/// has an eigenvalue below -1, SPEC section 2), which unnormalised keys reach quickly.
+inline Error overflow_error(const std::string& fn, Op op, index_t n, index_t h, index_t t, const std::string& what) {
+  const bool delta = op != Op::linear_attn;
+  return Error(fn + ": argument '" + (delta ? "k, beta" : "q, k, v") + "' expected " +
+               (delta ? "a state that stays within the floating-point range (the delta rule's state grows when "
+                        "beta ||k||^2 > 2: normalise the keys with use_qk_l2norm, or lower beta)"
+                      : "values small enough for the floating-point range") +
+               " but got an overflow at sequence " + std::to_string(n) + ", head " + std::to_string(h) + ", token " +
+               std::to_string(t) + " [" + what + "]");
+}
+
 /// The general driver: validate, then for each sequence and head run `step` token by token.
 /// step(W, kappa, v, t_abs, b, h) updates W in place and returns the StepTrace.
 /// Per token: \f$ W_t = \mathrm{step}(W_{t-1}, k_t, v_t) \f$, then \f$ o_t = W_t\,(\mathrm{scale}\; q_t) \f$ (Eq.8).
@@ -163,9 +177,17 @@ RecurrentOutput<T> run_recurrent(const std::string& fn, Op op, const Tensor<T>& 
         for (index_t i = 0; i < K; ++i) qt[i] = q(bb, t, h, i), kt[i] = k(bb, t, h, i);
         for (index_t j = 0; j < V; ++j) vt[j] = v(bb, t, h, j);
         if (opt.use_qk_l2norm) qt = l2_normalize(qt), kt = l2_normalize(kt);
-        const StepTrace<T> tr = step(W, kt, vt, bb, t, h);
-        for (index_t i = 0; i < K; ++i) qt[i] *= scale;
-        const Vec<T> y = read(W, qt);  // Eq.8: y_t = W_t (scale q_t), the NEW state
+        StepTrace<T> tr;
+        Vec<T> y;
+        try {  // the steps check that what they are given is finite: inside the loop, only an overflow fails
+          tr = step(W, kt, vt, bb, t, h);
+          for (index_t i = 0; i < K; ++i) qt[i] *= scale;
+          y = read(W, qt);  // Eq.8: y_t = W_t (scale q_t), the NEW state
+          for (index_t j = 0; j < V; ++j)
+            if (!std::isfinite(y[j])) throw Error("o[" + std::to_string(j) + "] = " + std::to_string(y[j]));
+        } catch (const Error& e) {
+          throw overflow_error(fn, op, n, h, t - t0, e.what());
+        }
         for (index_t j = 0; j < V; ++j) {
           out.o(bb, t, h, j) = y[j];
           if (opt.return_trace) {

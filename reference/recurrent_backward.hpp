@@ -163,8 +163,8 @@ RecurrentGrads<T> recurrent_backward(const std::string& fn, Op op, const Tensor<
                                      const RecurrentOptions<T>& opt) {
   const index_t N = validate_recurrent(fn, op, q, k, v, gt, opt);
   const index_t B = q.size(0), Tn = q.size(1), H = q.size(2), K = q.size(3), V = v.size(3);
-  check_shape(fn, "do_", do_, {B, Tn, H, V});
-  check_finite(fn, "do_", do_);
+  check_shape(fn, "do", do_, {B, Tn, H, V});
+  check_finite(fn, "do", do_);
   if (dht.defined()) {
     check_shape(fn, "dht", dht, {N, H, K, V});
     check_finite(fn, "dht", dht);
@@ -207,7 +207,11 @@ RecurrentGrads<T> recurrent_backward(const std::string& fn, Op op, const Tensor<
         if (opt.use_qk_l2norm) tk.kappa = l2_normalize(tk.kappa);
         gdn2_gates_of(op, gt, bb, t, h, K, V, tk.alpha, tk.b, tk.w);
         tk.W_prev = W.clone();
-        forward_step(op, W, tk.kappa, vt, tk.alpha, tk.b, tk.w);
+        try {  // inputs were validated: inside the loop only an overflow fails the steps' checks
+          forward_step(op, W, tk.kappa, vt, tk.alpha, tk.b, tk.w);
+        } catch (const Error& e) {
+          throw overflow_error(fn, op, n, h, t - t0, e.what());
+        }
         tok.push_back(std::move(tk));
       }
       // Pass 2: backwards in time, dW = dL/dW_t starting from the final-state gradient.
@@ -222,8 +226,12 @@ RecurrentGrads<T> recurrent_backward(const std::string& fn, Op op, const Tensor<
         for (index_t j = 0; j < V; ++j) vt[j] = v(bb, t, h, j), dy[j] = do_(bb, t, h, j);
         Vec<T> x = opt.use_qk_l2norm ? l2_normalize(qt) : qt;
         for (T& xi : x) xi *= scale;
-        StepGrads<T> sg =
-            gdn2_step_backward(tk.W_prev, tk.kappa, vt, tk.alpha, tk.b, tk.w, x, dy, dW);
+        StepGrads<T> sg;
+        try {
+          sg = gdn2_step_backward(tk.W_prev, tk.kappa, vt, tk.alpha, tk.b, tk.w, x, dy, dW);
+        } catch (const Error& e) {
+          throw overflow_error(fn + " (backward in time)", op, n, h, t - t0, e.what());
+        }
         for (T& d : sg.dx) d *= scale;  // x = scale q_hat
         if (opt.use_qk_l2norm) {
           Vec<T> kt(K);
@@ -249,6 +257,19 @@ RecurrentGrads<T> recurrent_backward(const std::string& fn, Op op, const Tensor<
         for (index_t j = 0; j < V; ++j) gr.dh0(n, h, i, j) = dW(j, i);  // dS_0 = dW_0^T
     }
   }
+  // A gradient summed from finite terms can still overflow: say so rather than return it.
+  for (const auto& [name, g] : {std::pair<const char*, const Tensor<T>*>{"dq", &gr.dq}, {"dk", &gr.dk}, {"dv", &gr.dv},
+                                {"dg", &gr.dg}, {"dbeta", &gr.dbeta}, {"db", &gr.db}, {"dw", &gr.dw}, {"dh0", &gr.dh0}})
+    if (g->defined())
+      for (index_t i = 0; i < g->numel(); ++i)
+        if (!std::isfinite(g->data()[i]))
+          throw Error(fn + (op == Op::linear_attn ? ": argument 'q, k, v' expected gradients within the "
+                                                    "floating-point range"
+                                                  : ": argument 'k, beta' expected gradients within the floating-point "
+                                                    "range (the delta rule's state grows when beta ||k||^2 > 2: "
+                                                    "normalise the keys with use_qk_l2norm, or lower beta)") +
+                      " but got an overflow: '" + std::string(name) + "' of shape " + shape_str(g->shape()) +
+                      " is not finite at flat index " + std::to_string(i) + " although every input is finite");
   return gr;
 }
 }  // namespace detail

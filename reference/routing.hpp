@@ -204,7 +204,9 @@ namespace detail {
 template <class T>
 Tensor<T> per_token_matvec(const std::string& fn, const std::string& arg, const Tensor<T>& M,
                            const Tensor<T>& x) {
-  const index_t BT = x.size(0) * x.size(1), n = BT ? x.numel() / BT : 0;
+  const index_t BT = x.size(0) * x.size(1);
+  index_t n = 1;  // the per-token length: the trailing dims (known even when B or T is 0)
+  for (index_t d = 2; d < x.dim(); ++d) n *= x.size(d);
   check_shape(fn, arg, M, {-1, n});
   const index_t m = M.size(0);
   Tensor<T> y({x.size(0), x.size(1), m});

@@ -68,6 +68,10 @@ Tensor<T> naive_softmax_attn(const Tensor<T>& q, const Tensor<T>& k, const Tenso
         for (index_t j = 0; j <= jmax; ++j) {  // scores
           T dot = 0;
           for (index_t d = 0; d < K; ++d) dot += q(b, i, h, d) * k(b, j, hk, d);
+          if (!std::isfinite(scale * dot))  // finite inputs whose score leaves the type's range
+            fail(fn, "q, k", "scores scale q_i . k_j within the range of the floating-point type",
+                 num_str(scale * dot) + " at batch " + std::to_string(b) + ", head " + std::to_string(h) +
+                     ", query " + std::to_string(i) + ", key " + std::to_string(j) + " (overflow)");
           s[j] = scale * dot + (opt.mask.defined() ? opt.mask(i, j) : T(0));
           m = std::max(m, s[j]);
         }
@@ -79,6 +83,10 @@ Tensor<T> naive_softmax_attn(const Tensor<T>& q, const Tensor<T>& k, const Tenso
           T acc = 0;
           for (index_t j = 0; j <= jmax; ++j) acc += s[j] * v(b, j, hk, e);
           y(b, i, h, e) = acc / z;
+          if (!std::isfinite(y(b, i, h, e)))
+            fail(fn, "v", "values whose weighted sums stay within the range of the floating-point type",
+                 num_str(y(b, i, h, e)) + " at batch " + std::to_string(b) + ", query " + std::to_string(i) +
+                     ", head " + std::to_string(h) + " (overflow)");
         }
       }
     }

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -73,7 +74,9 @@ class Tensor {
   static Tensor wrap(T* data, std::vector<index_t> shape, std::shared_ptr<void> keep_alive = {}) {
     Tensor t;
     t.shape_ = std::move(shape);
-    count(t.shape_, "Tensor::wrap");
+    if (count(t.shape_, "Tensor::wrap") > 0 && data == nullptr)
+      throw Error("Tensor::wrap: argument 'data' expected a pointer to " + shape_str(t.shape_) +
+                  " elements but got a null pointer");
     t.data_ = data;
     t.keep_alive_ = std::move(keep_alive);
     return t;
@@ -156,10 +159,19 @@ class Tensor {
  private:
   static index_t count(const std::vector<index_t>& shape, const char* who) {
     index_t n = 1;
-    for (index_t s : shape) {
+    for (index_t s : shape)
       if (s < 0)
         throw Error(std::string(who) + ": argument 'shape' expected non-negative dimensions but got " +
                     shape_str(shape));
+    // The product must fit in index_t and in memory's byte count (a shape read from a command line can be
+    // anything): checked before multiplying, so the overflow itself never happens (signed overflow is UB).
+    for (index_t s : shape)
+      if (s == 0) return 0;
+    const index_t limit = std::numeric_limits<index_t>::max() / static_cast<index_t>(sizeof(T));
+    for (index_t s : shape) {
+      if (s != 0 && n > limit / s)
+        throw Error(std::string(who) + ": argument 'shape' expected at most " + std::to_string(limit) +
+                    " elements in all but got " + shape_str(shape));
       n *= s;
     }
     return n;

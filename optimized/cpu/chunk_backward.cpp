@@ -567,8 +567,8 @@ ref::RecurrentGrads<T> run_backward(const std::string& fn, Op op, const Tensor<T
     fail(fn, "num_threads", "0 (OpenMP's default) or a positive count",
          std::to_string(opt.num_threads));
   const index_t B = q.size(0), Tn = q.size(1), H = q.size(2), K = q.size(3), V = v.size(3);
-  check_shape(fn, "do_", do_, {B, Tn, H, V});
-  check_finite(fn, "do_", do_);
+  check_shape(fn, "do", do_, {B, Tn, H, V});
+  check_finite(fn, "do", do_);
   if (dht.defined()) {
     check_shape(fn, "dht", dht, {N, H, K, V});
     check_finite(fn, "dht", dht);
@@ -625,6 +625,8 @@ ref::RecurrentGrads<T> run_backward(const std::string& fn, Op op, const Tensor<T
   detail::for_each_job<Workspace<T>>(
       jobs, opt.num_threads, [&](Workspace<T>& ws) { ws.resize(opt.chunk_size, K, V); },
       [](const BwdJob<T>& j, Workspace<T>& ws) { chunk_head_backward(j, ws); });
+  detail::require_finite_outputs<T>(fn, {{"dq", &gr.dq}, {"dk", &gr.dk}, {"dv", &gr.dv}, {"dg", &gr.dg},
+                                         {"dbeta", &gr.dbeta}, {"db", &gr.db}, {"dw", &gr.dw}, {"dh0", &gr.dh0}});
   return gr;
 }
 

@@ -930,8 +930,8 @@ ref::RecurrentGrads<float> chunk_backward(Op op, const Tensor<float>& q, const T
   if (K > kMaxDim) fail(fn, "q.shape[3] (K)", "K <= 256", std::to_string(K));
   if (V > kMaxDim) fail(fn, "v.shape[3] (V)", "V <= 256", std::to_string(V));
   if (opt.return_trace) fail(fn, "return_trace", "false (the CUDA kernels return no trace)", "true");
-  check_shape(fn, "do_", do_, {B, Tn, H, V});
-  check_finite(fn, "do_", do_);
+  check_shape(fn, "do", do_, {B, Tn, H, V});
+  check_finite(fn, "do", do_);
   if (dht.defined()) {
     check_shape(fn, "dht", dht, {N, H, K, V});
     check_finite(fn, "dht", dht);
