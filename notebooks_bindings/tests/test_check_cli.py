@@ -176,3 +176,58 @@ def test_cli_tolerance_per_key(tmp_path):
     assert code == 0 and "tolerance 2.0e-02" in out and "tolerance 1.0e-05" in out, out
     code, out = run_files(tmp_path, "delta_rule", tmp_path / "in.npz", tmp_path / "out.npz", "--rtol-rms", "o=x")
     assert code == 2 and "--rtol-rms expected a number" in out
+
+
+def test_cli_damaged_files_are_unusable_input_with_exit_2(tmp_path):
+    import zipfile
+    inp = lt.random_inputs("delta_rule", T=6, seed=40)
+    o, S = linattn.reference("delta_rule", **inp)
+    lt.save_npz(tmp_path / "in.npz", inp)
+    lt.save_npz(tmp_path / "out.npz", o=o, final_state=S)
+    good = (tmp_path / "in.npz").read_bytes()
+    (tmp_path / "empty.npz").write_bytes(b"")
+    (tmp_path / "trunc.npz").write_bytes(good[: len(good) // 2])
+    crc = bytearray(good)
+    at = crc.find(np.ascontiguousarray(inp["q"]).tobytes())
+    crc[at + 3] ^= 0xFF  # one byte of q's data: the member's CRC-32 no longer matches
+    (tmp_path / "crc.npz").write_bytes(bytes(crc))
+    with zipfile.ZipFile(tmp_path / "raw.npz", "w") as z:
+        z.writestr("q", b"not an array")
+    for name, reason in (("empty", "EOFError"), ("trunc", "BadZipFile"), ("crc", "Bad CRC-32"),
+                         ("raw", "its member 'q' is not a .npy array")):
+        code, out = run_files(tmp_path, "delta_rule", tmp_path / f"{name}.npz", tmp_path / "out.npz")
+        assert code == 2 and f"cannot read inputs file '{tmp_path / name}.npz'" in out and reason in out, out
+        assert "Traceback" not in out
+    code, out = run_files(tmp_path, "delta_rule", tmp_path / "in.npz", tmp_path / "trunc.npz")
+    assert code == 2 and "cannot read outputs file" in out
+
+
+def test_cli_refuses_non_float_inputs_and_unknown_tolerance_keys(tmp_path):
+    inp = lt.random_inputs("gated_delta_rule", T=6, seed=41)
+    o, S = linattn.reference("gated_delta_rule", **inp)
+    for key, bad in (("q", inp["q"] > 0), ("v", (10 * inp["v"]).astype(np.int32)), ("g", inp["g"].astype(np.int64))):
+        code, out = run_check(tmp_path, "gated_delta_rule", npz_inputs({**inp, key: bad}), {"o": o})
+        assert code == 2 and f"inputs key '{key}' expected a float array but got dtype {bad.dtype}" in out, out
+    for flag in ("O=1", "oo=1"):
+        code, out = run_check(tmp_path, "gated_delta_rule", npz_inputs(inp), {"o": o}, "--rtol-rms", flag)
+        assert code == 2 and "valid keys: ['o', 'final_state'" in out, out
+
+
+def test_cli_float128_is_float64_precision_and_ml_dtypes_int4_is_not_called_bf16(tmp_path):
+    inp = lt.random_inputs("gated_delta_rule", T=6, seed=42)
+    o, S = linattn.reference("gated_delta_rule", **inp)
+    off = (o * (1 + 3e-3)).astype(np.float64)
+    code, out = run_check(tmp_path, "gated_delta_rule", npz_inputs(inp), {"o": off}, "--dtype", "float128")
+    assert code == 1 and "tolerance 1.0e-10" in out, out
+    ml_dtypes = pytest.importorskip("ml_dtypes", reason="ml_dtypes (.ci/install-deps.sh installs it) is not installed")
+    code, out = run_check(tmp_path, "gated_delta_rule", npz_inputs(inp), {"o": o.astype(ml_dtypes.int4)})
+    assert code == 2 and "raw 1-byte values" in out and "bfloat16" not in out.split("raw 1-byte")[1].split(")")[0]
+
+
+def test_cli_first_line_of_a_nan_output_says_nan(tmp_path):
+    inp = lt.random_inputs("delta_rule", T=6, seed=43)
+    o, S = linattn.reference("delta_rule", **inp)
+    o = o.copy()
+    o[0, 2, 1, 3] = np.nan
+    code, out = run_check(tmp_path, "delta_rule", npz_inputs(inp), {"o": o, "final_state": S})
+    assert code == 1 and "o: MISMATCH: non-finite values in actual: 1 NaN, 0 Inf; first at (0, 2, 1, 3)" in out, out

@@ -425,3 +425,226 @@ def test_a_kernel_that_changes_a_list_argument_fails_too():
     assert all(c.ok for c in lt.check_call(good, "delta_rule", inp))
     with pytest.raises(lt.InputModified, match="'cu_seqlens'"):
         lt.check_call(shifts_offsets, "delta_rule", inp)
+
+
+# ---- audit fixes: missing or unknown outputs, bad arguments, extreme magnitudes, the o floor, long sequences ----
+
+def test_a_kernel_must_return_o_and_only_known_keys():
+    op = "gated_delta_rule"
+    inp = lt.random_inputs(op, T=9, seed=31)
+    o, S = linattn.reference(op, **inp)
+    for bad in ((None, S), {"final_state": S}):
+        with pytest.raises(AssertionError, match="o: missing"):
+            lt.check_call(lambda **kw: bad, op, inp)
+    with pytest.raises(AssertionError, match=r"keys \['out'\] that are not outputs; expected 'o'"):
+        lt.check_call(lambda **kw: {"out": np.zeros_like(o), "final_state": S}, op, inp)
+    bwd = lambda do, dht, **kw: {**lt.reference_gradients(op, kw, do, dht), "dw": np.zeros(3)}
+    with pytest.raises(AssertionError, match=r"keys \['dw'\] that gated_delta_rule has no gradient for; expected "
+                                             r"\['dq', 'dk', 'dv', 'dg', 'dbeta'\]"):
+        lt.check_call(lambda **kw: linattn.reference(op, **kw), op, inp, backward=bwd)
+    with pytest.raises(lt.KernelMismatch, match="o: missing"):
+        lt.check_kernel(lambda **kw: {"final_state": linattn.reference(op, **kw)[1]}, op, max_examples=3)
+
+
+def test_check_call_says_what_the_kernel_returned():
+    op = "delta_rule"
+    inp = lt.random_inputs(op, T=6, seed=32)
+    o, S = linattn.reference(op, **inp)
+    with pytest.raises(AssertionError, match=r"the kernel returned None; expected \(o, final_state\)"):
+        lt.check_call(lambda **kw: None, op, inp)
+    with pytest.raises(AssertionError, match="the kernel returned str 'abc'; expected"):
+        lt.check_call(lambda **kw: "abc", op, inp)
+    with pytest.raises(AssertionError) as info:
+        lt.check_call(lambda **kw: (o, None), op, inp)
+    msg = str(info.value)
+    assert "it returned tuple (ndarray float32 [1, 6, 2, 6], None)" in msg and "shape [1, 2, 8, 6]" in msg
+    with pytest.raises(AssertionError, match="the inputs pass output_final_state=False"):
+        lt.check_call(lambda **kw: (o, None), op, {**inp, "output_final_state": False})
+    assert all(c.ok for c in lt.check_call(lambda **kw: (o, None), op, {**inp, "output_final_state": False},
+                                           require_final_state=False))
+
+
+def test_wider_than_64_bit_floats_count_as_float64():
+    if np.dtype(np.longdouble).itemsize <= 8:
+        pytest.skip("longdouble is float64 on this platform")
+    x = np.linspace(1, 2, 50)
+    c = lt.compare((x * (1 + 3e-3)).astype(np.longdouble), x)
+    assert c.rtol_rms == 1e-10 and not c.ok
+    assert lt.default_rtol_rms("float128") == 1e-10 and lt.default_rtol_rms(np.longdouble) == 1e-10
+    op = "gated_delta_rule"
+    inp = lt.random_inputs(op, T=8, seed=33)
+    off = lambda **kw: tuple(np.asarray(a) * (1 + 3e-3) for a in linattn.reference(op, **kw))
+    assert not any(c.ok for c in lt.check_call(off, op, inp, dtype="float128"))
+    wide = {k: (x.astype(np.longdouble) if isinstance(x, np.ndarray) else x) for k, x in inp.items()}
+    comps = lt.check_call(lambda **kw: tuple(a * (1 + 3e-3) for a in linattn.reference(op, **inp)), op, wide)
+    assert all(not c.ok and "float128 input" in c.basis for c in comps)  # float64 precision, float32 storage
+
+
+def test_compare_scales_before_squaring():
+    c = lt.compare(np.array([2e-200] * 2), np.array([1e-200] * 2), atol_rms=0)
+    assert not c.ok and c.rel_rms == pytest.approx(1.0)
+    c = lt.compare(np.array([1e200]), np.array([1e200 * (1 + 1e-12)]))
+    assert c.ok and c.rel_rms == pytest.approx(1e-12, rel=1e-3)
+    c = lt.compare(np.array([1.7e308, -1.7e308]), np.array([-1.7e308, 1.7e308]))
+    assert not c.ok and c.rel_rms == pytest.approx(2.0) and c.expected_rms == pytest.approx(1.7e308)
+    assert lt.compare(np.full(3, 3e-170), np.full(3, 1e-170)).abs_rms == pytest.approx(2e-170)
+
+
+def test_generators_refuse_non_float_dtypes_float_offsets_and_unused_gate_options():
+    for dt in (np.int32, np.complex64, "int8"):
+        with pytest.raises(TypeError, match="argument 'dtype' expected one of float64, float32, float16, bfloat16"):
+            lt.random_inputs("delta_rule", dtype=dt)
+        with pytest.raises(TypeError, match="argument 'dtype'"):
+            lt.check_kernel(lambda **kw: linattn.reference("delta_rule", **kw), "delta_rule", dtype=dt,
+                            max_examples=3)
+    with pytest.raises(ValueError, match="argument 'cu_seqlens' expected integer offsets"):
+        lt.random_inputs("delta_rule", cu_seqlens=[0.5, 16])
+    with pytest.raises(ValueError, match="argument 'cu_seqlens' expected None, a number of sequences"):
+        lt.random_inputs("delta_rule", cu_seqlens=2.7)
+    with pytest.raises(ValueError, match="argument 'gates'"):
+        lt.random_inputs("delta_rule", gates="bogus")
+    with pytest.raises(ValueError, match="argument 'gate_range' is used only with gates='uniform'"):
+        lt.random_inputs("gated_delta_rule", gate_range=(-2.0, -1.0))
+    with pytest.raises(ValueError, match="argument 'gate_modes'"):
+        lt.check_kernel(lambda **kw: linattn.reference("delta_rule", **kw), "delta_rule", gate_modes=["bogus"])
+    with pytest.raises(ValueError, match="argument 'gate_range'"):
+        lt.cases("gated_delta_rule", gate_range=(-2.0, -1.0))  # no 'uniform' among the default modes
+    assert lt.check_kernel(lambda **kw: linattn.reference("gated_delta_rule", **kw), "gated_delta_rule",
+                           gate_modes=("random", "uniform"), gate_range=(-2.0, -1.0), max_examples=10) == 10
+
+
+def test_check_call_refuses_dht_without_do_and_complex_values():
+    op = "delta_rule"
+    inp = lt.random_inputs(op, T=6, seed=34)
+    fwd = lambda **kw: linattn.reference(op, **kw)
+    bwd = lambda do, dht, **kw: lt.reference_gradients(op, kw, do, dht)
+    dht = lt.random_cotangents(op, inp)["dht"]
+    with pytest.raises(ValueError, match="argument 'dht' was given without 'do'"):
+        lt.check_call(fwd, op, inp, backward=bwd, dht=dht)
+    cplx = {**inp, "q": inp["q"] + 1j}
+    with pytest.raises(TypeError, match="argument 'q' expected a real float array but got dtype complex"):
+        lt.check_call(fwd, op, cplx)
+    with pytest.raises(TypeError, match="argument 'expected'.*complex"):
+        lt.compare(np.ones(3), np.ones(3) + 1j)
+
+
+def test_unknown_tolerance_keys_and_bad_arguments_are_named():
+    op = "kda"
+    inp = lt.random_inputs(op, T=5, seed=35)
+    fwd = lambda **kw: linattn.reference(op, **kw)
+    for bad in ({"oo": 1.0}, {"O": 1.0}):
+        with pytest.raises(ValueError, match=r"argument 'rtol_rms' has keys .* valid keys: \['o', 'final_state'"):
+            lt.check_call(fwd, op, inp, rtol_rms=bad)
+    with pytest.raises(ValueError, match="argument 'atol_rms'"):
+        lt.check_outputs(op, inp, fwd(**inp), atol_rms={"dw": 1.0})  # gdn2's gradient, not kda's
+    assert lt.check_call(fwd, op, inp, rtol_rms={"dg": 3e-2})[0].ok  # a gradient key of kda is fine
+    with pytest.raises(ValueError, match="compare: argument 'rtol_rms' expected a non-negative number but got 'x'"):
+        lt.compare(np.ones(2), np.ones(2), rtol_rms="x")
+    with pytest.raises(ValueError, match="random_inputs: argument 'T' expected an integer >= 0 but got -1"):
+        lt.random_inputs(op, T=-1)
+    with pytest.raises(ValueError, match="random_cu_seqlens: argument 'T'"):
+        lt.random_cu_seqlens(np.random.default_rng(0), -3, 2)
+    with pytest.raises(ValueError, match=r"random_cotangents: argument 'inputs' .* lacks \['v'\]"):
+        lt.random_cotangents(op, {"q": inp["q"]})
+
+
+def test_save_npz_names_bad_scale_dtype_clashes_and_unreadable_types(tmp_path):
+    inp = lt.random_inputs("delta_rule", T=5, seed=36)
+    with pytest.raises(ValueError, match="save_npz: argument 'scale' expected a number but got 'x'"):
+        lt.save_npz(tmp_path / "a.npz", {**inp, "scale": "x"})
+    lt.save_npz(tmp_path / "a.npz", inp, linattn_dtype="float16")  # explicit and alone: written as given
+    assert str(np.load(tmp_path / "a.npz")["linattn_dtype"]) == "float16"
+    with pytest.raises(ValueError, match="save_npz: argument 'linattn_dtype'"):
+        lt.save_npz(tmp_path / "a.npz", inp, linattn_dtype="int8")
+    ml_dtypes = pytest.importorskip("ml_dtypes", reason="ml_dtypes (.ci/install-deps.sh installs it) is not installed")
+    bf = {k: (x.astype(ml_dtypes.bfloat16) if k in ("q", "k", "v") else x) for k, x in inp.items()}
+    with pytest.raises(ValueError, match="argument 'linattn_dtype' is 'float64' but the arrays hold bfloat16"):
+        lt.save_npz(tmp_path / "a.npz", bf, linattn_dtype="float64")
+    with pytest.raises(TypeError, match="argument 'q' has dtype int4") as info:
+        lt.save_npz(tmp_path / "a.npz", {**inp, "q": inp["q"].astype(ml_dtypes.int4)})
+    assert "bfloat16?" not in str(info.value)
+
+
+def test_check_kernel_refuses_its_own_bad_configuration_before_calling_the_kernel():
+    calls = []
+
+    def kernel(**kw):
+        calls.append(1)
+        return linattn.reference("delta_rule", **kw)
+    for kw, arg in ((dict(K=0), "'K'"), (dict(H=0), "'H'"), (dict(scale=float("nan")), "'scale'"),
+                    (dict(rtol_rms="x"), "'rtol_rms'"), (dict(atol_rms={"oo": 1.0}), "'atol_rms'"),
+                    (dict(T=(5, 2)), "'T'")):
+        with pytest.raises(ValueError, match=arg):
+            lt.check_kernel(kernel, "delta_rule", max_examples=3, **kw)
+    assert not calls
+
+
+def test_a_nan_is_named_on_the_first_line():
+    e = np.ones((2, 3))
+    a = e.copy()
+    a[1, 2] = np.nan
+    first = lt.compare(a, e).report().splitlines()[0]
+    assert first.startswith("output: MISMATCH: non-finite values in actual: 1 NaN, 0 Inf; first at (1, 2)"), first
+
+
+def scaled_inputs(op, s, dtype, only_q=False, seed=40):
+    """random_inputs with q (and, unless only_q, k, v and the initial state) multiplied by s, in `dtype`; no decay, so
+    that the state keeps its size (~s) while o shrinks like s^2."""
+    inp = lt.random_inputs(op, T=24, initial_state=True, seed=seed, dtype=np.float64, gates="zero")
+    for key in (("q",) if only_q else ("q", "k", "v", "initial_state")):
+        inp[key] = inp[key] * s
+    return {k: (x.astype(dtype) if isinstance(x, np.ndarray) else x) for k, x in inp.items()}
+
+
+@pytest.mark.parametrize("op", ["linear_attn", "gated_delta_rule"])
+@pytest.mark.parametrize("s, dtype, only_q", [(1e-7, "float32", False), (1e-4, "bfloat16", False),
+                                              (1e-4, "float16", False), (1e-6, "float32", True)])
+def test_the_o_floor_follows_the_natural_size_of_o(op, s, dtype, only_q):
+    # the floor once scaled with max(rms(o), rms(final_state)): o = 0 and 2 o passed all of these
+    if dtype == "bfloat16":
+        dtype = pytest.importorskip("ml_dtypes", reason="ml_dtypes is not installed").bfloat16
+    inp = scaled_inputs(op, s, dtype, only_q)
+    exact = {k: (x.astype(np.float64) if isinstance(x, np.ndarray) else x) for k, x in inp.items()}
+    o, S = linattn.reference(op, **exact)
+    assert all(c.ok for c in lt.check_call(lambda **kw: (o, S), op, inp))
+    for wrong in (np.zeros_like(o), 2 * o):
+        comps = {c.name: c for c in lt.check_call(lambda **kw: (wrong, S), op, inp)}
+        assert not comps["o"].ok and comps["final_state"].ok, comps["o"].report()
+
+
+def long_gdn_inputs(initial_state):
+    """T = 2048, g = -1e-4 everywhere, beta = 0.1, K = V = 128, L2-normalised q and k, float32."""
+    rng = np.random.default_rng(0)
+    T, K, V = 2048, 128, 128
+    inp = {"q": lt.l2_normalize(rng.standard_normal((1, T, 1, K))).astype(np.float32),
+           "k": lt.l2_normalize(rng.standard_normal((1, T, 1, K))).astype(np.float32),
+           "v": rng.standard_normal((1, T, 1, V)).astype(np.float32),
+           "g": np.full((1, T, 1), -1e-4, np.float32), "beta": np.full((1, T, 1), 0.1, np.float32),
+           "output_final_state": True}
+    inp["initial_state"] = (0.5 * rng.standard_normal((1, 1, K, V))).astype(np.float32) if initial_state else None
+    return inp
+
+
+@pytest.mark.parametrize("initial_state", [False, True])
+def test_float32_bounds_grow_with_the_longest_sequence(initial_state):
+    op = "gated_delta_rule"
+    inp = long_gdn_inputs(initial_state)
+    per_token = lambda **kw: linattn.naive_recurrent_gated_delta_rule(**kw)  # correct, float32, one token at a time
+    comps = lt.check_call(per_token, op, inp)
+    assert all(c.ok for c in comps), [c.report() for c in comps]
+    assert max(c.rel_rms for c in comps) > 1e-5  # above the table value: it failed before T_max * u
+    assert all(c.rtol_rms == pytest.approx(2048 * 2.0 ** -24) and "T_max = 2048" in c.basis for c in comps)
+    wrong = lambda **kw: (lambda o, S: (o * np.float32(1 + 1e-3), S))(*per_token(**kw))
+    assert not lt.check_call(wrong, op, inp)[0].ok
+    # packed: the longest sequence counts, not the total length; 167 tokens keep 1e-5
+    short = lt.random_inputs(op, T=300, cu_seqlens=[0, 167, 300], seed=1)
+    assert all(c.rtol_rms == 1e-5 for c in lt.check_outputs(op, short, linattn.reference(op, **short)))
+    # 16-bit bounds do not grow
+    assert lt.check_outputs(op, inp, per_token(**inp), dtype="bfloat16")[0].rtol_rms == 1e-2
+
+
+@pytest.mark.parametrize("op", ["delta_rule", "gated_delta_rule", "kda", "gdn2"])
+def test_linattn_chunked_kernels_pass_200_cases_under_the_new_floors_and_bounds(op):
+    fwd = lambda **kw: linattn.chunk(op, **kw, num_threads=1)
+    bwd = lambda **kw: linattn.chunk_backward(op, **kw, num_threads=1)
+    assert lt.check_kernel(fwd, op, backward=bwd, max_examples=200, seed=5) == 200

@@ -33,13 +33,17 @@ bf16: NumPy has no bfloat16, so save bf16 arrays widened to float32 (exact; save
 The reference runs in float64 on the inputs widened exactly to float64. Each array is compared by
 relative RMS error ||out - ref|| / ||ref||; the tolerance defaults by the narrowest float type among
 the inputs (and do, dht), or --dtype: float64 1e-10, float32 1e-5 (gradients 1e-4), 16-bit 1e-2, plus
-the rounding of an array stored in a narrower type; --rtol-rms R or KEY=R overrides it. An absolute
-floor on the RMS difference serves (nearly) zero references: 1e-14, 1e-6, 1e-3 times the largest RMS
-among the reference arrays compared with it (dg: at least the RMS of |q dq| + |k dk|; dh0: 1e-4 of it
-in float32), or --atol-rms (absolute). linattn.testing's docstrings and docs/python.md say why. Prints
+the rounding of an array stored in a narrower type; float32 and float64 bounds are at least T_max * u
+(T_max the longest sequence, u = 2^-24 or 2^-53); --rtol-rms R or KEY=R overrides it (KEY: an output or
+gradient of the operator). An absolute floor on the RMS difference serves (nearly) zero references:
+1e-14, 1e-6, 1e-3 times each output's natural size (final_state: the state's size S = max(rms(final_state),
+rms(initial_state), rms_t(rms(k_t) rms(v_t))); o: max(rms(o), scale * rms_t(||q_t||) * S); gradients: the
+largest RMS among the reference gradients, dg at least the RMS of |q dq| + |k dk|, dh0 1e-4 of it in
+float32), or --atol-rms (absolute). linattn.testing's docstrings and docs/python.md say why. Prints
 a report and the verdict PASS or FAIL.
-Exit status: 0 pass, 1 mismatch (values, shapes or NaN/Inf), 2 unusable input (missing or unknown
-keys, types NumPy cannot read, or inputs the reference rejects; the message says which).
+Exit status: 0 pass, 1 mismatch (values, shapes or NaN/Inf), 2 unusable input (a file that cannot be
+read, missing or unknown keys, non-float arrays, types NumPy cannot read, or inputs the reference rejects;
+the message says which).
 """
 from __future__ import annotations
 
@@ -49,8 +53,8 @@ import sys
 import numpy as np
 
 from ._ops import GATES, OPS
-from .testing import (_compare_set, _itemsize_of_dtype, check_gradients, check_outputs, reference_gradients,
-                      reference_outputs)
+from .testing import (_compare_set, _itemsize_of_dtype, _valid_tolerance_keys, check_gradients, check_outputs,
+                      reference_gradients, reference_outputs)
 
 SOFTMAX = "softmax_attn"
 _DTYPE_KEY = "linattn_dtype"
@@ -63,10 +67,15 @@ class UsageError(Exception):
 
 
 def _load(path: str, what: str) -> dict:
+    def unreadable(e):
+        reason = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+        return UsageError(f"cannot read {what} file {path!r}: {reason}")
     try:
         z = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as e:
+    except ValueError as e:
         raise UsageError(f"cannot read {what} file {path!r}: {e}") from None
+    except Exception as e:  # empty (EOFError), truncated or not a zip (BadZipFile), unreadable (OSError), ...
+        raise unreadable(e) from None
     if not isinstance(z, np.lib.npyio.NpzFile):
         raise UsageError(f"{what} file {path!r} is a single array (.npy), not an .npz of named arrays; save it with "
                          f"np.savez(path, o=..., ...) or linattn.testing.save_npz")
@@ -75,14 +84,24 @@ def _load(path: str, what: str) -> dict:
         for k in z.files:
             try:
                 a = z[k]
-            except ValueError:
+            except ValueError as e:
+                if "pickle" not in str(e):
+                    raise unreadable(e) from None
                 raise UsageError(f"{what} key {k!r} holds a Python object (None, or a list of arrays?), which is not "
                                  f"read without pickle; leave the key out or save an array "
                                  f"(linattn.testing.save_npz drops None entries)") from None
+            except Exception as e:  # a damaged member (bad CRC-32, truncated data)
+                raise unreadable(e) from None
+            if not isinstance(a, np.ndarray):  # np.load returns the raw bytes of a member that is not .npy
+                raise UsageError(f"cannot read {what} file {path!r}: its member {k!r} is not a .npy array (save the "
+                                 f"file with np.savez or linattn.testing.save_npz)")
             if a.dtype.kind == "V":
-                raise UsageError(f"{what} key {k!r} has dtype {a.dtype} (raw {a.dtype.itemsize}-byte values: bfloat16 "
-                                 f"saved through ml_dtypes or torch?); save it widened to float32 (exact; "
-                                 f"linattn.testing.save_npz does this) and pass --dtype bfloat16")
+                hint = ("bfloat16 saved through ml_dtypes or torch?); save it widened to float32 (exact; "
+                        "linattn.testing.save_npz does this) and pass --dtype bfloat16" if a.dtype.itemsize == 2 else
+                        "a type NumPy cannot read back, e.g. ml_dtypes' int4 or float8); save float arrays "
+                        "(float64, float32, float16; bf16 and float8 widened to float32 by "
+                        "linattn.testing.save_npz)")
+                raise UsageError(f"{what} key {k!r} has dtype {a.dtype} (raw {a.dtype.itemsize}-byte values: {hint}")
             if a.dtype.kind not in "fiub" and not (k == _DTYPE_KEY and a.dtype.kind == "U"):
                 raise UsageError(f"{what} key {k!r} has dtype {a.dtype}; expected a float array (integers for cu_seqlens)")
             d[k] = a
@@ -120,6 +139,10 @@ def _build_call(op: str, inputs: dict) -> dict:
     missing = sorted(required - set(inputs))
     if missing:
         raise UsageError(f"inputs lacks required keys {missing} for operator {op!r}")
+    for k in sorted(set(inputs) & ({"q", "k", "v", "initial_state", "mask"} | set(gates))):
+        if inputs[k].dtype.kind != "f":
+            raise UsageError(f"inputs key {k!r} expected a float array but got dtype {inputs[k].dtype}; save it as "
+                             f"float32 or float64 (it is not converted)")
     call = {k: inputs[k] for k in inputs if k not in ("scale", "use_qk_l2norm_in_kernel", "output_final_state",
                                                       _DTYPE_KEY)}
     if "scale" in inputs:
@@ -167,6 +190,11 @@ def run(op: str, inputs_path: str, outputs_path=None, rtol_rms=None, out=sys.std
                     raise UsageError(f"grads key {k!r} expected a float array (the upstream gradient) but got dtype "
                                      f"{grads[k].dtype}")
         call = _build_call(op, inputs)
+        valid = ["o"] if op == SOFTMAX else _valid_tolerance_keys(op)
+        for flag, value in (("--rtol-rms", rtol_rms), ("--atol-rms", atol_rms)):
+            unknown = sorted(k for k in value if k is not None and k not in valid) if isinstance(value, dict) else []
+            if unknown:
+                raise UsageError(f"{flag} names keys {unknown} that are not compared for {op!r}; valid keys: {valid}")
         if dtype is None:
             dtype = _file_dtype(*[f for f in (inputs, outputs, grads) if f is not None])
         if dtype is not None:
@@ -201,7 +229,7 @@ def run(op: str, inputs_path: str, outputs_path=None, rtol_rms=None, out=sys.std
                 g = {k: x for k, x in grads.items() if k not in ("do", "dht", _DTYPE_KEY)}
                 comps += check_gradients(op, call, g, grads["do"], grads.get("dht"), rtol_rms=rtol_rms,
                                          atol_rms=atol_rms, dtype=dtype, _want=wantg)
-        except (AssertionError, TypeError) as e:  # a required gradient missing, a non-float array
+        except (AssertionError, TypeError, ValueError) as e:  # a required gradient missing, a non-float array
             raise UsageError(str(e)) from None
     except UsageError as e:
         print(f"linattn.check: error: {e}", file=out)

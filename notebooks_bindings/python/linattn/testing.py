@@ -68,10 +68,19 @@ __all__ = [
 
 #: Default relative-RMS tolerance by the dtype of the output under test (vs a float64 reference).
 #: float64: room for a reordering of sums; float32: the float32 reference itself stays below 3e-7
-#: (T <= 256, K, V <= 32; docs/python.md), so 1e-5 leaves room for blocked sums and long sequences
+#: (T <= 256, K, V <= 32; docs/python.md), so 1e-5 leaves room for blocked sums
 #: (TF32 matrix units need about 2e-3: pass rtol_rms); 16-bit outputs (fp16, bf16 read as float32
-#: by the caller): 1e-2.
+#: by the caller): 1e-2. Floats wider than 64 bits (longdouble, float128) count as float64: the reference is
+#: float64. For float32 and float64 the checks raise the bound to T_max * u on long sequences (_length_rtol).
 _DEFAULT_RTOL = {8: 1e-10, 4: 1e-5, 2: 1e-2}
+
+#: Unit roundoff of the precisions whose relative bounds grow with the longest sequence T_max: rtol_rms =
+#: max(table value, T_max * u) (float32 and float64 only; check_outputs, check_gradients and everything built on
+#: them). Rounding exp(g) to float32 is a fixed relative bias that compounds over a sequence: the float32 per-token
+#: reference of GDN at T = 2048 (g = -1e-4 everywhere, beta = 0.1, K = V = 128, L2-normalised q and k) is off by
+#: 1.1e-5 on o and 1.5e-5 on the final state (1.5e-5 / 3.1e-5 with an initial state), against a table value of
+#: 1e-5; T_max * 2^-24 = 1.2e-4 there. T_max <= 167 keeps 1e-5 at float32. 16-bit bounds do not grow.
+_UNIT_ROUNDOFF = {8: 2.0 ** -53, 4: 2.0 ** -24}
 
 #: Default relative-RMS tolerance of gradients (check_gradients, check_call, check_kernel with a backward): float32
 #: 1e-4, as the project's own float32 chunked backward needs (its sums over a chunk in another order; measured
@@ -112,13 +121,14 @@ def _itemsize_of_dtype(dtype) -> int:
         dt = None
     if dt is None or dt.kind != "f":
         raise TypeError(f"expected a floating type (float64, float32, float16, bfloat16) but got {name!r}")
-    return dt.itemsize
+    return min(dt.itemsize, 8)  # longdouble / float128: float64 precision (the reference is float64)
 
 
 def default_rtol_rms(dtype) -> float:
     """The default relative-RMS tolerance for a computation in `dtype` (compared with float64): by its size, 8 bytes
-    1e-10, 4 bytes 1e-5, 2 bytes (bf16, fp16) 1e-2. `dtype` may be a NumPy dtype, a name such as 'bfloat16', or a
-    torch dtype."""
+    1e-10, 4 bytes 1e-5, 2 bytes (bf16, fp16) 1e-2; wider floats (longdouble) as float64. `dtype` may be a NumPy
+    dtype, a name such as 'bfloat16', or a torch dtype. (The check_* functions raise the float32 / float64 value to
+    T_max * u on long sequences; see _UNIT_ROUNDOFF.)"""
     return _DEFAULT_RTOL.get(_itemsize_of_dtype(dtype), 1e-2)
 
 
@@ -131,8 +141,10 @@ _DEFAULT_ATOL = {8: 1e-14, 4: 1e-6, 2: 1e-3}
 def default_atol_rms(dtype) -> float:
     """The default absolute RMS floor for outputs of `dtype` (see _DEFAULT_ATOL). compare() and assert_close() apply
     it as is, in the units of the data; check_outputs, check_gradients, check_call, check_kernel and
-    `python -m linattn.check` multiply it by the case's magnitude (the largest RMS among the reference outputs
-    compared together), so that scaling every input down cannot make a wrong output pass on the floor."""
+    `python -m linattn.check` multiply it by the natural size of each output (o: max(rms(o_ref), scale *
+    rms_t(||q_t||) * max(rms(final_state_ref), rms(initial_state))); final_state: max(rms(final_state_ref),
+    rms(initial_state)); gradients: the largest RMS among the reference gradients), so that scaling inputs down
+    cannot make a wrong output pass on the floor."""
     return _DEFAULT_ATOL.get(_itemsize_of_dtype(dtype), 1e-3)
 
 
@@ -185,17 +197,19 @@ class Comparison:
                            if len(perm) == 4 and perm[:3] == (0, 2, 1) else ""))
             return msg
         verdict = "ok" if self.ok else "MISMATCH"
-        lines = [
-            head + f"{verdict}: rel_rms = {self.rel_rms:.3e} (tolerance {self.rtol_rms:.1e}"
-            + (f", for {self.basis}" if self.basis else "") + "), "
-            f"max |diff| = {self.max_abs:.3e} at {self.max_abs_index}, "
-            f"rms(expected) = {self.expected_rms:.3e}, shape {self.actual_shape}"
-        ]
+        stats = (f"rel_rms = {self.rel_rms:.3e} (tolerance {self.rtol_rms:.1e}"
+                 + (f", for {self.basis}" if self.basis else "") + "), "
+                 f"max |diff| = {self.max_abs:.3e} at {self.max_abs_index}, "
+                 f"rms(expected) = {self.expected_rms:.3e}, shape {self.actual_shape}")
+        if self.n_nan or self.n_inf:  # say so first: the statistics below leave those elements out
+            lines = [head + f"{verdict}: non-finite values in actual: {self.n_nan} NaN, {self.n_inf} Inf; first at "
+                     f"{self.first_nonfinite}",
+                     f"  over the finite elements only: {stats}"]
+        else:
+            lines = [head + f"{verdict}: {stats}"]
         if self.rel_rms > self.rtol_rms and self.abs_rms <= self.atol_rms and self.n_nan == 0 and self.n_inf == 0:
             lines.append(f"  WARNING: passes only on the absolute floor: rms(diff) = {self.abs_rms:.3e} <= {self.atol_rms:.1e} "
                          f"(its relative error is above the tolerance; expected for a (nearly) zero reference only)")
-        if self.n_nan or self.n_inf:
-            lines.append(f"  non-finite values in actual: {self.n_nan} NaN, {self.n_inf} Inf; first at {self.first_nonfinite}")
         if self.worst and not self.ok:
             lines.append("  worst elements (index: actual vs expected, |diff|):")
             for idx, a, e, d in self.worst:
@@ -248,7 +262,7 @@ def _float_itemsize(x) -> Optional[int]:
     if _is_torch(x):
         return int(x.element_size()) if x.is_floating_point() else None
     dt = np.dtype(x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype)
-    return dt.itemsize if dt.kind == "f" or _is_ml_float(dt) else None
+    return min(dt.itemsize, 8) if dt.kind == "f" or _is_ml_float(dt) else None  # longdouble: as float64
 
 
 def _dtype_name(x) -> str:
@@ -278,15 +292,75 @@ def _rounding_rtol(x) -> float:
     return _ROUNDING_RTOL.get(name, 0.0)
 
 
+def _tolerance_number(fn: str, arg: str, x) -> float:
+    """x as a float when it is a non-negative number (inf allowed), else a ValueError naming the argument."""
+    import numbers
+    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not float(x) >= 0:
+        raise ValueError(f"{fn}: argument '{arg}' expected a non-negative number but got {x!r}")
+    return float(x)
+
+
+def _check_tolerances(fn: str, keys, rtol_rms, atol_rms) -> None:
+    """rtol_rms / atol_rms: None, a non-negative number, or a dict of them by key, whose keys must be among `keys`
+    (or None, the default for the keys not named): a misspelt key would otherwise be ignored silently."""
+    for arg, value in (("rtol_rms", rtol_rms), ("atol_rms", atol_rms)):
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            _tolerance_number(fn, arg, value)
+            continue
+        unknown = [k for k in value if k is not None and k not in keys]
+        if unknown:
+            raise ValueError(f"{fn}: argument '{arg}' has keys {unknown} that are not compared here; valid keys: "
+                             f"{list(keys)} (or None for the rest)")
+        for k, x in value.items():
+            if x is not None:
+                _tolerance_number(fn, f"{arg}[{k!r}]", x)
+
+
+def _valid_tolerance_keys(op: str) -> list:
+    """The keys a per-key tolerance of `op` may name: its outputs and its gradients."""
+    return ["o", "final_state", "dq", "dk", "dv"] + ["d" + n for n in GATES[op]] + ["dh0"]
+
+
+def _exp2(m: float) -> int:
+    """k with 2^k <= m < 2^(k+1) (0 for 0 or non-finite m): dividing by 2^k is exact, and brings m to [1, 2)."""
+    return math.frexp(m)[1] - 1 if (m > 0 and math.isfinite(m)) else 0
+
+
+def _ldexp(x: float, k: int) -> float:
+    """x * 2^k, inf (not OverflowError) past the float64 range."""
+    with np.errstate(over="ignore"):
+        return float(np.ldexp(x, k))
+
+
+def _sum_squares(x: np.ndarray):
+    """(s, k) with sum(x^2) = s * 4^k, x scaled by a power of two before squaring so that the squares neither
+    underflow (x ~ 1e-200) nor overflow (x ~ 1e200); exact scaling, so ordinary values give the same sums."""
+    if x.size == 0:
+        return 0.0, 0
+    k = _exp2(float(np.max(np.abs(x))))
+    y = np.ldexp(x, -k)
+    return float(np.sum(y * y)), k
+
+
 def compare(actual, expected, *, rtol_rms: Optional[float] = None, atol_rms: Optional[float] = None,
             name: str = "output", n_worst: int = 5, dtype=None) -> Comparison:
     """Compare by relative RMS error (float64 arithmetic). See assert_close."""
     if _float_itemsize(actual) is None:
         raise TypeError(f"{name}: expected a floating-point array (float64, float32, float16, bfloat16) but got dtype "
                         f"{_dtype_name(actual)}")
+    if rtol_rms is not None:
+        _tolerance_number("compare", "rtol_rms", rtol_rms)
+    if atol_rms is not None:
+        _tolerance_number("compare", "atol_rms", atol_rms)
     size, basis = _precision({"output": actual}, dtype)
     a = _as_numpy(actual)
     e = _as_numpy(expected)
+    if not (e.dtype.kind in "fiu" or _is_ml_float(e.dtype)):
+        raise TypeError(f"{name}: argument 'expected' expected a real array (float or integer) but got dtype {e.dtype}"
+                        + ("; complex values are not compared (compare the real and imaginary parts separately)"
+                           if e.dtype.kind == "c" else ""))
     tol = _DEFAULT_RTOL.get(size, 1e-2) if rtol_rms is None else float(rtol_rms)
     atol = _DEFAULT_ATOL.get(size, 1e-3) if atol_rms is None else float(atol_rms)
     c = Comparison(name=name, shape_ok=a.shape == e.shape, actual_shape=a.shape, expected_shape=e.shape,
@@ -303,13 +377,21 @@ def compare(actual, expected, *, rtol_rms: Optional[float] = None, atol_rms: Opt
     if bad.any():
         c.first_nonfinite = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), a.shape))
     finite = ~bad
-    diff = np.where(finite, a64 - e64, 0.0)
-    num = float(np.sum(diff * diff))
-    den = float(np.sum(np.where(finite, e64, 0.0) ** 2))
+    # Sums of squares scaled by powers of two (exact): no underflow at 1e-200, no overflow at 1e200. The
+    # difference is taken of the scaled values, so that it cannot overflow either.
+    ks = _exp2(max(float(np.max(np.abs(np.where(finite, a64, 0.0)), initial=0.0)),
+                   float(np.max(np.abs(np.where(np.isfinite(e64), e64, 0.0)), initial=0.0))))
+    dscaled = np.where(finite, np.ldexp(a64, -ks) - np.ldexp(e64, -ks), 0.0)
+    with np.errstate(over="ignore"):
+        diff = np.ldexp(dscaled, ks)
+    num, kn = _sum_squares(dscaled)
+    kn += ks
+    den, kd = _sum_squares(np.where(finite, e64, 0.0))
     n = max(a.size, 1)
-    c.expected_rms = math.sqrt(float(np.sum(e64 * e64)) / n)
-    c.abs_rms = math.sqrt(num / n)
-    c.rel_rms = math.sqrt(num / den) if den > 0 else c.abs_rms
+    s_all, k_all = _sum_squares(e64)
+    c.expected_rms = _ldexp(math.sqrt(s_all / n), k_all)
+    c.abs_rms = _ldexp(math.sqrt(num / n), kn)
+    c.rel_rms = _ldexp(math.sqrt(num / den), kn - kd) if den > 0 else c.abs_rms
     if a.size:
         ad = np.abs(diff)
         flat = int(np.argmax(ad))
@@ -370,6 +452,8 @@ def log_gates(rng: np.random.Generator, shape, mode: str = "random", gate_range=
     elif mode == "uniform":
         if gate_range is None:
             raise ValueError("log_gates: mode 'uniform' needs gate_range=(low, high) with low <= high <= 0")
+        if np.ndim(gate_range) != 1 or np.size(gate_range) != 2:
+            raise ValueError(f"log_gates: argument 'gate_range' expected (low, high) but got {gate_range!r}")
         lo, hi = map(float, gate_range)
         if not (lo <= hi <= 0.0) or not math.isfinite(lo):
             raise ValueError(f"log_gates: argument 'gate_range' expected finite low <= high <= 0 but got {gate_range}")
@@ -396,8 +480,45 @@ def l2_normalize(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.where(n > 0, x64 / np.where(n > 0, n, 1.0), 0.0).astype(np.asarray(x).dtype)
 
 
+def _int_arg(fn: str, name: str, x, low: int) -> int:
+    """x as an int when it is an integer >= low (not a bool, not a float), else a ValueError naming the argument."""
+    import numbers
+    if isinstance(x, bool) or not isinstance(x, numbers.Integral) or int(x) < low:
+        raise ValueError(f"{fn}: argument '{name}' expected an integer >= {low} but got {x!r}")
+    return int(x)
+
+
+#: The types random_inputs and check_kernel draw inputs in.
+_HARNESS_DTYPES = ("float64", "float32", "float16", "bfloat16")
+
+
+def _harness_dtype(fn: str, dtype) -> np.dtype:
+    """np.dtype(dtype) when it is float64, float32, float16 or ml_dtypes' bfloat16, else a TypeError: other types
+    (integers, complex) would make trivial cases that pass."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = None
+    if dt is None or dt.name not in _HARNESS_DTYPES:
+        raise TypeError(f"{fn}: argument 'dtype' expected one of float64, float32, float16, bfloat16 (ml_dtypes) but "
+                        f"got {dtype!r}")
+    return dt
+
+
+def _scale_arg(fn: str, scale) -> Optional[float]:
+    import numbers
+    if scale is None:
+        return None
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(float(scale)):
+        raise ValueError(f"{fn}: argument 'scale' expected None or a finite number but got {scale!r}")
+    return scale
+
+
 def random_cu_seqlens(rng: np.random.Generator, T: int, n_seqs: int, allow_empty: bool = True) -> np.ndarray:
     """Ragged offsets [0, t_1, ..., T] of `n_seqs` packed sequences (int64, fla's cu_seqlens)."""
+    T = _int_arg("random_cu_seqlens", "T", T, 0)
+    if isinstance(n_seqs, bool) or not isinstance(n_seqs, (int, np.integer)):
+        raise ValueError(f"random_cu_seqlens: argument 'n_seqs' expected an integer >= 1 but got {n_seqs!r}")
     if n_seqs < 1:
         raise ValueError(f"random_cu_seqlens: argument 'n_seqs' expected >= 1 but got {n_seqs}")
     if not allow_empty and T < n_seqs:
@@ -431,17 +552,39 @@ def random_inputs(
     Returns {'q', 'k', 'v', <gates of op>, 'scale', 'initial_state', 'output_final_state': True,
     'cu_seqlens'}: q, k [B, T, H, K] (k L2-normalised per head unless unit_keys=False), v [B, T, H, V],
     gates by GATE_DIM, initial_state [N, H, K, V] or None. cu_seqlens: None, an int (that many
-    ragged sequences packed into B = 1) or explicit offsets. Arrays are C-contiguous `dtype`."""
+    ragged sequences packed into B = 1) or explicit integer offsets [0, ..., T]. Arrays are C-contiguous `dtype`
+    (float64, float32, float16 or ml_dtypes.bfloat16). gates: one of GATE_MODES; gate_range only with
+    gates="uniform", for an operator with a log-decay g."""
     check_op(op)
+    fn = "random_inputs"
+    B, T = _int_arg(fn, "B", B, 1), _int_arg(fn, "T", T, 0)
+    H, K, V = _int_arg(fn, "H", H, 1), _int_arg(fn, "K", K, 1), _int_arg(fn, "V", V, 1)
+    dt = _harness_dtype(fn, dtype)
+    _scale_arg(fn, scale)
+    if gates not in GATE_MODES:
+        raise ValueError(f"{fn}: argument 'gates' expected one of {GATE_MODES} but got {gates!r}")
+    if gate_range is not None and (gates != "uniform" or "g" not in GATES[op]):
+        raise ValueError(f"{fn}: argument 'gate_range' is used only with gates='uniform' for an operator with a "
+                         f"log-decay g, but got gates={gates!r} for {op!r}; leave gate_range out")
     rng = np.random.default_rng(seed)
     if cu_seqlens is not None:
         if B != 1:
-            raise ValueError(f"random_inputs: packed sequences (cu_seqlens) need B = 1 but got B = {B}")
-        cu = random_cu_seqlens(rng, T, int(cu_seqlens)) if np.ndim(cu_seqlens) == 0 else np.asarray(cu_seqlens, np.int64)
+            raise ValueError(f"{fn}: packed sequences (cu_seqlens) need B = 1 but got B = {B}")
+        if np.ndim(cu_seqlens) == 0:
+            if isinstance(cu_seqlens, (bool, np.bool_)) or not isinstance(cu_seqlens, (int, np.integer)):
+                raise ValueError(f"{fn}: argument 'cu_seqlens' expected None, a number of sequences (an integer) "
+                                 f"or integer offsets but got {cu_seqlens!r}")
+            cu = random_cu_seqlens(rng, T, int(cu_seqlens))
+        else:
+            cu = np.asarray(cu_seqlens)
+            if cu.dtype.kind not in "iu" or cu.ndim != 1 or len(cu) < 2 or cu[0] != 0 or cu[-1] != T \
+                    or np.any(np.diff(cu) < 0):
+                raise ValueError(f"{fn}: argument 'cu_seqlens' expected integer offsets [0, ..., T = {T}], "
+                                 f"non-decreasing, but got {cu.tolist()} (dtype {cu.dtype})")
+            cu = cu.astype(np.int64)
         N = len(cu) - 1
     else:
         cu, N = None, B
-    dt = np.dtype(dtype)
     q = rng.standard_normal((B, T, H, K))
     k = rng.standard_normal((B, T, H, K))
     if unit_keys:
@@ -474,7 +617,10 @@ def _widened(fn: str, inputs: dict, drop=()) -> dict:
     kw = {k: x for k, x in inputs.items() if k not in drop}
     for key in _ARRAY_KEYS:
         if kw.get(key) is not None:
-            kw[key] = np.ascontiguousarray(_as_numpy(kw[key]), dtype=np.float64)
+            a = _as_numpy(kw[key])
+            if a.dtype.kind not in "fiu":  # complex would lose its imaginary part; bool, str, object mean nothing
+                raise TypeError(f"{fn}: argument '{key}' expected a real float array but got dtype {a.dtype}")
+            kw[key] = np.ascontiguousarray(a, dtype=np.float64)
     if kw.get("cu_seqlens") is not None:
         cu = _as_numpy(kw["cu_seqlens"])
         if cu.dtype.kind not in "iu":
@@ -493,29 +639,98 @@ def reference_outputs(op: str, inputs: dict) -> dict:
     return {"o": o, "final_state": final_state}
 
 
+def _describe_value(x) -> str:
+    """A short account of a returned value for messages: 'None', "str 'abc'", 'ndarray float32 [1, 20, 2, 6]',
+    a tuple or dict of those."""
+    if x is None:
+        return "None"
+    if isinstance(x, dict):
+        return "{" + ", ".join(f"{k!r}: {_describe_value(v)}" for k, v in x.items()) + "}"
+    if isinstance(x, (tuple, list)):
+        inner = ", ".join(_describe_value(v) for v in x[:4]) + (", ..." if len(x) > 4 else "")
+        return f"{type(x).__name__} ({inner})"
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return f"{type(x).__name__} {_dtype_name(x)} {list(x.shape)}"
+    r = repr(x)
+    return f"{type(x).__name__} {r[:40] + '...' if len(r) > 40 else r}"
+
+
+_EXPECTED_OUTPUTS = "(o, final_state), o alone (an array), or a dict with 'o' and optionally 'final_state'"
+
+
 def _split_outputs(out) -> dict:
-    """A kernel's return value as {'o', 'final_state'}: (o, final_state), o alone, or a dict."""
+    """A kernel's return value as {'o', 'final_state'}: (o, final_state), o alone, or a dict. A value of None counts
+    as absent; a dict with other keys, and anything that is not one of these forms, is an AssertionError."""
     if isinstance(out, dict):
-        return {k: out[k] for k in ("o", "final_state") if k in out and out[k] is not None}
+        unknown = [k for k in out if k not in ("o", "final_state")]
+        if unknown:
+            raise AssertionError(f"the kernel returned keys {unknown} that are not outputs; expected 'o' and "
+                                 f"optionally 'final_state' (it returned {_describe_value(out)})")
+        return {k: out[k] for k in ("o", "final_state") if out.get(k) is not None}
     if isinstance(out, (tuple, list)):
         if len(out) < 1:
-            raise ValueError("kernel returned an empty tuple; expected (o, final_state)")
-        d = {"o": out[0]}
+            raise AssertionError(f"the kernel returned an empty {type(out).__name__}; expected {_EXPECTED_OUTPUTS}")
+        d = {"o": out[0]} if out[0] is not None else {}
         if len(out) > 1 and out[1] is not None:
             d["final_state"] = out[1]
         return d
+    if out is None or isinstance(out, (str, bytes)) or not hasattr(out, "shape"):
+        raise AssertionError(f"the kernel returned {_describe_value(out)}; expected {_EXPECTED_OUTPUTS}")
     return {"o": out}
 
 
 def _rms(x) -> float:
     x = np.asarray(x, dtype=np.float64)
-    return math.sqrt(float(np.mean(x * x))) if x.size else 0.0
+    if not x.size:
+        return 0.0
+    s, k = _sum_squares(x)
+    return _ldexp(math.sqrt(s / x.size), k)
 
 
 def _per_key(value, key):
     """value[key] if value is a dict (else its entry under None, the default for keys not named; else None),
     otherwise value itself."""
     return value.get(key, value.get(None)) if isinstance(value, dict) else value
+
+
+def _longest_sequence(inputs: dict) -> int:
+    """T_max: the longest sequence of `inputs` (cu_seqlens aware; the 'T' of q [B, T, H, K] otherwise)."""
+    cu = inputs.get("cu_seqlens")
+    if cu is not None:
+        cu = np.asarray(_as_numpy(cu)).astype(np.int64)
+        return int(np.max(np.diff(cu))) if cu.size > 1 else 0
+    shape = _as_numpy(inputs["q"]).shape
+    return int(shape[1]) if len(shape) == 4 else 0
+
+
+def _output_floor_scales(inputs: dict, want: dict) -> dict:
+    """The sizes the default floors of o and final_state scale with, each its output's natural size, so that
+    scaling inputs down cannot make zero or doubled outputs pass on the floor:
+    final_state: the state's size S = max(rms(final_state_ref), rms(initial_state), rms_t(rms(k_t) * rms(v_t)));
+    o: max(rms(o_ref), scale * rms_t(||q_t||_2) * S), the size of o_t = scale q_t^T S_t (rms_t over all tokens and
+    heads; ||q_t|| over K, 1 for a nonzero q under use_qk_l2norm_in_kernel). With every input scaled by s, o
+    shrinks like s^2 but the state like s: a floor on the larger of the two would pass o = 0 at s = 1e-7 in
+    float32. The last term of S, the RMS of one write k_t v_t^T, is there because a final state can cancel to far
+    below the states it was computed through: linattn's float32 chunked GDN leaves an error of 2.3e-7 on a final
+    state of RMS 1.8e-2 (T = 6, K = V = 1, no initial state; writes of RMS 0.4), 1.3e-5 of it."""
+    h0 = inputs.get("initial_state")
+    k = np.asarray(_as_numpy(inputs["k"]), np.float64)
+    v = np.asarray(_as_numpy(inputs["v"]), np.float64)
+    writes = 0.0
+    if k.size and v.size and k.shape[:3] == v.shape[:3]:
+        rk = np.sqrt(np.mean(np.ldexp(k, -_exp2(float(np.max(np.abs(k))))) ** 2, axis=-1))  # rms(k_t) / 2^kk
+        rv = np.sqrt(np.mean(np.ldexp(v, -_exp2(float(np.max(np.abs(v))))) ** 2, axis=-1))
+        writes = _ldexp(_rms(rk * rv), _exp2(float(np.max(np.abs(k)))) + _exp2(float(np.max(np.abs(v)))))
+    state = max(_rms(want["final_state"]), 0.0 if h0 is None else _rms(_as_numpy(h0)), writes)
+    q = np.asarray(_as_numpy(inputs["q"]), np.float64)
+    k_q = _exp2(float(np.max(np.abs(q), initial=0.0)))
+    qs = np.ldexp(q, -k_q)
+    qn = np.ldexp(np.sqrt(np.sum(qs * qs, axis=-1)), k_q)  # ||q_t||, scaled against overflow
+    if inputs.get("use_qk_l2norm_in_kernel"):
+        qn = (qn > 0).astype(np.float64)
+    scale = inputs.get("scale")
+    scale = q.shape[-1] ** -0.5 if scale is None else abs(float(scale))
+    return {"o": max(_rms(want["o"]), scale * _rms(qn) * state), "final_state": state}
 
 
 def _floor_scale(key: str, want: dict, inputs: dict, magnitude: float) -> float:
@@ -536,16 +751,20 @@ def _floor_scale(key: str, want: dict, inputs: dict, magnitude: float) -> float:
 
 
 def _compare_set(got: dict, want: dict, keys, optional, inputs: dict, extra_basis: dict, rtol_rms, atol_rms,
-                 dtype, grads: bool = False, basis_inputs: Optional[dict] = None) -> list:
-    """Compare got[k] with want[k] for each of `keys` (a missing optional key gives a 'not compared' entry).
+                 dtype, grads: bool = False, basis_inputs: Optional[dict] = None, floor_scales: Optional[dict] = None,
+                 t_max: Optional[int] = None) -> list:
+    """Compare got[k] with want[k] for each of `keys` (a missing optional key gives a 'not compared' entry; a missing
+    required key is an AssertionError).
 
     Tolerance (rtol_rms: a number, or a dict by key): the default of the computation's precision, which is `dtype`
     when given, else the narrowest float type among the inputs (basis_inputs: the arrays as the kernel received
     them, for their types) and extra_basis (do, dht); for gradients the gradient table (float32 1e-4). An output
     stored in a narrower type than that adds its rounding (_ROUNDING_RTOL), so a kernel cannot loosen its own
-    bound by returning float16. Floor (atol_rms: a number or dict, absolute): by default default_atol_rms of the
-    precision times _floor_scale(key): a key much smaller than the case's largest is held to a looser relative
-    bound that way, and a pass on the floor alone is flagged in its report (Comparison.floor_pass)."""
+    bound by returning float16. t_max (the longest sequence; None: off): at float32 and float64 precision the
+    default is at least t_max * u (_UNIT_ROUNDOFF). Floor (atol_rms: a number or dict, absolute): by default
+    default_atol_rms of the precision times floor_scales[key] when given, else _floor_scale(key): a key much smaller
+    than that is held to a looser relative bound that way, and a pass on the floor alone is flagged in its report
+    (Comparison.floor_pass)."""
     src = basis_inputs if basis_inputs is not None else inputs
     basis_in = {f"input '{k}'": src[k] for k in _ARRAY_KEYS if src.get(k) is not None}
     basis_in.update(extra_basis)
@@ -555,23 +774,29 @@ def _compare_set(got: dict, want: dict, keys, optional, inputs: dict, extra_basi
     out = []
     for k in keys:
         if k not in got or got[k] is None:
-            if k in optional:
-                out.append(Comparison(name=k, shape_ok=True, actual_shape=(), expected_shape=np.shape(want[k]),
-                                      compared=False, note="the kernel did not return it"))
+            if k not in optional:
+                raise AssertionError(f"{k}: missing {k!r} from what the kernel returned (keys {sorted(got)}); "
+                                     f"expected {k!r} of shape {list(np.shape(want[k]))}")
+            out.append(Comparison(name=k, shape_ok=True, actual_shape=(), expected_shape=np.shape(want[k]),
+                                  compared=False, note="the kernel did not return it"))
             continue
         rt, at = _per_key(rtol_rms, k), _per_key(atol_rms, k)
         n_out = _float_itemsize(got[k])  # None (not floating): compare() below raises the TypeError naming k
         b = basis
         if rt is None:
             rt = table.get(size, 1e-2)
+            if t_max and size in _UNIT_ROUNDOFF and t_max * _UNIT_ROUNDOFF[size] > rt:
+                rt = t_max * _UNIT_ROUNDOFF[size]
+                b = f"{basis}, T_max = {t_max}"
             if n_out is not None and n_out < size and _rounding_rtol(got[k]) > rt:
                 rt = _rounding_rtol(got[k])
-                b = f"{basis}, stored as {_dtype_name(got[k])}"
+                b = f"{b}, stored as {_dtype_name(got[k])}"
         else:
             b = "rtol_rms given"
         if at is None:
             floor_table = _DEFAULT_ATOL_GRAD if grads and k == "dh0" else _DEFAULT_ATOL
-            at = floor_table.get(size, 1e-3) * _floor_scale(k, want, inputs, magnitude)
+            scale = floor_scales[k] if floor_scales and k in floor_scales else _floor_scale(k, want, inputs, magnitude)
+            at = floor_table.get(size, 1e-3) * scale
         c = compare(got[k], want[k], rtol_rms=rt, atol_rms=at, name=k)
         c.basis = b
         out.append(c)
@@ -587,22 +812,42 @@ def check_outputs(op: str, inputs: dict, outputs, *, rtol_rms=None, atol_rms=Non
 
     `inputs` must be the arrays as the kernel received them: if the kernel may modify its arguments in place,
     pass a copy taken before the call, or use check_call, which does that and fails such a kernel.
-    Tolerance (rtol_rms: a number, or a dict by key such as {'final_state': 2e-2}): by default that of the
-    narrowest float type among the inputs (or `dtype`), plus the rounding of an output stored in a narrower type;
-    floor (atol_rms, absolute; number or dict): by default default_atol_rms of that type times the case's
-    magnitude, the larger RMS of the reference o and final_state (see _floor_scale), so that zero or scaled
-    outputs fail however small the inputs are scaled."""
+    A missing 'o', or a dict with keys other than 'o' and 'final_state', is an AssertionError saying what came.
+    Tolerance (rtol_rms: a number, or a dict by key such as {'final_state': 2e-2}; keys o, final_state and the
+    gradients'): by default that of the narrowest float type among the inputs (or `dtype`), at float32 / float64
+    at least T_max * u (T_max the longest sequence; _UNIT_ROUNDOFF), plus the rounding of an output stored in a
+    narrower type; floor (atol_rms, absolute; number or dict): by default default_atol_rms of that type times each
+    output's natural size (_output_floor_scales: o's is max(rms(o_ref), scale * rms_t(||q_t||) *
+    max(rms(final_state_ref), rms(initial_state))), final_state's max(rms(final_state_ref), rms(initial_state))),
+    so that zero or scaled outputs fail however small the inputs are scaled."""
+    check_op(op)
+    _check_tolerances("check_outputs", _valid_tolerance_keys(op), rtol_rms, atol_rms)
     got = _split_outputs(outputs)
     want = _want if _want is not None else reference_outputs(op, inputs)
+    if "o" not in got:
+        raise AssertionError(f"o: missing from the kernel's outputs: it returned {_describe_value(outputs)}; expected "
+                             f"o of shape {list(np.shape(want['o']))} ({_EXPECTED_OUTPUTS})")
     if require_final_state and "final_state" not in got:
-        raise AssertionError("final_state: missing from the kernel's outputs (output_final_state=True was passed)")
+        ofs = inputs.get("output_final_state")
+        msg = (f"final_state: missing from the kernel's outputs: it returned {_describe_value(outputs)}; expected a "
+               f"final state of shape {list(np.shape(want['final_state']))} (require_final_state=True)")
+        if ofs is not None and not ofs:
+            msg += ("; the inputs pass output_final_state=False, under which a kernel may rightly leave it out: pass "
+                    "output_final_state=True or require_final_state=False")
+        raise AssertionError(msg)
     return _compare_set(got, want, ("o", "final_state"), ("final_state",), inputs, {}, rtol_rms, atol_rms, dtype,
-                        basis_inputs=_basis_inputs)
+                        basis_inputs=_basis_inputs, floor_scales=_output_floor_scales(inputs, want),
+                        t_max=_longest_sequence(inputs))
 
 
 def random_cotangents(op: str, inputs: dict, seed: int = 0) -> dict:
     """Random upstream gradients for a backward check: {'do' [B, T, H, V], 'dht' [N, H, K, V]},
     standard normal, in the dtype of v (bf16 v: float32)."""
+    check_op(op)
+    missing = [k for k in ("q", "v") if not isinstance(inputs, dict) or inputs.get(k) is None]
+    if missing:
+        raise ValueError(f"random_cotangents: argument 'inputs' expected fla-style inputs with 'q' and 'v' (their "
+                         f"shapes give do's and dht's) but lacks {missing}")
     rng = np.random.default_rng(seed)
     q, v = _as_numpy(inputs["q"]), _as_numpy(inputs["v"])
     B, T, H, K = q.shape
@@ -625,18 +870,29 @@ def check_gradients(op: str, inputs: dict, grads: dict, do, dht=None, *, rtol_rm
                     _basis_cot: Optional[dict] = None) -> list:
     """Compare a kernel's gradients (a dict with keys as in reference_gradients) with the reference;
     returns [Comparison]. dq, dk, dv and the gradient of every gate of `op` are required; dh0 is
-    compared when given (else a 'not compared' entry). Tolerance and floor as check_outputs, with the gradient
-    table (float32 1e-4; do's and dht's types count too) and dg's floor scaled by the terms it is summed from,
-    |q dq| + |k dk| (where a chunked kernel's rounding lives when g is very negative)."""
+    compared when given (else a 'not compared' entry); any other key is an AssertionError naming it. Tolerance as
+    check_outputs, with the gradient table (float32 1e-4, at least T_max * u; do's and dht's types count too);
+    floor: the precision's default times the largest RMS among the reference gradients, dh0's with the gradient
+    table, and dg's scaled by the terms it is summed from, |q dq| + |k dk| (where a chunked kernel's rounding
+    lives when g is very negative)."""
+    check_op(op)
+    _check_tolerances("check_gradients", _valid_tolerance_keys(op), rtol_rms, atol_rms)
+    if not isinstance(grads, dict):
+        raise TypeError(f"check_gradients: argument 'grads' expected a dict of gradients but got "
+                        f"{_describe_value(grads)}")
     want = _want if _want is not None else reference_gradients(op, inputs, do, dht)
     required = ["dq", "dk", "dv"] + ["d" + n for n in GATES[op]]
+    unknown = [k for k in grads if k not in required + ["dh0"]]
+    if unknown:
+        raise AssertionError(f"gradients: the backward returned keys {unknown} that {op} has no gradient for; "
+                             f"expected {required} and optionally 'dh0'")
     missing = [k for k in required if k not in grads or grads[k] is None]
     if missing:
         raise AssertionError(f"gradients: missing {missing} from the kernel's backward (keys {sorted(grads)})")
     cot = _basis_cot if _basis_cot is not None else {"do": do, "dht": dht}
     extra = {f"cotangent '{k}'": x for k, x in cot.items() if x is not None}
     return _compare_set(grads, want, required + ["dh0"], ("dh0",), inputs, extra, rtol_rms, atol_rms, dtype,
-                        grads=True, basis_inputs=_basis_inputs)
+                        grads=True, basis_inputs=_basis_inputs, t_max=_longest_sequence(inputs))
 
 
 class InputModified(AssertionError):
@@ -677,7 +933,22 @@ def check_call(kernel: Callable[..., Any], op: str, inputs: dict, *, backward: O
     The reference outputs (and gradients) are computed from copies of the inputs taken before the call; if the
     kernel or its backward changes any input array in place, InputModified (an AssertionError) is raised naming
     it. Exceptions of the kernel propagate. do, dht: the upstream gradients (default: random_cotangents with
-    `cotangent_seed`; with_dht=False passes dht=None, a loss without the final state's term). Returns [Comparison] for the outputs, then the gradients; each has .ok and .report()."""
+    `cotangent_seed`; with_dht=False passes dht=None, a loss without the final state's term). dht without do is
+    refused (ValueError): a given dht is never replaced by random cotangents; pass both, do alone (no final-state
+    term), or neither. A kernel that returns no 'o', or keys that are not outputs (or a backward that returns keys
+    that are not gradients of `op`), fails with an AssertionError saying what it returned.
+    Returns [Comparison] for the outputs, then the gradients; each has .ok and .report()."""
+    check_op(op)
+    _check_tolerances("check_call", _valid_tolerance_keys(op), rtol_rms, atol_rms)
+    if dtype is not None:
+        try:
+            _itemsize_of_dtype(dtype)
+        except TypeError as e:
+            raise TypeError(f"check_call: argument 'dtype' {e}") from None
+    if backward is not None and do is None and dht is not None:
+        raise ValueError("check_call: argument 'dht' was given without 'do'; pass both (or do alone for a loss "
+                         "without the final-state term, or neither for random cotangents): a given dht is not "
+                         "replaced by random ones")
     snap = _snapshot(inputs)
     pristine = {k: snap.get(k, x) for k, x in inputs.items()}
     want = reference_outputs(op, pristine)
@@ -710,22 +981,44 @@ def save_npz(path, inputs: Optional[dict] = None, **arrays) -> None:
     """Write fla-style `inputs` (and/or named arrays: o, final_state, do, dq, ...) to an .npz that
     `python -m linattn.check` reads: None entries and output_final_state are dropped, scale becomes a 0-d array,
     torch tensors become NumPy, and bf16 / float8 arrays are widened exactly to float32 with their type recorded
-    under the key 'linattn_dtype' (the checker then applies that type's tolerance)."""
+    under the key 'linattn_dtype' (the checker then applies that type's tolerance). An explicit linattn_dtype is
+    written as given (a floating type name) and must agree with the one the arrays imply, if any."""
+    import numbers
     d = {}
     narrow = None
+    given = None
     for k, x in {**(inputs or {}), **arrays}.items():
         if x is None or k == "output_final_state":
             continue
+        if k == "linattn_dtype":
+            given = str(np.asarray(x).reshape(()) if np.size(x) == 1 else x)
+            try:
+                _itemsize_of_dtype(given)
+            except TypeError as e:
+                raise ValueError(f"save_npz: argument 'linattn_dtype' {e}") from None
+            continue
         if k == "scale":
-            d[k] = np.array(float(x))
+            if isinstance(x, bool) or not isinstance(x, (numbers.Real, np.ndarray)) or np.size(x) != 1:
+                raise ValueError(f"save_npz: argument 'scale' expected a number but got {x!r}")
+            try:
+                d[k] = np.array(float(np.asarray(x).reshape(())))
+            except (TypeError, ValueError):
+                raise ValueError(f"save_npz: argument 'scale' expected a number but got {x!r}") from None
             continue
         n = _float_itemsize(x)
         a = _as_numpy(x)
+        if a.dtype.kind == "V":  # an ml_dtypes type that is not a float (int4, ...): NumPy cannot read it back
+            raise TypeError(f"save_npz: argument {k!r} has dtype {a.dtype}, which NumPy cannot read back; save float "
+                            f"arrays (float64, float32, float16, bfloat16) and integer cu_seqlens")
         if n is not None and n < a.dtype.itemsize and (narrow is None or n < narrow[0]):
             narrow = (n, _dtype_name(x))
         d[k] = a
-    if narrow is not None:
-        d["linattn_dtype"] = np.array(narrow[1])
+    if given is not None and narrow is not None and given != narrow[1]:
+        raise ValueError(f"save_npz: argument 'linattn_dtype' is {given!r} but the arrays hold {narrow[1]} (widened "
+                         f"to float32 here), which would be recorded as linattn_dtype={narrow[1]!r}; make them agree "
+                         f"or leave linattn_dtype out")
+    if given is not None or narrow is not None:
+        d["linattn_dtype"] = np.array(given if given is not None else narrow[1])
     np.savez(path, **d)
 
 
@@ -756,7 +1049,7 @@ class Case:
     def inputs(self) -> dict:
         return random_inputs(
             self.op, B=self.B, T=self.T, H=self.H, K=self.K, V=self.V, dtype=np.dtype(self.dtype),
-            gates=self.gates, gate_range=self.gate_range,
+            gates=self.gates, gate_range=self.gate_range if self.gates == "uniform" else None,
             cu_seqlens=None if self.cu_seqlens is None else np.asarray(self.cu_seqlens, np.int64),
             initial_state=self.initial_state, scale=self.scale, seed=self.seed)
 
@@ -770,10 +1063,21 @@ class KernelMismatch(AssertionError):
         self.case, self.comparisons, self.error = case, comparisons or [], error
 
 
+#: The least value of each dimension (T = 0, an empty sequence, is allowed).
+_DIM_MIN = {"B": 1, "T": 0, "H": 1, "K": 1, "V": 1}
+
+
 def _dim_strategy(st, spec, name):
-    if isinstance(spec, int):
-        return st.just(spec)
+    low = _DIM_MIN[name]
+    is_int = lambda x: isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+    if is_int(spec):
+        if spec < low:
+            raise ValueError(f"cases: argument '{name}' expected an integer >= {low} but got {spec!r}")
+        return st.just(int(spec))
     if isinstance(spec, tuple) and len(spec) == 2:
+        if not (is_int(spec[0]) and is_int(spec[1]) and low <= spec[0] <= spec[1]):
+            raise ValueError(f"cases: argument '{name}' expected a range (low, high) of integers with {low} <= low <= "
+                             f"high but got {spec!r}")
         return st.integers(int(spec[0]), int(spec[1]))
     if hasattr(spec, "example") or hasattr(spec, "map"):  # a hypothesis strategy
         return spec
@@ -793,9 +1097,25 @@ def cases(op: str, *, B=(1, 2), T=(1, 160), H=(1, 2), K=(1, 9), V=(1, 9), gate_m
     import hypothesis.strategies as st
 
     check_op(op)
-    dt = np.dtype(dtype).name
-    if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
+    dt = _harness_dtype("cases", dtype).name
+    _scale_arg("cases", scale)
+    if chunk_size is not None and (not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1):
         raise ValueError(f"cases: argument 'chunk_size' expected a positive int or None but got {chunk_size!r}")
+    gate_modes = tuple(gate_modes) if not isinstance(gate_modes, str) else (gate_modes,)
+    bad = [m for m in gate_modes if m not in GATE_MODES]
+    if not gate_modes or bad:
+        raise ValueError(f"cases: argument 'gate_modes' expected a non-empty list of {GATE_MODES} but got "
+                         f"{list(gate_modes)}")
+    if "uniform" in gate_modes and "g" in GATES[op]:
+        if gate_range is None:
+            raise ValueError("cases: gate mode 'uniform' needs gate_range=(low, high) with low <= high <= 0")
+        log_gates(np.random.default_rng(0), (1,), "uniform", gate_range)  # raises naming 'gate_range' if unusable
+    if gate_range is not None and ("uniform" not in gate_modes or "g" not in GATES[op]):
+        raise ValueError(f"cases: argument 'gate_range' is used only with the gate mode 'uniform' for an operator "
+                         f"with a log-decay g, but got gate_modes={list(gate_modes)} for {op!r}")
+    dims = {name: _dim_strategy(st, spec, name) for name, spec in (("B", B), ("T", T), ("H", H), ("K", K))}
+    if not (isinstance(V, str) and V == "K"):
+        dims["V"] = _dim_strategy(st, V, "V")
 
     # Snap to chunk boundaries only where the T range holds one (else every snapped draw would collapse to an end).
     snap_to_chunks = (isinstance(T, tuple) and len(T) == 2 and chunk_size is not None
@@ -803,16 +1123,16 @@ def cases(op: str, *, B=(1, 2), T=(1, 160), H=(1, 2), K=(1, 9), V=(1, 9), gate_m
 
     @st.composite
     def draw_case(draw):
-        t = draw(_dim_strategy(st, T, "T"))
+        t = draw(dims["T"])
         if snap_to_chunks and draw(st.booleans()):
             # move t to the nearest of chunk_size, 2 chunk_size, 3 chunk_size, then -1, 0 or +1 (drawn after t, so
             # that shrinking this choice to False gives the plain small t back)
             m = min(max(int(round(t / chunk_size)), 1), 3)
             t = min(max(m * chunk_size + draw(st.sampled_from((0, 1, -1))), int(T[0])), int(T[1]))
-        h = draw(_dim_strategy(st, H, "H"))
-        kd = draw(_dim_strategy(st, K, "K"))
-        vd = kd if isinstance(V, str) and V == "K" else draw(_dim_strategy(st, V, "V"))
-        mode = draw(st.sampled_from(tuple(gate_modes)))
+        h = draw(dims["H"])
+        kd = draw(dims["K"])
+        vd = kd if "V" not in dims else draw(dims["V"])
+        mode = draw(st.sampled_from(gate_modes))
         init = draw(st.booleans()) if initial_state else False
         seed = draw(st.integers(0, 2**32 - 1))
         packed = varlen and draw(st.sampled_from((False, False, False, True)))
@@ -822,7 +1142,7 @@ def cases(op: str, *, B=(1, 2), T=(1, 160), H=(1, 2), K=(1, 9), V=(1, 9), gate_m
             cuts = sorted(draw(st.lists(st.integers(0, t), min_size=n - 1, max_size=n - 1)))
             cu, b = tuple([0] + cuts + [t]), 1
         else:
-            b = draw(_dim_strategy(st, B, "B"))
+            b = draw(dims["B"])
         return Case(op=op, B=b, T=t, H=h, K=kd, V=vd, gates=mode, cu_seqlens=cu, initial_state=init,
                     seed=seed, dtype=dt, scale=scale, gate_range=gate_range)
 
@@ -864,6 +1184,11 @@ def check_kernel(
     from hypothesis import seed as hyp_seed
 
     label = name or getattr(kernel, "__name__", repr(kernel))
+    # the configuration first, so that a bad one is a ValueError naming the argument, not the kernel's fault
+    check_op(op)
+    _harness_dtype("check_kernel", dtype)
+    _check_tolerances("check_kernel", _valid_tolerance_keys(op), rtol_rms, atol_rms)
+    _int_arg("check_kernel", "max_examples", max_examples, 1)
     strategy = cases(op, dtype=dtype, **case_options)
     state = {"n": 0, "last": None}
 
