@@ -61,7 +61,7 @@ py::dict chunk_backward_typed(const RecurrentCall& c, std::vector<Arg>& a, index
 
 py::dict call_backward(const RecurrentCall& c) {
   std::vector<Arg> a = call_args(c);
-  if (c.copy) convert_all(a);
+  if (c.copy) convert_all(c.fn, a);
   return common_dtype(c.fn, a) == DType::f64 ? backward_typed<double>(c, a) : backward_typed<float>(c, a);
 }
 
@@ -83,8 +83,9 @@ void bind_backward(py::module_& m) {
       "use_qk_l2norm_in_kernel"_a = false, "copy"_a = false
   auto make = [](const char* fn, Op op, py::object q, py::object k, py::object v, py::object g,
                  py::object beta, py::object b, py::object w, py::object do_, py::object dht,
-                 std::optional<double> scale, py::object h0, py::object cu, bool l2, bool copy) {
-    RecurrentCall c{fn, op, q, k, v, g, beta, b, w, h0, scale, false, cu, l2, false, copy};
+                 const py::object& scale, py::object h0, py::object cu, const py::object& l2, const py::object& copy) {
+    const py::bool_ no(false);
+    RecurrentCall c = make_call(fn, op, q, k, v, g, beta, b, w, h0, scale, no, cu, l2, no, copy);
     c.do_ = do_;
     c.dht = dht;
     return call_backward(c);
@@ -93,7 +94,7 @@ void bind_backward(py::module_& m) {
   m.def(
       "naive_recurrent_linear_attn_backward",
       [make, none](py::object q, py::object k, py::object v, py::object do_, py::object dht,
-                   std::optional<double> scale, py::object h0, py::object cu, bool l2, bool copy) {
+                   const py::object& scale, py::object h0, py::object cu, const py::object& l2, const py::object& copy) {
         return make("naive_recurrent_linear_attn_backward", Op::linear_attn, q, k, v, none, none,
                     none, none, do_, dht, scale, h0, cu, l2, copy);
       },
@@ -102,8 +103,8 @@ void bind_backward(py::module_& m) {
   m.def(
       "naive_recurrent_delta_rule_backward",
       [make, none](py::object q, py::object k, py::object v, py::object beta, py::object do_,
-                   py::object dht, std::optional<double> scale, py::object h0, py::object cu, bool l2,
-                   bool copy) {
+                   py::object dht, const py::object& scale, py::object h0, py::object cu, const py::object& l2,
+                   const py::object& copy) {
         return make("naive_recurrent_delta_rule_backward", Op::delta_rule, q, k, v, none, beta, none,
                     none, do_, dht, scale, h0, cu, l2, copy);
       },
@@ -112,8 +113,8 @@ void bind_backward(py::module_& m) {
   m.def(
       "naive_recurrent_gated_delta_rule_backward",
       [make, none](py::object q, py::object k, py::object v, py::object g, py::object beta,
-                   py::object do_, py::object dht, std::optional<double> scale, py::object h0,
-                   py::object cu, bool l2, bool copy) {
+                   py::object do_, py::object dht, const py::object& scale, py::object h0,
+                   py::object cu, const py::object& l2, const py::object& copy) {
         return make("naive_recurrent_gated_delta_rule_backward", Op::gated_delta_rule, q, k, v, g,
                     beta, none, none, do_, dht, scale, h0, cu, l2, copy);
       },
@@ -122,8 +123,8 @@ void bind_backward(py::module_& m) {
   m.def(
       "naive_recurrent_kda_backward",
       [make, none](py::object q, py::object k, py::object v, py::object g, py::object beta,
-                   py::object do_, py::object dht, std::optional<double> scale, py::object h0,
-                   py::object cu, bool l2, bool copy) {
+                   py::object do_, py::object dht, const py::object& scale, py::object h0,
+                   py::object cu, const py::object& l2, const py::object& copy) {
         return make("naive_recurrent_kda_backward", Op::kda, q, k, v, g, beta, none, none, do_, dht,
                     scale, h0, cu, l2, copy);
       },
@@ -132,8 +133,8 @@ void bind_backward(py::module_& m) {
   m.def(
       "naive_recurrent_gdn2_backward",
       [make, none](py::object q, py::object k, py::object v, py::object g, py::object b,
-                   py::object w, py::object do_, py::object dht, std::optional<double> scale,
-                   py::object h0, py::object cu, bool l2, bool copy) {
+                   py::object w, py::object do_, py::object dht, const py::object& scale,
+                   py::object h0, py::object cu, const py::object& l2, const py::object& copy) {
         return make("naive_recurrent_gdn2_backward", Op::gdn2, q, k, v, g, none, b, w, do_, dht,
                     scale, h0, cu, l2, copy);
       },
@@ -143,21 +144,26 @@ void bind_backward(py::module_& m) {
 
   m.def(
       "_chunk_backward",
-      [](const std::string& op_name, py::object q, py::object k, py::object v, py::object g,
+      [](const py::object& op_obj, py::object q, py::object k, py::object v, py::object g,
          py::object beta, py::object b, py::object w, py::object do_, py::object dht,
-         std::optional<double> scale, py::object h0, py::object cu, bool l2, bool copy,
-         index_t chunk_size, int num_threads) -> py::dict {
+         const py::object& scale, py::object h0, py::object cu, const py::object& l2, const py::object& copy,
+         const py::object& chunk_size_, const py::object& num_threads_) -> py::dict {
         const std::string fn = "chunk_backward";
+        const std::string op_name = text(fn, "op", op_obj);
         Op op = Op::linear_attn;
         bool found = false;
         for (Op x : {Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2})
           if (op_name == ref::op_name(x)) op = x, found = true;
         if (!found) fail(fn, "op", "one of 'delta_rule', 'gated_delta_rule', 'kda', 'gdn2'", "'" + op_name + "'");
-        RecurrentCall c{fn, op, q, k, v, g, beta, b, w, h0, scale, false, cu, l2, false, copy};
+        check_gates(fn, op, g, beta, b, w);
+        const py::bool_ no(false);
+        RecurrentCall c = make_call(fn, op, q, k, v, g, beta, b, w, h0, scale, no, cu, l2, no, copy);
+        const index_t chunk_size = chunk_size_arg(fn, chunk_size_);
+        const int num_threads = num_threads_arg(fn, num_threads_);
         c.do_ = do_;
         c.dht = dht;
         std::vector<Arg> a = call_args(c);
-        if (copy) convert_all(a);
+        if (c.copy) convert_all(fn, a);
         return common_dtype(fn, a) == DType::f64 ? chunk_backward_typed<double>(c, a, chunk_size, num_threads)
                                                  : chunk_backward_typed<float>(c, a, chunk_size, num_threads);
       },
@@ -167,16 +173,19 @@ void bind_backward(py::module_& m) {
 
   m.def(
       "naive_softmax_attn_backward",
-      [](py::object q, py::object k, py::object v, py::object do_, std::optional<double> scale,
-         bool causal, py::object mask, bool copy) -> py::dict {
+      [](py::object q, py::object k, py::object v, py::object do_, const py::object& scale_,
+         const py::object& causal_, py::object mask, const py::object& copy) -> py::dict {
         const std::string fn = "naive_softmax_attn_backward";
+        const std::optional<double> scale = opt_real(fn, "scale", scale_);
+        const bool causal = flag(fn, "causal", causal_);
         std::vector<Arg> a{{"q", q}, {"k", k}, {"v", v}, {"do", do_}, {"mask", mask}};
-        if (copy) convert_all(a);
+        if (flag(fn, "copy", copy)) convert_all(fn, a);
         auto run = [&]<class T>(T) {
           Tensor<T> tq = borrow<T>(fn, a[0]), tk = borrow<T>(fn, a[1]), tv = borrow<T>(fn, a[2]);
           Tensor<T> tdo = borrow<T>(fn, a[3]);
+          if (!tdo.defined()) fail(fn, "do", "an array of shape [B, T, H, V] (dL/do)", "None");
           ref::SoftmaxOptions<T> opt;
-          if (scale) opt.scale = static_cast<T>(*scale);
+          if (scale) opt.scale = narrow<T>(fn, "scale", *scale);
           opt.causal = causal;
           opt.mask = borrow<T>(fn, a[4]);
           ref::AttentionGrads<T> g;

@@ -60,13 +60,15 @@ void bind_chunk(py::module_& m) {
   // One call for both families: chunked (with chunk_size, num_threads) or fused recurrent.
   auto call = [chunk_runner, fused_runner](const std::string& name, Op op, bool chunked, py::object q,
                                            py::object k, py::object v, py::object g, py::object beta,
-                                           py::object b, py::object w, std::optional<double> scale,
-                                           py::object h0, bool ofs, py::object cu, bool l2, bool trace,
-                                           bool copy, index_t chunk_size, int num_threads) -> py::tuple {
-    RecurrentCall c{name, op, q, k, v, g, beta, b, w, h0, scale, ofs, cu, l2, trace, copy};
-    if (chunked)
-      return call_recurrent<cpu::ChunkOptions>(c, chunk_runner(op), chunk_opt<double>(chunk_size, num_threads),
-                                               chunk_opt<float>(chunk_size, num_threads));
+                                           py::object b, py::object w, const py::object& scale,
+                                           py::object h0, const py::object& ofs, py::object cu, const py::object& l2, const py::object& trace,
+                                           const py::object& copy, const py::object& chunk_size, const py::object& num_threads) -> py::tuple {
+    RecurrentCall c = make_call(name, op, q, k, v, g, beta, b, w, h0, scale, ofs, cu, l2, trace, copy);
+    if (chunked) {
+      const index_t C = chunk_size_arg(name, chunk_size);
+      const int nt = num_threads_arg(name, num_threads);
+      return call_recurrent<cpu::ChunkOptions>(c, chunk_runner(op), chunk_opt<double>(C, nt), chunk_opt<float>(C, nt));
+    }
     return call_recurrent(c, fused_runner(op));
   };
   const py::object none = py::none();
@@ -79,7 +81,7 @@ void bind_chunk(py::module_& m) {
     const bool chunked = true;
     const std::string tail = kChunkDoc;
     const std::string pre = "chunk_";
-#define LINATTN_EXTRA_PARAMS , index_t C, int nt
+#define LINATTN_EXTRA_PARAMS , const py::object& C, const py::object& nt
 #define LINATTN_EXTRA_ARGS C, nt
 #define LINATTN_EXTRA_KW , "chunk_size"_a = 64, "num_threads"_a = 0
 #include "bind_chunk_defs.inc"
@@ -93,7 +95,7 @@ void bind_chunk(py::module_& m) {
     const std::string tail = kFusedDoc;
     const std::string pre = "fused_recurrent_";
 #define LINATTN_EXTRA_PARAMS
-#define LINATTN_EXTRA_ARGS 0, 0
+#define LINATTN_EXTRA_ARGS none, none  // unused: fused kernels take no chunk_size, num_threads
 #define LINATTN_EXTRA_KW
 #include "bind_chunk_defs.inc"
 #undef LINATTN_EXTRA_PARAMS
@@ -104,16 +106,19 @@ void bind_chunk(py::module_& m) {
 
   m.def(
       "chunk_intermediates",
-      [](const std::string& op_name, py::object q, py::object k, py::object v, py::object g,
-         py::object beta, py::object b, py::object w, std::optional<double> scale,
-         py::object initial_state, py::object cu_seqlens, bool use_qk_l2norm_in_kernel,
-         index_t chunk_size, bool copy) -> py::list {
+      [](const py::object& op_name, py::object q, py::object k, py::object v, py::object g,
+         py::object beta, py::object b, py::object w, const py::object& scale,
+         py::object initial_state, py::object cu_seqlens, const py::object& use_qk_l2norm_in_kernel,
+         const py::object& chunk_size_, const py::object& copy) -> py::list {
         const std::string fn = "chunk_intermediates";
-        const Op op = parse_op(fn, op_name);
-        RecurrentCall c{fn, op, q, k, v, g, beta, b, w, initial_state, scale, false, cu_seqlens,
-                        use_qk_l2norm_in_kernel, false, copy};
+        const Op op = parse_op(fn, text(fn, "op", op_name));
+        check_gates(fn, op, g, beta, b, w);
+        const py::bool_ no(false);
+        RecurrentCall c = make_call(fn, op, q, k, v, g, beta, b, w, initial_state, scale, no, cu_seqlens,
+                                    use_qk_l2norm_in_kernel, no, copy);
+        const index_t chunk_size = chunk_size_arg(fn, chunk_size_);
         std::vector<Arg> a = call_args(c);
-        if (copy) convert_all(a);
+        if (c.copy) convert_all(fn, a);
         auto run = [&]<class T>(T) {
           auto t = make_typed<T>(c, a, chunk_opt<T>(chunk_size, 1));
           std::vector<cpu::ChunkStages<T>> st;

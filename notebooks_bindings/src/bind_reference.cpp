@@ -27,7 +27,7 @@ py::object softmax_impl(const std::string& fn, std::vector<Arg>& a, std::optiona
                         bool causal) {
   Tensor<T> q = borrow<T>(fn, a[0]), k = borrow<T>(fn, a[1]), v = borrow<T>(fn, a[2]);
   ref::SoftmaxOptions<T> opt;
-  if (scale) opt.scale = static_cast<T>(*scale);
+  if (scale) opt.scale = narrow<T>(fn, "scale", *scale);
   opt.causal = causal;
   opt.mask = borrow<T>(fn, a[3]);
   Tensor<T> o;
@@ -45,7 +45,7 @@ py::object linear_attn_impl(const std::string& fn, bool parallel, std::vector<Ar
   ref::LinearAttnOptions<T> opt;
   opt.phi = parse_phi(fn, phi);
   opt.normalize = normalize;
-  opt.eps = static_cast<T>(eps);
+  opt.eps = narrow<T>(fn, "eps", eps);
   Tensor<T> y;
   {
     py::gil_scoped_release nogil;
@@ -90,12 +90,12 @@ void bind_reference(py::module_& m) {
 
   m.def(
       "naive_recurrent_linear_attn",
-      [ref_runner](py::object q, py::object k, py::object v, std::optional<double> scale,
-                   py::object initial_state, bool output_final_state, py::object cu_seqlens,
-                   bool use_qk_l2norm_in_kernel, bool return_trace, bool copy) {
-        RecurrentCall c{"naive_recurrent_linear_attn", Op::linear_attn, q, k, v,
+      [ref_runner](py::object q, py::object k, py::object v, const py::object& scale,
+                   py::object initial_state, const py::object& output_final_state, py::object cu_seqlens,
+                   const py::object& use_qk_l2norm_in_kernel, const py::object& return_trace, const py::object& copy) {
+        RecurrentCall c = make_call("naive_recurrent_linear_attn", Op::linear_attn, q, k, v,
                         py::none(), py::none(), py::none(), py::none(), initial_state, scale,
-                        output_final_state, cu_seqlens, use_qk_l2norm_in_kernel, return_trace, copy};
+                        output_final_state, cu_seqlens, use_qk_l2norm_in_kernel, return_trace, copy);
         return call_recurrent(c, ref_runner(Op::linear_attn));
       },
       "q"_a, "k"_a, "v"_a, py::kw_only(), "scale"_a = py::none(), "initial_state"_a = py::none(),
@@ -107,11 +107,11 @@ void bind_reference(py::module_& m) {
   m.def(
       "naive_recurrent_delta_rule",
       [ref_runner](py::object q, py::object k, py::object v, py::object beta,
-                   std::optional<double> scale, py::object initial_state, bool output_final_state,
-                   py::object cu_seqlens, bool use_qk_l2norm_in_kernel, bool return_trace, bool copy) {
-        RecurrentCall c{"naive_recurrent_delta_rule", Op::delta_rule, q, k, v, py::none(), beta,
+                   const py::object& scale, py::object initial_state, const py::object& output_final_state,
+                   py::object cu_seqlens, const py::object& use_qk_l2norm_in_kernel, const py::object& return_trace, const py::object& copy) {
+        RecurrentCall c = make_call("naive_recurrent_delta_rule", Op::delta_rule, q, k, v, py::none(), beta,
                         py::none(), py::none(), initial_state, scale, output_final_state, cu_seqlens,
-                        use_qk_l2norm_in_kernel, return_trace, copy};
+                        use_qk_l2norm_in_kernel, return_trace, copy);
         return call_recurrent(c, ref_runner(Op::delta_rule));
       },
       "q"_a, "k"_a, "v"_a, "beta"_a = py::none(), py::kw_only(), "scale"_a = py::none(),
@@ -123,11 +123,11 @@ void bind_reference(py::module_& m) {
   m.def(
       "naive_recurrent_gated_delta_rule",
       [ref_runner](py::object q, py::object k, py::object v, py::object g, py::object beta,
-                   std::optional<double> scale, py::object initial_state, bool output_final_state,
-                   py::object cu_seqlens, bool use_qk_l2norm_in_kernel, bool return_trace, bool copy) {
-        RecurrentCall c{"naive_recurrent_gated_delta_rule", Op::gated_delta_rule, q, k, v, g, beta,
+                   const py::object& scale, py::object initial_state, const py::object& output_final_state,
+                   py::object cu_seqlens, const py::object& use_qk_l2norm_in_kernel, const py::object& return_trace, const py::object& copy) {
+        RecurrentCall c = make_call("naive_recurrent_gated_delta_rule", Op::gated_delta_rule, q, k, v, g, beta,
                         py::none(), py::none(), initial_state, scale, output_final_state, cu_seqlens,
-                        use_qk_l2norm_in_kernel, return_trace, copy};
+                        use_qk_l2norm_in_kernel, return_trace, copy);
         return call_recurrent(c, ref_runner(Op::gated_delta_rule));
       },
       "q"_a, "k"_a, "v"_a, "g"_a, "beta"_a = py::none(), py::kw_only(), "scale"_a = py::none(),
@@ -141,11 +141,11 @@ void bind_reference(py::module_& m) {
   m.def(
       "naive_recurrent_kda",
       [ref_runner](py::object q, py::object k, py::object v, py::object g, py::object beta,
-                   std::optional<double> scale, py::object initial_state, bool output_final_state,
-                   py::object cu_seqlens, bool use_qk_l2norm_in_kernel, bool return_trace, bool copy) {
-        RecurrentCall c{"naive_recurrent_kda", Op::kda, q, k, v, g, beta, py::none(), py::none(),
+                   const py::object& scale, py::object initial_state, const py::object& output_final_state,
+                   py::object cu_seqlens, const py::object& use_qk_l2norm_in_kernel, const py::object& return_trace, const py::object& copy) {
+        RecurrentCall c = make_call("naive_recurrent_kda", Op::kda, q, k, v, g, beta, py::none(), py::none(),
                         initial_state, scale, output_final_state, cu_seqlens,
-                        use_qk_l2norm_in_kernel, return_trace, copy};
+                        use_qk_l2norm_in_kernel, return_trace, copy);
         return call_recurrent(c, ref_runner(Op::kda));
       },
       "q"_a, "k"_a, "v"_a, "g"_a, "beta"_a = py::none(), py::kw_only(), "scale"_a = py::none(),
@@ -159,12 +159,12 @@ void bind_reference(py::module_& m) {
   m.def(
       "naive_recurrent_gdn2",
       [ref_runner](py::object q, py::object k, py::object v, py::object g, py::object b,
-                   py::object w, std::optional<double> scale, py::object initial_state,
-                   bool output_final_state, py::object cu_seqlens, bool use_qk_l2norm_in_kernel,
-                   bool return_trace, bool copy) {
-        RecurrentCall c{"naive_recurrent_gdn2", Op::gdn2, q, k, v, g, py::none(), b, w,
+                   py::object w, const py::object& scale, py::object initial_state,
+                   const py::object& output_final_state, py::object cu_seqlens, const py::object& use_qk_l2norm_in_kernel,
+                   const py::object& return_trace, const py::object& copy) {
+        RecurrentCall c = make_call("naive_recurrent_gdn2", Op::gdn2, q, k, v, g, py::none(), b, w,
                         initial_state, scale, output_final_state, cu_seqlens,
-                        use_qk_l2norm_in_kernel, return_trace, copy};
+                        use_qk_l2norm_in_kernel, return_trace, copy);
         return call_recurrent(c, ref_runner(Op::gdn2));
       },
       "q"_a, "k"_a, "v"_a, "g"_a, "b"_a, "w"_a, py::kw_only(), "scale"_a = py::none(),
@@ -177,11 +177,13 @@ void bind_reference(py::module_& m) {
 
   m.def(
       "naive_softmax_attn",
-      [](py::object q, py::object k, py::object v, std::optional<double> scale, bool causal,
-         py::object mask, bool copy) -> py::object {
+      [](py::object q, py::object k, py::object v, const py::object& scale_, const py::object& causal_,
+         py::object mask, const py::object& copy) -> py::object {
         const std::string fn = "naive_softmax_attn";
+        const std::optional<double> scale = opt_real(fn, "scale", scale_);
+        const bool causal = flag(fn, "causal", causal_);
         std::vector<Arg> a{{"q", q}, {"k", k}, {"v", v}, {"mask", mask}};
-        if (copy) convert_all(a);
+        if (flag(fn, "copy", copy)) convert_all(fn, a);
         return common_dtype(fn, a) == DType::f64 ? softmax_impl<double>(fn, a, scale, causal)
                                                  : softmax_impl<float>(fn, a, scale, causal);
       },
@@ -196,11 +198,14 @@ void bind_reference(py::module_& m) {
     const char* name = parallel ? "linear_attention_parallel" : "linear_attention_recurrent";
     m.def(
         name,
-        [parallel, name](py::object q, py::object k, py::object v, const std::string& phi,
-                         bool normalize, double eps, bool copy) -> py::object {
+        [parallel, name](py::object q, py::object k, py::object v, const py::object& phi_,
+                         const py::object& normalize_, const py::object& eps_, const py::object& copy) -> py::object {
           const std::string fn = name;
+          const std::string phi = text(fn, "phi", phi_);
+          const bool normalize = flag(fn, "normalize", normalize_);
+          const double eps = real(fn, "eps", eps_);
           std::vector<Arg> a{{"q", q}, {"k", k}, {"v", v}};
-          if (copy) convert_all(a);
+          if (flag(fn, "copy", copy)) convert_all(fn, a);
           return common_dtype(fn, a) == DType::f64
                      ? linear_attn_impl<double>(fn, parallel, a, phi, normalize, eps)
                      : linear_attn_impl<float>(fn, parallel, a, phi, normalize, eps);
@@ -217,13 +222,13 @@ void bind_reference(py::module_& m) {
 
   m.def(
       "feature_map",
-      [](const std::string& phi, py::object x, bool copy) -> py::object {
+      [](const py::object& phi_, py::object x, const py::object& copy) -> py::object {
         const std::string fn = "feature_map";
+        const ref::FeatureMap phi = parse_phi(fn, text(fn, "phi", phi_));
         std::vector<Arg> a{{"x", x}};
-        if (copy) convert_all(a);
-        if (common_dtype(fn, a) == DType::f64)
-          return to_numpy(ref::feature_map(parse_phi(fn, phi), vec<double>(fn, a[0])));
-        return to_numpy(ref::feature_map(parse_phi(fn, phi), vec<float>(fn, a[0])));
+        if (flag(fn, "copy", copy)) convert_all(fn, a);
+        if (common_dtype(fn, a) == DType::f64) return to_numpy(ref::feature_map(phi, vec<double>(fn, a[0])));
+        return to_numpy(ref::feature_map(phi, vec<float>(fn, a[0])));
       },
       "phi"_a, "x"_a, py::kw_only(), "copy"_a = false,
       "phi(x) for one vector (Eqs.3-6): 'identity', 'l2norm' (x / sqrt(|x|^2 + 1e-6)), 'elu+1', 'relu'.");

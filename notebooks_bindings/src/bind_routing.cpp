@@ -17,25 +17,47 @@ std::vector<std::string> kind_names(const std::vector<ref::LayerKind>& k) {
   return s;
 }
 
-std::vector<ref::LayerKind> parse_kinds(const std::string& fn, const std::vector<std::string>& names) {
+std::vector<ref::LayerKind> parse_kinds(const std::string& fn, const py::object& names) {
+  if (PyUnicode_Check(names.ptr()) || !PySequence_Check(names.ptr()))
+    type_fail(fn, "kinds", "a sequence of 'softmax' / 'linear'", names);
   std::vector<ref::LayerKind> k;
-  for (size_t l = 0; l < names.size(); ++l) {
-    if (names[l] == "softmax") k.push_back(ref::LayerKind::softmax);
-    else if (names[l] == "linear") k.push_back(ref::LayerKind::linear);
-    else fail(fn, "kinds", "'softmax' or 'linear'", "'" + names[l] + "' at layer " + std::to_string(l));
+  size_t l = 0;
+  for (const py::handle x : names) {
+    if (!PyUnicode_Check(x.ptr())) type_fail(fn, "kinds", "'softmax' or 'linear' at layer " + std::to_string(l), x);
+    const std::string name = x.cast<std::string>();
+    if (name == "softmax") k.push_back(ref::LayerKind::softmax);
+    else if (name == "linear") k.push_back(ref::LayerKind::linear);
+    else fail(fn, "kinds", "'softmax' or 'linear'", "'" + name + "' at layer " + std::to_string(l));
+    ++l;
   }
   return k;
 }
 
-ref::Rho parse_rho(const std::string& fn, const std::string& r) {
+/// rho's kind, from the argument `arg` ('kind' of rho, 'rho' of cler_inject).
+ref::Rho parse_rho(const std::string& fn, const std::string& arg, const py::object& o) {
+  const std::string r = text(fn, arg, o);
   if (r == "identity") return ref::Rho::identity;
   if (r == "rms_norm") return ref::Rho::rms_norm;
-  fail(fn, "rho", "'identity' or 'rms_norm'", "'" + r + "'");
+  fail(fn, arg, "'identity' or 'rms_norm'", "'" + r + "'");
+}
+
+/// A layer count L: an integer, at most 2^20 layers (a list of that many names is already large).
+index_t layers(const std::string& fn, const py::object& L) {
+  return integer(fn, "L", L, std::numeric_limits<index_t>::min(), index_t(1) << 20);
+}
+
+/// rms_normalize's input (rank >= 1) and eps (finite, > 0) checked under the caller's names before the
+/// reference sees them: rho and cler_inject call it, and a 0-D array is not "empty".
+template <class T>
+T rms_args(const std::string& fn, const std::string& xname, const Tensor<T>& x, double eps) {
+  if (x.defined() && x.dim() == 0) fail(fn, xname, "an array of rank >= 1", "a 0-D array");
+  if (!(std::isfinite(eps) && eps > 0)) fail(fn, "eps", "a finite value > 0", num_str(eps));
+  return narrow<T>(fn, "eps", eps);
 }
 
 template <class Body>
-py::object dispatch(const std::string& fn, std::vector<Arg> a, bool copy, Body&& body) {
-  if (copy) convert_all(a);
+py::object dispatch(const std::string& fn, std::vector<Arg> a, const py::object& copy, Body&& body) {
+  if (flag(fn, "copy", copy)) convert_all(fn, a);
   if (common_dtype(fn, a) == DType::f64) return body(double{}, a);
   return body(float{}, a);
 }
@@ -45,16 +67,22 @@ py::object dispatch(const std::string& fn, std::vector<Arg> a, bool copy, Body&&
 void bind_routing(py::module_& m) {
   using namespace py::literals;
 
-  m.def("hybrid_layer_kinds", [](index_t L) { return kind_names(ref::hybrid_layer_kinds(L)); }, "L"_a,
+  m.def("hybrid_layer_kinds", [](const py::object& L) {
+          return kind_names(ref::hybrid_layer_kinds(layers("hybrid_layer_kinds", L)));
+        }, "L"_a,
         "Layer kinds of a hybrid stack (SPEC section 5): layer i is 'softmax' iff (i + 1) % 3 == 0\n"
         "(2 linear : 1 softmax; erratum 4).");
-  m.def("pure_layer_kinds", [](index_t L) { return kind_names(ref::pure_layer_kinds(L)); }, "L"_a,
+  m.def("pure_layer_kinds", [](const py::object& L) {
+          return kind_names(ref::pure_layer_kinds(layers("pure_layer_kinds", L)));
+        }, "L"_a,
         "Layer kinds of a pure stack: every layer 'linear'.");
-  m.def("dense_layer_kinds", [](index_t L) { return kind_names(ref::dense_layer_kinds(L)); }, "L"_a,
+  m.def("dense_layer_kinds", [](const py::object& L) {
+          return kind_names(ref::dense_layer_kinds(layers("dense_layer_kinds", L)));
+        }, "L"_a,
         "Layer kinds of a dense stack: every layer 'softmax'.");
   m.def(
       "routable_predecessor",
-      [](const std::vector<std::string>& kinds) {
+      [](const py::object& kinds) {
         return ref::routable_predecessor(parse_kinds("routable_predecessor", kinds));
       },
       "kinds"_a,
@@ -63,10 +91,12 @@ void bind_routing(py::module_& m) {
 
   m.def(
       "rms_normalize",
-      [](py::object x, double eps, bool copy) {
+      [](py::object x, const py::object& eps_, const py::object& copy) {
         const std::string fn = "rms_normalize";
+        const double eps = real(fn, "eps", eps_);
         return dispatch(fn, {{"x", x}}, copy, [&]<class T>(T, std::vector<Arg>& a) -> py::object {
-          return to_numpy(ref::rms_normalize(borrow<T>(fn, a[0]), static_cast<T>(eps)));
+          const Tensor<T> tx = borrow<T>(fn, a[0]);
+          return to_numpy(ref::rms_normalize(tx, rms_args<T>(fn, "x", tx, eps)));
         });
       },
       "x"_a, py::kw_only(), "eps"_a = 1e-6, "copy"_a = false,
@@ -74,10 +104,14 @@ void bind_routing(py::module_& m) {
 
   m.def(
       "rho",
-      [](py::object x, const std::string& kind, double eps, bool copy) {
+      [](py::object x, const py::object& kind_, const py::object& eps_, const py::object& copy) {
         const std::string fn = "rho";
+        const ref::Rho kind = parse_rho(fn, "kind", kind_);
+        const double eps = real(fn, "eps", eps_);
         return dispatch(fn, {{"x", x}}, copy, [&]<class T>(T, std::vector<Arg>& a) -> py::object {
-          return to_numpy(ref::rho(parse_rho(fn, kind), borrow<T>(fn, a[0]), static_cast<T>(eps)));
+          const Tensor<T> tx = borrow<T>(fn, a[0]);
+          const T e = kind == ref::Rho::rms_norm ? rms_args<T>(fn, "x", tx, eps) : T(1e-6);  // eps unused by identity
+          return to_numpy(ref::rho(kind, tx, e));
         });
       },
       "x"_a, "kind"_a = "identity", py::kw_only(), "eps"_a = 1e-6, "copy"_a = false,
@@ -85,13 +119,17 @@ void bind_routing(py::module_& m) {
 
   m.def(
       "cler_inject",
-      [](py::object v, py::object r_prev, double Gamma, const std::string& rho, double eps, bool copy) {
+      [](py::object v, py::object r_prev, const py::object& Gamma_, const py::object& rho_, const py::object& eps_,
+         const py::object& copy) {
         const std::string fn = "cler_inject";
+        const double Gamma = real(fn, "Gamma", Gamma_);
+        const ref::Rho rho = parse_rho(fn, "rho", rho_);
+        const double eps = real(fn, "eps", eps_);
         return dispatch(fn, {{"v", v}, {"r_prev", r_prev}}, copy,
                         [&]<class T>(T, std::vector<Arg>& a) -> py::object {
-                          return to_numpy(ref::cler_inject(borrow<T>(fn, a[0]), borrow<T>(fn, a[1]),
-                                                           static_cast<T>(Gamma), parse_rho(fn, rho),
-                                                           static_cast<T>(eps)));
+                          const Tensor<T> tv = borrow<T>(fn, a[0]), tr = borrow<T>(fn, a[1]);
+                          const T e = rho == ref::Rho::rms_norm ? rms_args<T>(fn, "r_prev", tr, eps) : T(1e-6);
+                          return to_numpy(ref::cler_inject(tv, tr, narrow<T>(fn, "Gamma", Gamma), rho, e));
                         });
       },
       "v"_a, "r_prev"_a, "Gamma"_a, py::kw_only(), "rho"_a = "identity", "eps"_a = 1e-6, "copy"_a = false,
@@ -101,7 +139,7 @@ void bind_routing(py::module_& m) {
 
   m.def(
       "residual_inject",
-      [](py::object h, py::object s, py::object P, py::object U, py::object D, bool copy) {
+      [](py::object h, py::object s, py::object P, py::object U, py::object D, const py::object& copy) {
         const std::string fn = "residual_inject";
         const bool full = !P.is_none();
         if (full == (!U.is_none() || !D.is_none()))

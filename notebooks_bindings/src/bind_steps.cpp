@@ -19,8 +19,8 @@ py::dict trace_dict(const ref::StepTrace<T>& tr) {
 
 /// Run `body<T>(fn, args)` in the dtype of the array arguments (copy=True converts them first).
 template <class Body>
-py::object dispatch(const std::string& fn, std::vector<Arg> a, bool copy, Body&& body) {
-  if (copy) convert_all(a);
+py::object dispatch(const std::string& fn, std::vector<Arg> a, const py::object& copy, Body&& body) {
+  if (flag(fn, "copy", copy)) convert_all(fn, a);
   if (common_dtype(fn, a) == DType::f64) return body(double{}, a);
   return body(float{}, a);
 }
@@ -40,7 +40,7 @@ void bind_steps(py::module_& m) {
 
   m.def(
       "read",
-      [](py::object W, py::object x, bool copy) {
+      [](py::object W, py::object x, const py::object& copy) {
         return dispatch("read", {{"W", W}, {"x", x}}, copy, []<class T>(T, std::vector<Arg>& a) {
           Tensor<T> Wt = borrow<T>("read", a[0]);
           check_rank("read", "W", Wt, 2);
@@ -53,7 +53,7 @@ void bind_steps(py::module_& m) {
 
   m.def(
       "linear_attention_step",
-      [](py::object W, py::object kappa, py::object v, bool copy) {
+      [](py::object W, py::object kappa, py::object v, const py::object& copy) {
         const std::string fn = "linear_attention_step";
         return dispatch(fn, {{"W", W}, {"kappa", kappa}, {"v", v}}, copy,
                         [&]<class T>(T, std::vector<Arg>& a) -> py::object {
@@ -67,13 +67,14 @@ void bind_steps(py::module_& m) {
 
   m.def(
       "deltanet_step",
-      [](py::object W, py::object kappa, py::object v, double beta, bool copy) {
+      [](py::object W, py::object kappa, py::object v, const py::object& beta_, const py::object& copy) {
         const std::string fn = "deltanet_step";
+        const double beta = real(fn, "beta", beta_);
         return dispatch(fn, {{"W", W}, {"kappa", kappa}, {"v", v}}, copy,
                         [&]<class T>(T, std::vector<Arg>& a) -> py::object {
                           Tensor<T> Wn = matrix_copy<T>(fn, a[0]);
                           auto tr = ref::deltanet_step(Wn, vec<T>(fn, a[1]), vec<T>(fn, a[2]),
-                                                       static_cast<T>(beta));
+                                                       narrow<T>(fn, "beta", beta));
                           return py::make_tuple(to_numpy(Wn), trace_dict(tr));
                         });
       },
@@ -85,15 +86,17 @@ void bind_steps(py::module_& m) {
     const char* name = wrong ? "gdn_step_decay_after_error" : "gdn_step";
     m.def(
         name,
-        [wrong, name](py::object W, py::object kappa, py::object v, double alpha, double beta,
-                      bool copy) {
+        [wrong, name](py::object W, py::object kappa, py::object v, const py::object& alpha_,
+                      const py::object& beta_, const py::object& copy) {
           const std::string fn = name;
+          const double alpha = real(fn, "alpha", alpha_), beta = real(fn, "beta", beta_);
           return dispatch(fn, {{"W", W}, {"kappa", kappa}, {"v", v}}, copy,
                           [&]<class T>(T, std::vector<Arg>& a) -> py::object {
                             Tensor<T> Wn = matrix_copy<T>(fn, a[0]);
                             auto kap = vec<T>(fn, a[1]), vv = vec<T>(fn, a[2]);
-                            auto tr = wrong ? ref::gdn_step_decay_after_error(Wn, kap, vv, T(alpha), T(beta))
-                                            : ref::gdn_step(Wn, kap, vv, T(alpha), T(beta));
+                            const T a_ = narrow<T>(fn, "alpha", alpha), b_ = narrow<T>(fn, "beta", beta);
+                            auto tr = wrong ? ref::gdn_step_decay_after_error(Wn, kap, vv, a_, b_)
+                                            : ref::gdn_step(Wn, kap, vv, a_, b_);
                             return py::make_tuple(to_numpy(Wn), trace_dict(tr));
                           });
         },
@@ -106,13 +109,15 @@ void bind_steps(py::module_& m) {
 
   m.def(
       "kda_step",
-      [](py::object W, py::object kappa, py::object v, py::object alpha_vec, double beta, bool copy) {
+      [](py::object W, py::object kappa, py::object v, py::object alpha_vec, const py::object& beta_,
+         const py::object& copy) {
         const std::string fn = "kda_step";
+        const double beta = real(fn, "beta", beta_);
         return dispatch(fn, {{"W", W}, {"kappa", kappa}, {"v", v}, {"alpha_vec", alpha_vec}}, copy,
                         [&]<class T>(T, std::vector<Arg>& a) -> py::object {
                           Tensor<T> Wn = matrix_copy<T>(fn, a[0]);
                           auto tr = ref::kda_step(Wn, vec<T>(fn, a[1]), vec<T>(fn, a[2]),
-                                                  vec<T>(fn, a[3]), static_cast<T>(beta));
+                                                  vec<T>(fn, a[3]), narrow<T>(fn, "beta", beta));
                           return py::make_tuple(to_numpy(Wn), trace_dict(tr));
                         });
       },
@@ -123,7 +128,7 @@ void bind_steps(py::module_& m) {
   m.def(
       "gdn2_step",
       [](py::object W, py::object kappa, py::object v, py::object alpha_vec, py::object b,
-         py::object w, bool copy) {
+         py::object w, const py::object& copy) {
         const std::string fn = "gdn2_step";
         return dispatch(fn,
                         {{"W", W}, {"kappa", kappa}, {"v", v}, {"alpha_vec", alpha_vec}, {"b", b}, {"w", w}},
@@ -141,7 +146,7 @@ void bind_steps(py::module_& m) {
   m.def(
       "gdn2_step_S",
       [](py::object S, py::object k, py::object v, py::object alpha_vec, py::object b, py::object w,
-         bool copy) {
+         const py::object& copy) {
         const std::string fn = "gdn2_step_S";
         return dispatch(fn, {{"S", S}, {"k", k}, {"v", v}, {"alpha_vec", alpha_vec}, {"b", b}, {"w", w}},
                         copy, [&]<class T>(T, std::vector<Arg>& a) -> py::object {
@@ -159,10 +164,12 @@ void bind_steps(py::module_& m) {
     const char* name = to_S ? "W_to_S" : "S_to_W";
     m.def(
         name,
-        [name](py::object M, bool copy) {
+        [name](py::object M, const py::object& copy) {
           const std::string fn = name;
           return dispatch(fn, {{"M", M}}, copy, [&]<class T>(T, std::vector<Arg>& a) -> py::object {
-            return to_numpy(ref::transpose(borrow<T>(fn, a[0])));
+            const Tensor<T> t = borrow<T>(fn, a[0]);
+            check_rank(fn, "M", t, 2);  // here, or the reference names its helper 'transpose'
+            return to_numpy(ref::transpose(t));
           });
         },
         "M"_a, py::kw_only(), "copy"_a = false,

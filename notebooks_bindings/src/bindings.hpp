@@ -23,6 +23,44 @@ struct RecurrentCall {
   py::object do_ = py::none(), dht = py::none();  ///< backward only: dL/do, dL/d(final state)
 };
 
+/// A RecurrentCall from the Python arguments, the scalars checked (common.hpp: bool flags, a real
+/// scale) and named as the caller named them.
+inline RecurrentCall make_call(const std::string& fn, ref::Op op, py::object q, py::object k, py::object v,
+                               py::object g, py::object beta, py::object b, py::object w, py::object h0,
+                               const py::object& scale, const py::object& output_final_state, py::object cu,
+                               const py::object& l2, const py::object& trace, const py::object& copy) {
+  return RecurrentCall{fn, op, q, k, v, g, beta, b, w, h0, opt_real(fn, "scale", scale),
+                       flag(fn, "output_final_state", output_final_state), cu,
+                       flag(fn, "use_qk_l2norm_in_kernel", l2), flag(fn, "return_trace", trace),
+                       flag(fn, "copy", copy)};
+}
+
+/// chunk_size and num_threads as integers that fit the options (the kernels check their values).
+inline index_t chunk_size_arg(const std::string& fn, const py::object& o) {
+  return integer(fn, "chunk_size", o, std::numeric_limits<index_t>::min(), std::numeric_limits<index_t>::max());
+}
+inline int num_threads_arg(const std::string& fn, const py::object& o) {
+  return static_cast<int>(integer(fn, "num_threads", o, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
+}
+
+/// Gates that `op` does not take must be None (as linattn.chunk and linattn.reference require).
+inline void check_gates(const std::string& fn, ref::Op op, const py::object& g, const py::object& beta,
+                        const py::object& b, const py::object& w) {
+  const bool takes_g = op != ref::Op::linear_attn && op != ref::Op::delta_rule;
+  const bool takes_beta = op == ref::Op::delta_rule || op == ref::Op::gated_delta_rule || op == ref::Op::kda;
+  const bool takes_bw = op == ref::Op::gdn2;
+  const std::string takes = op == ref::Op::linear_attn ? "no gates"
+                            : op == ref::Op::delta_rule ? "the gate beta"
+                            : op == ref::Op::gdn2       ? "the gates g, b, w"
+                                                        : "the gates g, beta";
+  const std::pair<const char*, std::pair<const py::object*, bool>> all[] = {
+      {"g", {&g, takes_g}}, {"beta", {&beta, takes_beta}}, {"b", {&b, takes_bw}}, {"w", {&w, takes_bw}}};
+  for (const auto& [name, x] : all)
+    if (!x.second && !x.first->is_none())
+      fail(fn, name, "None (operator '" + std::string(ref::op_name(op)) + "' takes " + takes + ")",
+           describe(*x.first));
+}
+
 /// The tensors and options of a call in dtype T (arguments in the order of call_args()).
 template <class T, class Opt>
 struct TypedCall {
@@ -47,7 +85,7 @@ TypedCall<T, Opt> make_typed(const RecurrentCall& c, std::vector<Arg>& a, Opt op
   opt.initial_state = borrow<T>(fn, a[7]);
   t.do_ = borrow<T>(fn, a[8]);
   t.dht = borrow<T>(fn, a[9]);
-  if (c.scale) opt.scale = static_cast<T>(*c.scale);
+  if (c.scale) opt.scale = narrow<T>(fn, "scale", *c.scale);
   opt.output_final_state = c.output_final_state;
   opt.cu_seqlens = offsets(fn, c.cu_seqlens);
   opt.use_qk_l2norm = c.use_qk_l2norm;
@@ -87,7 +125,7 @@ template <template <class> class OptT = ref::RecurrentOptions, class Runner>
 py::tuple call_recurrent(const RecurrentCall& c, Runner&& runner,
                          const OptT<double>& opt64 = {}, const OptT<float>& opt32 = {}) {
   std::vector<Arg> a = call_args(c);
-  if (c.copy) convert_all(a);
+  if (c.copy) convert_all(c.fn, a);
   if (common_dtype(c.fn, a) == DType::f64) return run_typed<double>(c, a, opt64, runner);
   return run_typed<float>(c, a, opt32, runner);
 }

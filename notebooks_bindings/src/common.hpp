@@ -13,6 +13,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
+#include <iomanip>
+#include <limits>
+#include <sstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,8 +54,17 @@ inline bool is_dtype(const py::array& a, const py::dtype& d) {
   return a.dtype().kind() == d.kind() && a.dtype().itemsize() == d.itemsize() && (bo == '=' || bo == '|');
 }
 
-/// copy=True: convert every given argument to a C-contiguous array of one float dtype.
-inline void convert_all(std::vector<Arg>& args) {
+/// The index [i, j, ...] of flat position `flat` in `shape` (for messages).
+inline std::string index_of(const py::array& a, py::ssize_t flat) {
+  std::vector<index_t> idx(a.ndim());
+  for (py::ssize_t d = a.ndim() - 1; d >= 0; --d) idx[d] = flat % a.shape(d), flat /= a.shape(d);
+  return shape_str(idx);
+}
+
+/// copy=True: convert every given argument to a C-contiguous array of one float dtype. A value
+/// that the conversion would turn into +-inf (finite, but beyond float32's range) and a complex
+/// array are refused, naming the argument; so is an argument numpy cannot convert.
+inline void convert_all(const std::string& fn, std::vector<Arg>& args) {
   py::module_ np = py::module_::import("numpy");
   py::object target = np.attr("float64");
   for (const Arg& a : args)
@@ -60,8 +73,125 @@ inline void convert_all(std::vector<Arg>& args) {
       if (is_dtype(x, py::dtype::of<float>())) target = np.attr("float32");
       break;
     }
-  for (Arg& a : args)
-    if (!a.obj.is_none()) a.obj = np.attr("ascontiguousarray")(a.obj, py::arg("dtype") = target);
+  const std::string tname = py::str(target.attr("__name__")).cast<std::string>();
+  for (Arg& a : args) {
+    if (a.obj.is_none()) continue;
+    py::array src;
+    try {
+      src = np.attr("asarray")(a.obj);
+    } catch (py::error_already_set& e) {
+      if (!e.matches(PyExc_ValueError) && !e.matches(PyExc_TypeError) && !e.matches(PyExc_OverflowError)) throw;
+      fail(fn, a.name, "an array convertible to " + tname + " (copy=True)",
+           describe(a.obj) + " (" + py::str(e.value()).cast<std::string>() + ")");
+    }
+    if (src.dtype().kind() == 'c')
+      fail(fn, a.name, "real values (copy=True does not drop imaginary parts)", describe(src));
+    py::dtype to = py::dtype::from_args(target);
+    if (src.dtype().kind() == 'f' && src.dtype().itemsize() > to.itemsize()) {
+      // A finite value beyond the target's range would become +-inf: refuse it, as given.
+      py::array lost = np.attr("flatnonzero")(np.attr("logical_and")(
+          np.attr("isfinite")(src), np.attr("greater")(np.attr("abs")(src), np.attr("finfo")(target).attr("max"))));
+      if (lost.size() > 0) {
+        const py::ssize_t i = lost.attr("item")(0).cast<py::ssize_t>();
+        fail(fn, a.name, "values that fit " + tname + " (the dtype of the call, copy=True)",
+             py::str(src.attr("ravel")().attr("__getitem__")(i)).cast<std::string>() + " at index " +
+                 index_of(src, i));
+      }
+    }
+    try {
+      a.obj = np.attr("ascontiguousarray")(src, py::arg("dtype") = target);
+    } catch (py::error_already_set& e) {
+      if (!e.matches(PyExc_ValueError) && !e.matches(PyExc_TypeError) && !e.matches(PyExc_OverflowError)) throw;
+      fail(fn, a.name, "an array convertible to " + tname + " (copy=True)",
+           describe(src) + " (" + py::str(e.value()).cast<std::string>() + ")");
+    }
+  }
+}
+
+// Scalar arguments. pybind11's own converters would coerce (True -> 1.0, 0.5 -> True) or print
+// every argument on a mismatch, so the bindings take py::object and convert here: a wrong type is
+// a TypeError, a value out of range a linattn::Error, each naming the function and the argument.
+
+inline std::string type_name(const py::handle& o) {
+  return py::str(py::type::of(o).attr("__name__")).cast<std::string>();
+}
+
+inline std::string repr_of(const py::handle& o) {
+  std::string r = py::repr(o).cast<std::string>();
+  return r.size() > 60 ? r.substr(0, 57) + "..." : r;
+}
+
+[[noreturn]] inline void type_fail(const std::string& fn, const std::string& arg, const std::string& expected,
+                                   const py::handle& got) {
+  throw py::type_error(fn + ": argument '" + arg + "' expected " + expected + " but got " + repr_of(got) + " (" +
+                       type_name(got) + ")");
+}
+
+inline bool is_bool(const py::handle& o) {
+  return PyBool_Check(o.ptr()) || py::isinstance(o, py::module_::import("numpy").attr("bool_"));
+}
+
+/// A flag: Python bool or numpy.bool_ only (0.5 or 1 are not flags).
+inline bool flag(const std::string& fn, const std::string& arg, const py::handle& o) {
+  if (!is_bool(o)) type_fail(fn, arg, "a bool", o);
+  return PyObject_IsTrue(o.ptr()) == 1;
+}
+
+/// A real number (int, float or a NumPy real scalar; not a bool) as a double.
+inline double real(const std::string& fn, const std::string& arg, const py::handle& o) {
+  if (is_bool(o) || PyUnicode_Check(o.ptr()) || PyComplex_Check(o.ptr()) ||
+      (py::isinstance<py::array>(o) && py::reinterpret_borrow<py::array>(o).ndim() != 0))
+    type_fail(fn, arg, "a real number", o);
+  const double x = PyFloat_AsDouble(o.ptr());
+  if (x == -1.0 && PyErr_Occurred()) {
+    const bool overflow = PyErr_ExceptionMatches(PyExc_OverflowError);
+    PyErr_Clear();
+    if (overflow) fail(fn, arg, "a value that fits float64", repr_of(o));
+    type_fail(fn, arg, "a real number", o);
+  }
+  return x;
+}
+
+inline std::optional<double> opt_real(const std::string& fn, const std::string& arg, const py::handle& o) {
+  if (o.is_none()) return std::nullopt;
+  return real(fn, arg, o);
+}
+
+/// A real number narrowed to the compute type T: a finite value beyond T's range, or a non-zero
+/// one that would round to 0, is refused as given (float32 holds |x| <= 3.4e38).
+template <class T>
+T narrow(const std::string& fn, const std::string& arg, double x) {
+  const std::string fits = std::string("a value that fits ") + (sizeof(T) == 4 ? "float32" : "float64") +
+                           " (the dtype of the arrays";
+  const std::string given = py::repr(py::float_(x)).cast<std::string>();  // shortest form, as Python prints it
+  if (std::isfinite(x) && std::abs(x) > static_cast<double>(std::numeric_limits<T>::max())) {
+    std::ostringstream max;
+    max << std::setprecision(std::numeric_limits<T>::max_digits10) << std::numeric_limits<T>::max();
+    fail(fn, arg, fits + "; magnitude at most " + max.str() + ")", given);
+  }
+  const T y = static_cast<T>(x);
+  if (x != 0 && y == 0) fail(fn, arg, fits + "; it rounds to 0 there)", given);
+  return y;
+}
+
+/// An integer (int or NumPy integer; not a bool, not a float) in [lo, hi].
+inline long long integer(const std::string& fn, const std::string& arg, const py::handle& o, long long lo,
+                         long long hi) {
+  if (is_bool(o) || !PyIndex_Check(o.ptr())) type_fail(fn, arg, "an integer", o);
+  py::int_ i = py::reinterpret_steal<py::int_>(PyNumber_Index(o.ptr()));
+  if (!i) throw py::error_already_set();
+  int overflow = 0;
+  const long long x = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+  if (overflow != 0 || x < lo || x > hi)
+    fail(fn, arg, "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
+         py::str(i).cast<std::string>());
+  return x;
+}
+
+/// A str argument (an operator, feature-map or rho name).
+inline std::string text(const std::string& fn, const std::string& arg, const py::handle& o) {
+  if (!PyUnicode_Check(o.ptr())) type_fail(fn, arg, "a str", o);
+  return o.cast<std::string>();
 }
 
 /// The one float dtype of a call. Every given argument must be a float32/float64 ndarray and all
@@ -154,12 +284,22 @@ py::object to_numpy(const std::vector<T>& v) {
 /// fla's cu_seqlens: None, or a 1-D integer sequence of at least 2 offsets (a small copy).
 inline std::vector<index_t> offsets(const std::string& fn, const py::object& cu) {
   if (cu.is_none()) return {};
+  if (PyUnicode_Check(cu.ptr()) || PyBytes_Check(cu.ptr()))
+    type_fail(fn, "cu_seqlens", "a 1-D sequence of integer offsets [0, ..., T]", cu);
   py::array a = py::module_::import("numpy").attr("asarray")(cu);
+  if (a.size() == 0)  // [] comes as float64: say what is wrong with it
+    fail(fn, "cu_seqlens", "a 1-D sequence of at least 2 offsets [0, ..., T]", "an empty sequence");
   const char kind = a.dtype().kind();
   if (kind != 'i' && kind != 'u')
     fail(fn, "cu_seqlens", "integer offsets (fla's cu_seqlens)", describe(a));
   if (a.ndim() != 1 || a.shape(0) < 2)
-    fail(fn, "cu_seqlens", "a 1-D sequence of at least 2 offsets", describe(a));
+    fail(fn, "cu_seqlens", "a 1-D sequence of at least 2 offsets [0, ..., T]", describe(a));
+  if (kind == 'u' && a.dtype().itemsize() >= 8) {  // uint64 beyond int64 would wrap: report it as given
+    py::array_t<unsigned long long, py::array::c_style | py::array::forcecast> u(a);
+    for (py::ssize_t i = 0; i < u.size(); ++i)
+      if (u.data()[i] > static_cast<unsigned long long>(std::numeric_limits<long long>::max()))
+        fail(fn, "cu_seqlens", "offsets that fit int64", std::to_string(u.data()[i]) + " at index " + std::to_string(i));
+  }
   py::array_t<long long, py::array::c_style | py::array::forcecast> c(a);
   return std::vector<index_t>(c.data(), c.data() + c.size());
 }

@@ -60,6 +60,14 @@ from ._core import (  # noqa: F401  optimized CPU kernels (optimized/cpu)
     fused_recurrent_kda,
 )
 from ._ops import OPS, GATES, chunk, chunk_backward, fused_recurrent, reference, reference_backward, routed_error  # noqa: F401
+from ._ops import public as _public
+
+# Every compiled function above, wrapped for a short TypeError on a call that does not match its
+# signature (an unknown keyword, say) instead of pybind11's, which prints every argument in full.
+for _name, _f in list(globals().items()):
+    if type(_f).__name__ == "builtin_function_or_method" and getattr(_f, "__module__", "") == "linattn._core":
+        globals()[_name] = _public(_f)
+del _name, _f
 from . import cuda  # noqa: F401  the CUDA kernels, in the opt-in build (linattn.cuda.available())
 
 __version__ = "0.1.0"

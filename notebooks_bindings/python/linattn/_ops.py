@@ -1,7 +1,76 @@
 """The operator table: which gates each sequence-level operator takes, their shapes, and a
 dispatcher `reference(op, ...)` over the naive recurrent reference (used by linattn.testing and
-linattn.check)."""
+linattn.check). Also `public`, the wrapper that gives the compiled functions short signature errors."""
+import ast
+import functools
+import inspect
+import re
+
 from . import _core
+
+_PUBLIC = {}
+
+
+def _signature(f):
+    """The inspect.Signature of a pybind11 function, read from the first line of its docstring
+    ("name(q: object, ..., *, scale: object = None, ...) -> tuple"); None if it does not parse."""
+    m = re.match(r"\w+\((.*)\) -> ", (f.__doc__ or "").split("\n", 1)[0])
+    if not m:
+        return None
+    parts, depth, start, text = [], 0, 0, m.group(1)
+    for i, c in enumerate(text):  # split at the commas outside brackets
+        if c in "[(":
+            depth += 1
+        elif c in "])":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    params, kind = [], inspect.Parameter.POSITIONAL_OR_KEYWORD
+    for p in filter(None, (x.strip() for x in parts)):
+        if p == "*":
+            kind = inspect.Parameter.KEYWORD_ONLY
+            continue
+        name, _, default = p.partition("=")
+        name = name.split(":")[0].strip()
+        default = default.strip()
+        try:
+            default = inspect.Parameter.empty if not default else ast.literal_eval(default)
+        except (ValueError, SyntaxError):
+            return None
+        params.append(inspect.Parameter(name, kind, default=default))
+    return inspect.Signature(params)
+
+
+def public(f):
+    """`f` (a function of _core) with a short TypeError when the call does not match its signature
+    (an unknown keyword, a missing argument, too many positional ones) instead of pybind11's, which
+    prints every argument, arrays in full. Values are checked by _core itself. One wrapper per name."""
+    name = f.__name__
+    if name in _PUBLIC:
+        return _PUBLIC[name]
+    sig = _signature(f)
+
+    @functools.wraps(f)
+    def call(*args, **kwargs):
+        try:
+            return f(*args, **kwargs)
+        except TypeError as e:
+            if "incompatible function arguments" not in str(e):
+                raise
+        why = "the arguments do not match its signature"
+        if sig is not None:
+            try:
+                sig.bind(*args, **kwargs)
+            except TypeError as e:
+                why = str(e)
+        raise TypeError(f"{name}(): {why}; expected {name}{sig if sig is not None else '(...)'}") from None
+
+    if sig is not None:
+        call.__signature__ = sig
+    _PUBLIC[name] = call
+    return call
 
 #: The sequence-level operators, from the simplest up (each is a special case of the next).
 OPS = ("linear_attn", "delta_rule", "gated_delta_rule", "kda", "gdn2")
@@ -28,26 +97,26 @@ GATE_DIM = {
 }
 
 _REFERENCE = {
-    "linear_attn": _core.naive_recurrent_linear_attn,
-    "delta_rule": _core.naive_recurrent_delta_rule,
-    "gated_delta_rule": _core.naive_recurrent_gated_delta_rule,
-    "kda": _core.naive_recurrent_kda,
-    "gdn2": _core.naive_recurrent_gdn2,
+    "linear_attn": public(_core.naive_recurrent_linear_attn),
+    "delta_rule": public(_core.naive_recurrent_delta_rule),
+    "gated_delta_rule": public(_core.naive_recurrent_gated_delta_rule),
+    "kda": public(_core.naive_recurrent_kda),
+    "gdn2": public(_core.naive_recurrent_gdn2),
 }
 
 
 _CHUNK = {
-    "delta_rule": _core.chunk_delta_rule,
-    "gated_delta_rule": _core.chunk_gated_delta_rule,
-    "kda": _core.chunk_kda,
-    "gdn2": _core.chunk_gdn2,
+    "delta_rule": public(_core.chunk_delta_rule),
+    "gated_delta_rule": public(_core.chunk_gated_delta_rule),
+    "kda": public(_core.chunk_kda),
+    "gdn2": public(_core.chunk_gdn2),
 }
 
 _FUSED = {
-    "delta_rule": _core.fused_recurrent_delta_rule,
-    "gated_delta_rule": _core.fused_recurrent_gated_delta_rule,
-    "kda": _core.fused_recurrent_kda,
-    "gdn2": _core.fused_recurrent_gdn2,
+    "delta_rule": public(_core.fused_recurrent_delta_rule),
+    "gated_delta_rule": public(_core.fused_recurrent_gated_delta_rule),
+    "kda": public(_core.fused_recurrent_kda),
+    "gdn2": public(_core.fused_recurrent_gdn2),
 }
 
 
@@ -92,11 +161,11 @@ def reference(op, q, k, v, *, g=None, beta=None, b=None, w=None, **kwargs):
 
 
 _BACKWARD = {
-    "linear_attn": _core.naive_recurrent_linear_attn_backward,
-    "delta_rule": _core.naive_recurrent_delta_rule_backward,
-    "gated_delta_rule": _core.naive_recurrent_gated_delta_rule_backward,
-    "kda": _core.naive_recurrent_kda_backward,
-    "gdn2": _core.naive_recurrent_gdn2_backward,
+    "linear_attn": public(_core.naive_recurrent_linear_attn_backward),
+    "delta_rule": public(_core.naive_recurrent_delta_rule_backward),
+    "gated_delta_rule": public(_core.naive_recurrent_gated_delta_rule_backward),
+    "kda": public(_core.naive_recurrent_kda_backward),
+    "gdn2": public(_core.naive_recurrent_gdn2_backward),
 }
 
 
@@ -119,11 +188,16 @@ def routed_error(trace, which="paper_error"):
     """The error a layer routes (SPEC section 3), from the trace of a recurrence run with
     return_trace=True: 'paper_error' r = v - v_bar (Eqs.26, 28; the default) or 'written_error'
     (what the kernel writes along kappa, beta r; the authors' training code, erratum 3)."""
-    if which == "paper_error":
-        return trace["r"]
-    if which == "written_error":
-        return trace["written"]
-    raise ValueError(f"routed_error: argument 'which' expected 'paper_error' or 'written_error' but got {which!r}")
+    key = {"paper_error": "r", "written_error": "written"}.get(which) if isinstance(which, str) else None
+    if key is None:
+        raise ValueError(f"routed_error: argument 'which' expected 'paper_error' or 'written_error' but got {which!r}")
+    if not isinstance(trace, dict):
+        raise TypeError("routed_error: argument 'trace' expected the trace dict of a run with return_trace=True "
+                        f"but got an object of type {type(trace).__name__}")
+    if key not in trace:
+        raise ValueError(f"routed_error: argument 'trace' expected the trace dict of a run with return_trace=True "
+                         f"(keys 'v_bar', 'r', 'written') but got a dict with keys {sorted(map(str, trace))}")
+    return trace[key]
 
 
 def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=None, scale=None,
