@@ -8,17 +8,20 @@
 //   2. linattn's own chunked CPU kernel (optimized/cpu/chunk.hpp) in float32;
 //   3. kernel 1 with the error read from the state BEFORE the decay (the wrong GDN of SPEC section 2);
 //   4. kernel 1 as a chunked kernel that forgets to carry the state from one 64-token chunk to the
-//      next -- which passes at T = 64 and fails at T = 65: test lengths must cross chunk boundaries.
+//      next -- which passes at T = 64 and fails from T = 65: test lengths must cross chunk boundaries.
 // Then the backward: linattn's chunked CPU backward in float32 against the float64 reference backward
 // (reference/recurrent_backward.hpp) with ref::compare_gradients, and the same backward fed a wrong
 // upstream gradient (the final state's term dropped), which the verdict must catch.
 // The program exits 1 unless every verdict is the expected one, so running it is itself a check.
-// Python kernels: linattn.testing does the same (docs/python.md).   Usage: check_your_kernel [--T n]
+// Python kernels: linattn.testing does the same (docs/python.md).
+// Usage: check_your_kernel [--T n]   (65 <= n <= 16384; default 130)
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <random>
 #include <string>
 #include <vector>
@@ -141,34 +144,51 @@ bool verdict(const char* title, const std::vector<ref::Comparison>& comps, bool 
   return pass == expect_pass;
 }
 
-}  // namespace
+constexpr long long kMinT = 65, kMaxT = 16384;  // the chunk bug shows from T = 65; 16384 runs in seconds
+constexpr const char* kUsage = "usage: check_your_kernel [--T n]   (65 <= n <= 16384, default 130)\n";
 
-int main(int argc, char** argv) {
+// --T's value: a whole number in [kMinT, kMaxT], or a linattn::Error that names what came.
+index_t parse_T(const char* s) {
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(s, &end, 10);
+  if (end == s || *end != '\0' || errno == ERANGE || n < kMinT || n > kMaxT)
+    throw linattn::Error("check_your_kernel: argument '--T' expected a whole number from " + std::to_string(kMinT) +
+                         " to " + std::to_string(kMaxT) + " but got '" + s + "'");
+  return static_cast<index_t>(n);
+}
+
+int run(int argc, char** argv) {
   index_t T = 130;  // two chunk boundaries of 64 tokens, and a partial last chunk
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--T") && i + 1 < argc) {
-      T = std::atol(argv[++i]);
+    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (!std::strcmp(argv[i], "--T")) {
+      if (i + 1 == argc) throw linattn::Error("check_your_kernel: argument '--T' expected a value but got none");
+      T = parse_T(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: check_your_kernel [--T n]   (n >= 66: the chunk bug shows at T = 65)\n");
+      std::fprintf(stderr, "check_your_kernel: unknown argument '%s'\n%s", argv[i], kUsage);
       return 2;
     }
   }
-  if (T < 66) {
-    std::fprintf(stderr, "check_your_kernel: argument '--T' expected at least 66 but got %ld\n", static_cast<long>(T));
-    return 2;
-  }
   const index_t B = 2, H = 2, K = 16, V = 12;
   std::printf("check_your_kernel: Gated DeltaNet, B=%ld T=%ld H=%ld K=%ld V=%ld, float32 kernels against the float64\n"
-              "reference; tolerance for a float32 computation: relative RMS %.0e (reference/compare.hpp)\n",
+              "reference; tolerance for a float32 computation of %ld tokens: relative RMS %.1e (reference/compare.hpp)\n",
               static_cast<long>(B), static_cast<long>(T), static_cast<long>(H), static_cast<long>(K),
-              static_cast<long>(V), ref::Tolerance::of<float>().rtol_rms);
+              static_cast<long>(V), static_cast<long>(T), ref::Tolerance::of<float>().for_length(T).rtol_rms);
   const Inputs in = make_inputs(B, T, H, K, V, 2607);
   const auto want = reference(in);
-  const auto tol = ref::Tolerance::of<float>();
+  const ref::RecurrentOptions<double> opt64 = options64(in);
+  const Tensor<double> q64 = ref::widen(in.q), k64 = ref::widen(in.k);
+  // The verdict on (o, final_state): the defaults for float32 outputs; q64 and opt64 are the reference's q and
+  // options, which set o's floor (its natural size scale ||q_t|| ||S||) and the longest sequence.
+  auto check = [&](const KernelOut& out) { return ref::compare_outputs(out.o, out.final_state, want, q64, opt64); };
   bool all_as_expected = true;
 
   const KernelOut good = my_gdn(in, Bug::none);
-  all_as_expected &= verdict("1. a correct per-token kernel", ref::compare_outputs(good.o, good.final_state, want, tol), true);
+  all_as_expected &= verdict("1. a correct per-token kernel", check(good), true);
 
   linattn::cpu::ChunkOptions<float> copt;
   copt.scale = in.scale;
@@ -176,21 +196,23 @@ int main(int argc, char** argv) {
   copt.output_final_state = true;
   const auto chunked = linattn::cpu::chunk_gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, copt);
   all_as_expected &= verdict("2. linattn's chunked CPU kernel in float32 (optimized/cpu/chunk.hpp, C = 64)",
-                             ref::compare_outputs(chunked.o, chunked.final_state, want, tol), true);
+                             check({chunked.o, chunked.final_state}), true);
 
   const KernelOut early = my_gdn(in, Bug::error_before_decay);
   all_as_expected &= verdict("3. the error read before the decay (the wrong GDN of SPEC section 2)",
-                             ref::compare_outputs(early.o, early.final_state, want, tol), false);
+                             check(early), false);
 
   const KernelOut lost = my_gdn(in, Bug::state_lost_between_chunks);
   all_as_expected &= verdict("4. a chunked kernel that does not carry its state into the next 64-token chunk",
-                             ref::compare_outputs(lost.o, lost.final_state, want, tol), false);
+                             check(lost), false);
 
   // The same bug on 64 tokens: nothing crosses a chunk boundary, so nothing can show it.
   const Inputs in64 = make_inputs(B, 64, H, K, V, 2607);
   const KernelOut lost64 = my_gdn(in64, Bug::state_lost_between_chunks);
   all_as_expected &= verdict("4'. the same kernel at T = 64 passes: test lengths must cross chunk boundaries",
-                             ref::compare_outputs(lost64.o, lost64.final_state, reference(in64), tol), true);
+                             ref::compare_outputs(lost64.o, lost64.final_state, reference(in64), ref::widen(in64.q),
+                                                  options64(in64)),
+                             true);
 
   // 5. The backward. Upstream gradients do [B, T, H, V] and dht [N, H, K, V] of the loss
   //    sum(do * o) + sum(dht * final_state); the reference backward runs on everything widened.
@@ -201,19 +223,28 @@ int main(int argc, char** argv) {
     for (float& x : dout) x = n01(rng);
     for (float& x : dht) x = n01(rng);
   }
-  const ref::RecurrentOptions<double> opt64 = options64(in);
-  const Tensor<double> q64 = ref::widen(in.q), k64 = ref::widen(in.k);
   const auto want_grads = ref::naive_recurrent_gated_delta_rule_backward(
       q64, k64, ref::widen(in.v), ref::widen(in.g), ref::widen(in.beta), ref::widen(dout), ref::widen(dht), opt64);
   const auto grads = linattn::cpu::chunk_gated_delta_rule_backward(in.q, in.k, in.v, in.g, in.beta, dout, dht, copt);
   all_as_expected &= verdict("5. linattn's chunked CPU backward in float32 (gradients bound 1e-4 for float32)",
-                             ref::compare_gradients(grads, want_grads, q64, k64), true);
+                             ref::compare_gradients(grads, want_grads, q64, k64, opt64), true);
   const auto no_dht = linattn::cpu::chunk_gated_delta_rule_backward(in.q, in.k, in.v, in.g, in.beta, dout,
                                                                     Tensor<float>(dht.shape()), copt);
   all_as_expected &= verdict("6. the same backward given dht = 0 (the final state's gradient dropped)",
-                             ref::compare_gradients(no_dht, want_grads, q64, k64), false);
+                             ref::compare_gradients(no_dht, want_grads, q64, k64, opt64), false);
 
   std::printf("\n%s\n", all_as_expected ? "Every verdict is the expected one."
                                         : "SOME VERDICT IS NOT THE EXPECTED ONE (exit 1).");
   return all_as_expected ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // a bad --T, or anything the kernels or the verdict throw
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  }
 }
