@@ -261,8 +261,8 @@ TEST_CASE("gdn2_step_S and read and add_outer and the layout conversions reject 
   // transpose / W_to_S / S_to_W need a matrix.
   require_error([] { ref::transpose(Tensor<double>({2, 2, 2})); }, "transpose", "M", "a 2-D tensor",
                 "3-D shape [2, 2, 2]");
-  require_error([] { ref::W_to_S(Tensor<double>({4})); }, "transpose", "M", "a 2-D tensor", "1-D shape [4]");
-  require_error([] { ref::S_to_W(Tensor<double>()); }, "transpose", "M", "a 2-D tensor", "an empty tensor");
+  require_error([] { ref::W_to_S(Tensor<double>({4})); }, "W_to_S", "W", "a 2-D tensor", "1-D shape [4]");
+  require_error([] { ref::S_to_W(Tensor<double>()); }, "S_to_W", "S", "a 2-D tensor", "an empty tensor");
 }
 
 // =================================================================================================

@@ -497,6 +497,9 @@ TEST_CASE(
   // rho and CLER.
   CHECK_THROWS_WITH(rms_normalize(v, 0.0), Contains("'eps'") && Contains("> 0"));
   CHECK_THROWS_WITH(rho(static_cast<Rho>(5), v), Contains("'kind'"));
+  CHECK_THROWS_WITH(rho(Rho::rms_norm, v, 0.0), Contains("rho: argument 'eps'"));  // named as called
+  CHECK_THROWS_WITH(rms_normalize(Tensor<double>(std::vector<index_t>{})),
+                    Contains("'x'") && Contains("but got a 0-D tensor"));
   CHECK_THROWS_WITH(cler_inject(v, Tensor<double>({1, 2, 2, 4}), 0.5),
                     Contains("cler_inject") && Contains("'r_prev'") && Contains("[1, 2, 2, 3]") &&
                         Contains("[1, 2, 2, 4]"));

@@ -249,11 +249,17 @@ Tensor<T> transpose(const Tensor<T>& M) {
 /// S = W^T: the paper's memory to the kernels' state (exact).
 /// @ingroup readwrite
 template <class T>
-Tensor<T> W_to_S(const Tensor<T>& W) { return transpose(W); }
+Tensor<T> W_to_S(const Tensor<T>& W) {
+  check_rank("W_to_S", "W", W, 2);
+  return transpose(W);
+}
 /// W = S^T: the kernels' state to the paper's memory (exact).
 /// @ingroup readwrite
 template <class T>
-Tensor<T> S_to_W(const Tensor<T>& S) { return transpose(S); }
+Tensor<T> S_to_W(const Tensor<T>& S) {
+  check_rank("S_to_W", "S", S, 2);
+  return transpose(S);
+}
 
 /// GDN2 written the way kernel libraries write it (Eq.24 transposed):
 /// S_t = (I - k (b (.) k)^T) Diag(alpha) S_{t-1} + k (w (.) v)^T, read o = S^T q.

@@ -132,10 +132,11 @@ inline const char* to_string(Rho r) { return r == Rho::identity ? "identity" : "
 /// x / sqrt(mean(x^2) + eps) over the last dimension, with no learned weight. For [B, T, H, V]
 /// that is per token and head over d_v; for the residual stream [B, T, d_model], per token.
 /// eps (default 1e-6, as the authors' RMSNorm) keeps an all-zero row at 0 instead of 0/0.
+/// `fn` names the caller in errors (rho() passes its own name).
 template <class T>
-Tensor<T> rms_normalize(const Tensor<T>& x, T eps = T(1e-6)) {
-  const std::string fn = "rms_normalize";
-  if (!x.defined() || x.dim() < 1) fail(fn, "x", "a tensor of rank >= 1", "an empty tensor");
+Tensor<T> rms_normalize(const Tensor<T>& x, T eps = T(1e-6), const std::string& fn = "rms_normalize") {
+  if (!x.defined() || x.dim() < 1)
+    fail(fn, "x", "a tensor of rank >= 1", x.defined() ? "a 0-D tensor" : "an undefined tensor");
   if (!(std::isfinite(eps) && eps > 0)) fail(fn, "eps", "a finite value > 0", num_str(eps));
   check_finite(fn, "x", x);
   const index_t n = x.size(-1), rows = n ? x.numel() / n : 0;
@@ -154,12 +155,12 @@ Tensor<T> rms_normalize(const Tensor<T>& x, T eps = T(1e-6)) {
 /// token and head over d_v (rms_normalize, eps as given).
 template <class T>
 Tensor<T> rho(Rho kind, const Tensor<T>& x, T eps = T(1e-6)) {
-  if (!x.defined()) fail("rho", "x", "a tensor", "an empty tensor");
+  if (!x.defined()) fail("rho", "x", "a tensor", "an undefined tensor");
   if (kind == Rho::identity) {
     check_finite("rho", "x", x);
     return x.clone();
   }
-  if (kind == Rho::rms_norm) return rms_normalize(x, eps);
+  if (kind == Rho::rms_norm) return rms_normalize(x, eps, "rho");
   fail("rho", "kind", "Rho::identity or Rho::rms_norm",
        "the value " + std::to_string(static_cast<int>(kind)));
 }
