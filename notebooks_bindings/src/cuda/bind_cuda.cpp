@@ -108,16 +108,17 @@ void bind_cuda(py::module_& m) {
   m.def(
       "_cuda_chunk_forward",
       [](const std::string& op_name, py::object q, py::object k, py::object v, py::object g,
-         py::object beta, py::object b, py::object w, std::optional<double> scale,
-         py::object initial_state, bool output_final_state, py::object cu_seqlens, bool l2,
-         bool copy, const std::string& dtype, const std::string& gate_dtype,
-         const std::string& version) -> py::tuple {
+         py::object beta, py::object b, py::object w, const py::object& scale,
+         py::object initial_state, const py::object& output_final_state, py::object cu_seqlens,
+         const py::object& l2, const py::object& copy, const std::string& dtype,
+         const std::string& gate_dtype, const std::string& version) -> py::tuple {
         const std::string fn = "linattn.cuda.chunk_" + op_name;
         const Op op = parse_op(fn, op_name);
-        RecurrentCall c{fn, op, q, k, v, g, beta, b, w, initial_state, scale, output_final_state,
-                        cu_seqlens, l2, false, copy};
+        // Scalars checked as the caller gave them (common.hpp), as the CPU functions do.
+        RecurrentCall c = make_call(fn, op, q, k, v, g, beta, b, w, initial_state, scale, output_final_state,
+                                    cu_seqlens, l2, py::bool_(false), copy);
         std::vector<Arg> a = call_args(c);
-        require_float32(fn, a, copy);
+        require_float32(fn, a, c.copy);
         auto t = make_typed<float>(c, a, ref::RecurrentOptions<float>{});
         const cuda::DType dt = parse_dtype(fn, "dtype", dtype);
         const cuda::DType gdt = parse_dtype(fn, "gate_dtype", gate_dtype);
@@ -137,17 +138,17 @@ void bind_cuda(py::module_& m) {
       "_cuda_chunk_backward",
       [](const std::string& op_name, py::object q, py::object k, py::object v, py::object g,
          py::object beta, py::object b, py::object w, py::object do_, py::object dht,
-         std::optional<double> scale, py::object initial_state, py::object cu_seqlens, bool l2,
-         bool copy, const std::string& dtype, const std::string& gate_dtype,
+         const py::object& scale, py::object initial_state, py::object cu_seqlens, const py::object& l2,
+         const py::object& copy, const std::string& dtype, const std::string& gate_dtype,
          const std::string& version) -> py::dict {
         const std::string fn = "linattn.cuda.chunk_backward";
         const Op op = parse_op(fn, op_name);
-        RecurrentCall c{fn, op, q, k, v, g, beta, b, w, initial_state, scale, false, cu_seqlens,
-                        l2, false, copy};
+        RecurrentCall c = make_call(fn, op, q, k, v, g, beta, b, w, initial_state, scale, py::bool_(false),
+                                    cu_seqlens, l2, py::bool_(false), copy);
         c.do_ = do_;
         c.dht = dht;
         std::vector<Arg> a = call_args(c);
-        require_float32(fn, a, copy);
+        require_float32(fn, a, c.copy);
         auto t = make_typed<float>(c, a, ref::RecurrentOptions<float>{});
         if (!t.do_.defined()) fail(fn, "do", "an array of shape [B, T, H, V] (dL/do)", "None");
         const cuda::DType dt = parse_dtype(fn, "dtype", dtype);
