@@ -7,17 +7,21 @@
 // output of a float32 computation only its rounding) and their growth with the longest sequence, a
 // float32 rounding of the truth passing while an error of 1e-3 fails, and the floors: o's scales with
 // its natural size scale ||q|| ||S||, so that zero or doubled outputs fail when v and h0 (and q, k) are
-// scaled down by 1e-7; the gradients' with the case (dg's with |q dq| + |k dk|, dh0's by rtol_rms).
+// scaled down by 1e-7; the state's size S counts one write k v^T, so that a final state that cancels far
+// below its writes is held to the kernel's rounding of them; the gradients' with the case (dg's with
+// |q dq| + |k dk|, dh0's by rtol_rms).
 // Linattn's float32 chunked CPU kernels, forward and backward, pass over random cases of every delta
 // operator.
 #include <catch2/catch.hpp>
 #include <rapidcheck/catch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 
 #include "optimized/cpu/chunk.hpp"
 #include "optimized/cpu/chunk_backward.hpp"
@@ -60,23 +64,37 @@ double rms(const Tensor<double>& t) {
   return std::sqrt(s / static_cast<double>(t.numel()));
 }
 
+// rms_t(rms(k_t) rms(v_t)) over tokens and heads, written out: the size of one write k_t v_t^T.
+double write_rms(const Tensor<double>& k, const Tensor<double>& v) {
+  const index_t K = k.size(-1), V = v.size(-1), n = k.numel() / K;
+  double s = 0;
+  for (index_t r = 0; r < n; ++r) {
+    double kk = 0, vv = 0;
+    for (index_t i = 0; i < K; ++i) kk += k.data()[r * K + i] * k.data()[r * K + i];
+    for (index_t j = 0; j < V; ++j) vv += v.data()[r * V + j] * v.data()[r * V + j];
+    s += kk / static_cast<double>(K) * (vv / static_cast<double>(V));
+  }
+  return std::sqrt(s / static_cast<double>(n));
+}
+
 // A 2-byte floating type that std::numeric_limits does not describe (a bf16 struct, say).
 struct Half2 {
   std::uint16_t bits;
   operator double() const { return 0.0; }
 };
 
-// A GDN case: v scaled by s, q and k by sq, the initial state by sh0 (default s), with the reference's output.
+// A GDN case: v scaled by s, q and k by sq, the initial state by sh0 (default s), log-decay g, with the reference's
+// output.
 struct GdnCase {
   Tensor<double> q, k, v, g, beta;
   ref::RecurrentOptions<double> opt;
   ref::RecurrentOutput<double> want;
 };
 
-GdnCase gdn_case(double s, double sq, double sh0 = -1) {
+GdnCase gdn_case(double s, double sq, double sh0 = -1, double g = -0.1) {
   const index_t B = 1, T = 9, H = 2, K = 4, V = 3;
   GdnCase c{random_tensor({B, T, H, K}, 3, sq), random_tensor({B, T, H, K}, 4, sq), random_tensor({B, T, H, V}, 5, s),
-            Tensor<double>({B, T, H}, -0.1), Tensor<double>({B, T, H}, 0.5), {}, {}};
+            Tensor<double>({B, T, H}, g), Tensor<double>({B, T, H}, 0.5), {}, {}};
   c.opt.initial_state = random_tensor({B, H, K, V}, 6, sh0 < 0 ? s : sh0);
   c.opt.output_final_state = true;
   c.want = ref::naive_recurrent_gated_delta_rule(c.q, c.k, c.v, c.g, c.beta, c.opt);
@@ -203,8 +221,8 @@ TEST_CASE("A 16-bit output of a float32 computation is allowed only its rounding
     for (index_t i = 0; i < t.numel(); ++i) h.data()[i] = static_cast<_Float16>(t.data()[i] * f);
     return h;
   };
-  CHECK(ref::all_ok(ref::compare_outputs(stored(want.o, 1.0), stored(want.final_state, 1.0), want, q, opt)));
-  for (const auto& c : ref::compare_outputs(stored(want.o, 1.008), stored(want.final_state, 1.008), want, q, opt))
+  CHECK(ref::all_ok(ref::compare_outputs(stored(want.o, 1.0), stored(want.final_state, 1.0), want, q, k, v, opt)));
+  for (const auto& c : ref::compare_outputs(stored(want.o, 1.008), stored(want.final_state, 1.008), want, q, k, v, opt))
     CHECK_FALSE(c.ok());
 }
 
@@ -252,13 +270,15 @@ TEST_CASE("float32 and float64 tolerances grow with the longest sequence and 16-
   optf.initial_state = to_float(opt.initial_state);
   optf.output_final_state = true;
   const auto got = ref::naive_recurrent_gated_delta_rule(qf, kf, vf, gf, bf, optf);
-  const auto comps = ref::compare_outputs(got.o, got.final_state, want, ref::widen(qf), opt);
+  const auto comps =
+      ref::compare_outputs(got.o, got.final_state, want, ref::widen(qf), ref::widen(kf), ref::widen(vf), opt);
   CHECK(comps[1].rel_rms > 1e-5);  // what the fixed bound failed
   CHECK(comps[0].tol.rtol_rms == T * 0x1p-24);
   CHECK(ref::all_ok(comps));
   Tensor<float> off = got.o.clone();
   for (float& x : off) x *= 1.001f;
-  CHECK_FALSE(ref::compare_outputs(off, got.final_state, want, ref::widen(qf), opt)[0].ok());
+  CHECK_FALSE(
+      ref::compare_outputs(off, got.final_state, want, ref::widen(qf), ref::widen(kf), ref::widen(vf), opt)[0].ok());
   // Packed sequences: the longest one, not the packed length, sets the bound.
   ref::RecurrentOptions<double> packed = opt;
   packed.cu_seqlens = {0, 200, 1024};
@@ -266,7 +286,7 @@ TEST_CASE("float32 and float64 tolerances grow with the longest sequence and 16-
   const auto want_packed = ref::naive_recurrent_gated_delta_rule(ref::widen(qf), ref::widen(kf), ref::widen(vf),
                                                                  ref::widen(gf), ref::widen(bf), packed);
   CHECK(ref::compare_outputs(to_float(want_packed.o), to_float(want_packed.final_state), want_packed, ref::widen(qf),
-                             packed)[0].tol.rtol_rms == 824 * 0x1p-24);
+                             ref::widen(kf), ref::widen(vf), packed)[0].tol.rtol_rms == 824 * 0x1p-24);
 }
 
 TEST_CASE("compare_outputs scales o's floor with scale ||q|| ||S|| so zero or doubled outputs fail when scaled") {
@@ -275,51 +295,95 @@ TEST_CASE("compare_outputs scales o's floor with scale ||q|| ||S|| so zero or do
   for (double s : {1e-2, 1e-4, 1e-7}) {
     const GdnCase c = gdn_case(s, s);
     const Tensor<float> o = to_float(c.want.o), S = to_float(c.want.final_state);
-    CHECK(ref::all_ok(ref::compare_outputs(o, S, c.want, c.q, c.opt)));
+    CHECK(ref::all_ok(ref::compare_outputs(o, S, c.want, c.q, c.k, c.v, c.opt)));
     Tensor<float> o2 = o.clone();
     for (float& x : o2) x *= 2;
     const Tensor<float> zo(o.shape());
-    CHECK_FALSE(ref::compare_outputs(zo, S, c.want, c.q, c.opt)[0].ok());
-    CHECK_FALSE(ref::compare_outputs(o2, S, c.want, c.q, c.opt)[0].ok());
-    CHECK_FALSE(ref::compare_outputs(zo, S, c.want, c.q, c.opt, ref::Tolerance::for_bytes(2))[0].ok());
+    CHECK_FALSE(ref::compare_outputs(zo, S, c.want, c.q, c.k, c.v, c.opt)[0].ok());
+    CHECK_FALSE(ref::compare_outputs(o2, S, c.want, c.q, c.k, c.v, c.opt)[0].ok());
+    CHECK_FALSE(ref::compare_outputs(zo, S, c.want, c.q, c.k, c.v, c.opt, ref::Tolerance::for_bytes(2))[0].ok());
   }
   // Only q scaled (as a small `scale` would): o shrinks, the state does not.
   const GdnCase qs = gdn_case(1.0, 1e-6);
   const Tensor<float> zo(qs.want.o.shape()), S = to_float(qs.want.final_state);
-  CHECK_FALSE(ref::compare_outputs(zo, S, qs.want, qs.q, qs.opt)[0].ok());
-  CHECK_FALSE(ref::compare_outputs(zo, S, qs.want, qs.q, qs.opt, ref::Tolerance::for_bytes(2))[0].ok());
-  CHECK(ref::all_ok(ref::compare_outputs(to_float(qs.want.o), S, qs.want, qs.q, qs.opt)));
-  // The floors, written out: o's max(rms(o), scale rms_t ||q_t|| max(rms(S), rms(h0))); the state's max(rms(S),
-  // rms(h0)).
-  // Once with h0 the larger, once with the final state the larger (h0 scaled by 1e-3).
-  for (double sh0 : {1.0, 1e-3}) {
-    const GdnCase c = gdn_case(1.0, 1.0, sh0);
+  CHECK_FALSE(ref::compare_outputs(zo, S, qs.want, qs.q, qs.k, qs.v, qs.opt)[0].ok());
+  CHECK_FALSE(ref::compare_outputs(zo, S, qs.want, qs.q, qs.k, qs.v, qs.opt, ref::Tolerance::for_bytes(2))[0].ok());
+  CHECK(ref::all_ok(ref::compare_outputs(to_float(qs.want.o), S, qs.want, qs.q, qs.k, qs.v, qs.opt)));
+  // The floors, written out: the state's S = max(rms(S_T), rms(h0), rms_t(rms(k_t) rms(v_t))); o's max(rms(o),
+  // scale rms_t ||q_t|| S). Each term of S the largest once (0: S_T, 1: h0, 2: the writes).
+  for (auto [sh0, g, largest] : {std::tuple{1.0, -0.1, 1}, {1e-3, -0.1, 2}, {1e-3, 0.0, 0}}) {
+    const GdnCase c = gdn_case(1.0, 1.0, sh0, g);
     double qq = 0;
     for (double x : c.q) qq += x * x;
     const double q_rms = std::sqrt(qq / (1 * 9 * 2));
-    const double state = std::max(rms(c.want.final_state), rms(c.opt.initial_state));
-    const auto comps = ref::compare_outputs(to_float(c.want.o), to_float(c.want.final_state), c.want, c.q, c.opt);
+    const double terms[] = {rms(c.want.final_state), rms(c.opt.initial_state), write_rms(c.k, c.v)};
+    const double state = *std::max_element(terms, terms + 3);
+    const auto comps =
+        ref::compare_outputs(to_float(c.want.o), to_float(c.want.final_state), c.want, c.q, c.k, c.v, c.opt);
     CHECK(comps[0].tol.atol_rms == Approx(1e-6 * std::max(rms(c.want.o), 0.5 * q_rms * state)).epsilon(1e-12));
     CHECK(comps[1].tol.atol_rms == Approx(1e-6 * state).epsilon(1e-12));
-    CHECK((sh0 == 1.0) == (rms(c.opt.initial_state) > rms(c.want.final_state)));  // both orders are tested
+    CHECK(std::max_element(terms, terms + 3) - terms == largest);
   }
-  {  // Under use_qk_l2norm the reference reads each q_t normalised: ||q_t|| = 1, however large q is.
+  {  // Under use_qk_l2norm the reference reads each q_t and k_t normalised: ||q_t|| = 1 however large q is, and
+     // the writes' k_t too (k taken as given, 1e7 times too large, would lift the state's floor above rms(S_T)).
     GdnCase c = gdn_case(1.0, 1.0);
     for (double& x : c.q) x *= 100;
+    for (double& x : c.k) x *= 1e7;
     c.opt.use_qk_l2norm = true;
     c.want = ref::naive_recurrent_gated_delta_rule(c.q, c.k, c.v, c.g, c.beta, c.opt);
-    const double state = std::max(rms(c.want.final_state), rms(c.opt.initial_state));
-    const auto comps = ref::compare_outputs(to_float(c.want.o), to_float(c.want.final_state), c.want, c.q, c.opt);
+    Tensor<double> kn = c.k.clone();  // k_t / sqrt(||k_t||^2 + 1e-6), as the reference normalises
+    for (index_t r = 0; r < kn.numel(); r += 4) {
+      const double n2 = kn.data()[r] * kn.data()[r] + kn.data()[r + 1] * kn.data()[r + 1] +
+                        kn.data()[r + 2] * kn.data()[r + 2] + kn.data()[r + 3] * kn.data()[r + 3];
+      for (index_t i = 0; i < 4; ++i) kn.data()[r + i] /= std::sqrt(n2 + 1e-6);
+    }
+    const double state = std::max({rms(c.want.final_state), rms(c.opt.initial_state), write_rms(kn, c.v)});
+    const Tensor<float> o = to_float(c.want.o), S = to_float(c.want.final_state);
+    const auto comps = ref::compare_outputs(o, S, c.want, c.q, c.k, c.v, c.opt);
     CHECK(comps[0].tol.atol_rms == Approx(1e-6 * std::max(rms(c.want.o), 0.5 * state)).epsilon(1e-9));
+    CHECK(comps[1].tol.atol_rms == Approx(1e-6 * state).epsilon(1e-9));
+    CHECK(ref::all_ok(comps));
+    CHECK_FALSE(ref::compare_outputs(o, Tensor<float>(S.shape()), c.want, c.q, c.k, c.v, c.opt)[1].ok());
   }
   // Unscaled, the float32 floor 1e-6 passes the zeros of the s = 1e-7 case: flagged as a pass on the floor alone.
   const GdnCase tiny = gdn_case(1e-7, 1e-7);
   const auto unscaled = ref::compare_outputs(Tensor<float>(tiny.want.o.shape()), to_float(tiny.want.final_state),
-                                             tiny.want, tiny.q, tiny.opt, ref::Tolerance::of<float>(),
+                                             tiny.want, tiny.q, tiny.k, tiny.v, tiny.opt, ref::Tolerance::of<float>(),
                                              /*require_final_state=*/true, /*scale_floor=*/false);
   CHECK(ref::all_ok(unscaled));
   CHECK(unscaled[0].floor_pass());
   CHECK(unscaled[0].report().find("WARNING: passes only on the absolute floor") != std::string::npos);
+}
+
+TEST_CASE("A final state that cancels far below its writes is held to the writes' rounding") {
+  // GDN, K = V = 1, two tokens, no initial state: S_1 = beta_1 k_1 v_1 = 0.148, then S_2 = alpha_2 (1 - beta_2
+  // k_2^2) S_1 + beta_2 k_2 v_2 = -0.0689 + 0.0689 = -1.2e-5. linattn's float32 chunked kernel rounds at the size of
+  // the terms: 1.7e-8 off, 1.4e-3 of S_2, which a floor of 1e-6 max(rms(S_T), rms(h0)) failed (a search over
+  // random cases with T <= 8 found hundreds; this is one of them). The write term rms_t(rms(k_t) rms(v_t)) = 0.28
+  // makes the floor 2.8e-7: the kernel passes, zeros and 2 S_T still fail.
+  const Tensor<float> q = Tensor<float>::from({1, 2, 1, 1}, {0.697187364f, -0.0850774124f});
+  const Tensor<float> k = Tensor<float>::from({1, 2, 1, 1}, {0.554765224f, -2.37009788f});
+  const Tensor<float> v = Tensor<float>::from({1, 2, 1, 1}, {0.545170188f, -0.110315077f});
+  const Tensor<float> g = Tensor<float>::from({1, 2, 1}, {-0.0253374074f, -0.0272366926f});
+  const Tensor<float> beta = Tensor<float>::from({1, 2, 1}, {0.488241762f, 0.263329148f});
+  linattn::cpu::ChunkOptions<float> co;
+  co.output_final_state = true;
+  const auto got = linattn::cpu::chunk_gated_delta_rule(q, k, v, g, beta, co);
+  ref::RecurrentOptions<double> opt;
+  opt.output_final_state = true;
+  const Tensor<double> q64 = ref::widen(q), k64 = ref::widen(k), v64 = ref::widen(v);
+  const auto want = ref::naive_recurrent_gated_delta_rule(q64, k64, v64, ref::widen(g), ref::widen(beta), opt);
+  const double writes = write_rms(k64, v64);
+  REQUIRE(rms(want.final_state) < 1e-4 * writes);  // the cancellation
+  const auto comps = ref::compare_outputs(got.o, got.final_state, want, q64, k64, v64, opt);
+  CHECK(comps[1].rel_rms > 1e-5);                          // the kernel's rounding, relative to S_T ...
+  CHECK(comps[1].abs_rms > 1e-6 * rms(want.final_state));  // ... above the floor without the writes
+  CHECK(comps[1].tol.atol_rms == Approx(1e-6 * writes).epsilon(1e-12));
+  CHECK(ref::all_ok(comps));
+  Tensor<float> twice = got.final_state.clone();
+  for (float& x : twice) x *= 2;
+  CHECK_FALSE(ref::compare_outputs(got.o, Tensor<float>(got.final_state.shape()), want, q64, k64, v64, opt)[1].ok());
+  CHECK_FALSE(ref::compare_outputs(got.o, twice, want, q64, k64, v64, opt)[1].ok());
 }
 
 TEST_CASE("A small o read from a large state is held to the state's rounding") {
@@ -337,38 +401,52 @@ TEST_CASE("A small o read from a large state is held to the state's rounding") {
   Tensor<double> off = want.o.clone();
   for (double& x : off) x *= 1.0 + 1e-4;
   const Tensor<float> o = to_float(off), S = to_float(want.final_state);
-  const auto comps = ref::compare_outputs(o, S, want, q, opt);
+  const auto comps = ref::compare_outputs(o, S, want, q, k, v, opt);
   CHECK(comps[0].floor_pass());
   CHECK(ref::all_ok(comps));
-  CHECK_FALSE(ref::compare_outputs(Tensor<float>(o.shape()), S, want, q, opt)[0].ok());
+  CHECK_FALSE(ref::compare_outputs(Tensor<float>(o.shape()), S, want, q, k, v, opt)[0].ok());
 }
 
-TEST_CASE("compare_outputs requires o, q and a final state unless told otherwise") {
+TEST_CASE("compare_outputs requires o, q, k, v and a final state unless told otherwise") {
   const GdnCase c = gdn_case(1.0, 1.0);
   const Tensor<float> o = to_float(c.want.o), S = to_float(c.want.final_state);
   // A kernel's final state missing: an error naming it by default ...
-  CHECK_THROWS_WITH(ref::compare_outputs(o, Tensor<float>(), c.want, c.q, c.opt),
+  CHECK_THROWS_WITH(ref::compare_outputs(o, Tensor<float>(), c.want, c.q, c.k, c.v, c.opt),
                     Catch::Contains("argument 'final_state' expected the kernel's final state"));
   // ... and "not compared" when not required: o alone decides.
-  const auto only_o = ref::compare_outputs(o, Tensor<float>(), c.want, c.q, c.opt, ref::Tolerance::of<float>(),
-                                           /*require_final_state=*/false);
+  const auto only_o = ref::compare_outputs(o, Tensor<float>(), c.want, c.q, c.k, c.v, c.opt,
+                                           ref::Tolerance::of<float>(), /*require_final_state=*/false);
   REQUIRE(only_o.size() == 2);
   CHECK(ref::all_ok(only_o));
   CHECK(only_o[1].report() == "final_state: not compared (the kernel did not give it; require_final_state = false)");
-  CHECK_FALSE(ref::all_ok(ref::compare_outputs(Tensor<float>(o.shape()), Tensor<float>(), c.want, c.q, c.opt,
+  CHECK_FALSE(ref::all_ok(ref::compare_outputs(Tensor<float>(o.shape()), Tensor<float>(), c.want, c.q, c.k, c.v, c.opt,
                                                ref::Tolerance::of<float>(), false)));
   // A final state to compare needs the reference's.
   ref::RecurrentOutput<double> no_state = c.want;
   no_state.final_state = Tensor<double>();
-  CHECK_THROWS_WITH(ref::compare_outputs(o, S, no_state, c.q, c.opt), Catch::Contains("output_final_state = true"));
+  CHECK_THROWS_WITH(ref::compare_outputs(o, S, no_state, c.q, c.k, c.v, c.opt),
+                    Catch::Contains("output_final_state = true"));
   // Nothing to compare against, or nothing to compare.
-  CHECK_THROWS_WITH(ref::compare_outputs(Tensor<float>(), Tensor<float>(), ref::RecurrentOutput<double>{}, c.q, c.opt),
+  CHECK_THROWS_WITH(ref::compare_outputs(Tensor<float>(), Tensor<float>(), ref::RecurrentOutput<double>{}, c.q, c.k,
+                                         c.v, c.opt),
                     Catch::Contains("argument 'want' expected the reference's output with o [B, T, H, V] but got o "
                                     "undefined"));
-  CHECK_THROWS_WITH(ref::compare_outputs(Tensor<float>(), S, c.want, c.q, c.opt),
+  CHECK_THROWS_WITH(ref::compare_outputs(Tensor<float>(), S, c.want, c.q, c.k, c.v, c.opt),
                     Catch::Contains("argument 'o' expected the kernel's o but got an undefined tensor"));
-  CHECK_THROWS_WITH(ref::compare_outputs(o, S, c.want, Tensor<double>(), c.opt),
+  CHECK_THROWS_WITH(ref::compare_outputs(o, S, c.want, Tensor<double>(), c.k, c.v, c.opt),
                     Catch::Contains("argument 'q' expected the reference's q [B, T, H, K]"));
+  CHECK_THROWS_WITH(ref::compare_outputs(o, S, c.want, c.q, Tensor<double>(), c.v, c.opt),
+                    Catch::Contains("argument 'k' expected the reference's k [B, T, H, K] of q's shape [1, 9, 2, 4] "
+                                    "but got undefined"));
+  CHECK_THROWS_WITH(ref::compare_outputs(o, S, c.want, c.q, c.v, c.v, c.opt),
+                    Catch::Contains("argument 'k' expected the reference's k [B, T, H, K] of q's shape [1, 9, 2, 4] "
+                                    "but got [1, 9, 2, 3]"));
+  CHECK_THROWS_WITH(ref::compare_outputs(o, S, c.want, c.q, c.k, Tensor<double>(), c.opt),
+                    Catch::Contains("argument 'v' expected the reference's v [B, T, H, V] of want.o's shape "
+                                    "[1, 9, 2, 3] but got undefined"));
+  CHECK_THROWS_WITH(ref::compare_outputs(o, S, c.want, c.q, c.k, c.k, c.opt),
+                    Catch::Contains("argument 'v' expected the reference's v [B, T, H, V] of want.o's shape "
+                                    "[1, 9, 2, 3] but got [1, 9, 2, 4]"));
   CHECK_FALSE(ref::all_ok({}));  // an empty list compared nothing: not a pass
 }
 
@@ -512,7 +590,7 @@ TEST_CASE("linattn's float32 chunked CPU kernels pass the default verdict on ran
     const auto want = naive(op, q64, k64, v64, G64, ro);
     const auto grads = cpu::chunk_backward(op, q, k, v, G, d, dh, co);
     const auto want_grads = naive_backward(op, q64, k64, v64, G64, ref::widen(d), ref::widen(dh), ro);
-    auto comps = ref::compare_outputs(got.o, got.final_state, want, q64, ro);
+    auto comps = ref::compare_outputs(got.o, got.final_state, want, q64, k64, v64, ro);
     for (auto& x : ref::compare_gradients(grads, want_grads, q64, k64, ro)) comps.push_back(x);
     if (!ref::all_ok(comps)) {
       ++failures;

@@ -8,8 +8,9 @@
 ///     float64 and float32 grow with the longest sequence: max(that, T_max u), u = 2^-53 or 2^-24;
 ///     outputs computed in float32 and stored in 16 bits add only the storage's rounding (bf16 5e-3, fp16 1e-3)
 ///   floor: atol_rms (1e-14 / 1e-6 / 1e-3) times the size the compared array's error is relative to:
-///     o            max(rms(o), scale rms_t(||q_t||) max(rms(final_state), rms(h0)))   (o_t = scale q_t^T S_t)
-///     final_state  max(rms(final_state), rms(h0))
+///     o            max(rms(o), scale rms_t(||q_t||) S)   (o_t = scale q_t^T S_t)
+///     final_state  S = max(rms(final_state), rms(h0), rms_t(rms(k_t) rms(v_t)))   (the state's size; the last
+///                  term, one write k_t v_t^T, because a final state can cancel far below the states before it)
 ///     gradients    the largest RMS among the reference gradients compared; for dg at least the RMS of
 ///                  |q dq| + |k dk|; for dh0 rtol_rms (not atol_rms) times it
 /// ~~~
@@ -21,7 +22,7 @@
 /// ~~~
 ///   auto want = ref::naive_recurrent_gated_delta_rule(widen(q), widen(k), widen(v), widen(g), widen(beta), opt64);
 ///   auto got  = my_kernel(q, k, v, g, beta);                       // float, [B, T, H, V] and [N, H, K, V]
-///   auto comps = ref::compare_outputs(got.o, got.final_state, want, widen(q), opt64);
+///   auto comps = ref::compare_outputs(got.o, got.final_state, want, widen(q), widen(k), widen(v), opt64);
 ///   for (auto& c : comps) std::puts(c.report().c_str());  if (!ref::all_ok(comps)) ...
 /// ~~~
 /// @file
@@ -249,16 +250,20 @@ inline index_t longest_sequence(index_t T, const std::vector<index_t>& cu_seqlen
 }
 
 /// A kernel's o and final state against the reference's output `want` (a float64 naive_recurrent_<op> with
-/// output_final_state), where `q` and `opt` are the reference's q and options (widened; they give o's natural
-/// size, scale ||q_t|| ||S||, and the longest sequence). rtol_rms grows with T_max (Tolerance::for_length); the
-/// floor of `tol` is multiplied, per output, by the size of the file comment (pass scale_floor = false to use it as
-/// is). Both sizes scale with the inputs as o and the state do, so zero or doubled outputs fail however q, k, v and
+/// output_final_state), where `q`, `k`, `v` and `opt` are the reference's q [B, T, H, K], k [B, T, H, K],
+/// v [B, T, H, V] and options (widened; they give the state's size S, o's natural size scale ||q_t|| S, and the
+/// longest sequence). rtol_rms grows with T_max (Tolerance::for_length); the floor of `tol` is multiplied, per
+/// output, by the size of the file comment (pass scale_floor = false to use it as is). S counts one write
+/// k_t v_t^T (k_t normalised under use_qk_l2norm, as the reference reads it): a float32 chunked kernel's rounding
+/// is relative to the states it goes through, and a final state can cancel to 1e-4 of them (test_compare.cpp).
+/// Both sizes scale with the inputs as o and the state do, so zero or doubled outputs fail however q, k, v and
 /// h0 are scaled together (proofs_tests/test_compare.cpp: down to 1e-7); only an o under atol_rms of its natural
 /// size (q nearly orthogonal to the state) can pass on the floor. A missing final state throws unless
 /// require_final_state = false, which reports it "not compared".
 template <class A>
 std::vector<Comparison> compare_outputs(const Tensor<A>& o, const Tensor<A>& final_state,
                                         const RecurrentOutput<double>& want, const Tensor<double>& q,
+                                        const Tensor<double>& k, const Tensor<double>& v,
                                         const RecurrentOptions<double>& opt, Tolerance tol = Tolerance::of<A>(),
                                         bool require_final_state = true, bool scale_floor = true) {
   if (!want.o.defined() || want.o.dim() != 4)
@@ -269,6 +274,12 @@ std::vector<Comparison> compare_outputs(const Tensor<A>& o, const Tensor<A>& fin
       q.size(2) != want.o.size(2))
     throw Error("compare_outputs: argument 'q' expected the reference's q [B, T, H, K] with B, T, H of want.o " +
                 shape_str(want.o.shape()) + " but got " + (q.defined() ? shape_str(q.shape()) : "undefined"));
+  if (!k.defined() || k.shape() != q.shape())
+    throw Error("compare_outputs: argument 'k' expected the reference's k [B, T, H, K] of q's shape " +
+                shape_str(q.shape()) + " but got " + (k.defined() ? shape_str(k.shape()) : "undefined"));
+  if (!v.defined() || v.shape() != want.o.shape())
+    throw Error("compare_outputs: argument 'v' expected the reference's v [B, T, H, V] of want.o's shape " +
+                shape_str(want.o.shape()) + " but got " + (v.defined() ? shape_str(v.shape()) : "undefined"));
   if ((final_state.defined() || require_final_state) && !want.final_state.defined())
     throw Error("compare_outputs: argument 'want' expected a final state (call the reference with "
                 "output_final_state = true) but got none");
@@ -287,7 +298,24 @@ std::vector<Comparison> compare_outputs(const Tensor<A>& o, const Tensor<A>& fin
       qq += opt.use_qk_l2norm ? n2 / (n2 + 1e-6) : n2;
     }
     const double q_rms = q.numel() ? std::sqrt(qq / static_cast<double>(q.numel() / std::max<index_t>(K, 1))) : 0.0;
-    const double state = magnitude<double>({&want.final_state, &opt.initial_state});
+    // rms_t(rms(k_t) rms(v_t)), the size of one write, each factor scaled before squaring (no overflow to an
+    // infinite floor): hypot-style sums, sum (x / m)^2 with m the largest so far.
+    auto add = [](double x, double& m, double& ss) {
+      if (x > m) ss = 1 + ss * (m / x) * (m / x), m = x;
+      else if (x > 0) ss += (x / m) * (x / m);
+    };
+    const index_t V = v.size(3), rows = K > 0 && V > 0 ? q.numel() / K : 0;
+    double wm = 0, ws = 0;
+    for (index_t r = 0; r < rows; ++r) {
+      double km = 0, ks = 0, vm = 0, vs = 0;
+      for (index_t i = 0; i < K; ++i) add(std::abs(k.data()[r * K + i]), km, ks);
+      for (index_t j = 0; j < V; ++j) add(std::abs(v.data()[r * V + j]), vm, vs);
+      const double k_rms = opt.use_qk_l2norm ? std::sqrt(ks / (ks + 1e-6 / (km * km)) / static_cast<double>(K))
+                                             : km * std::sqrt(ks / static_cast<double>(K));
+      add(k_rms * vm * std::sqrt(vs / static_cast<double>(V)), wm, ws);
+    }
+    const double writes = rows ? wm * std::sqrt(ws / static_cast<double>(rows)) : 0.0;
+    const double state = std::max(magnitude<double>({&want.final_state, &opt.initial_state}), writes);
     tol_o.atol_rms *= std::max(magnitude<double>({&want.o}), std::abs(scale) * q_rms * state);
     tol_s.atol_rms *= state;
   }

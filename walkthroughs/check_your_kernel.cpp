@@ -181,10 +181,13 @@ int run(int argc, char** argv) {
   const Inputs in = make_inputs(B, T, H, K, V, 2607);
   const auto want = reference(in);
   const ref::RecurrentOptions<double> opt64 = options64(in);
-  const Tensor<double> q64 = ref::widen(in.q), k64 = ref::widen(in.k);
-  // The verdict on (o, final_state): the defaults for float32 outputs; q64 and opt64 are the reference's q and
-  // options, which set o's floor (its natural size scale ||q_t|| ||S||) and the longest sequence.
-  auto check = [&](const KernelOut& out) { return ref::compare_outputs(out.o, out.final_state, want, q64, opt64); };
+  const Tensor<double> q64 = ref::widen(in.q), k64 = ref::widen(in.k), v64 = ref::widen(in.v);
+  // The verdict on (o, final_state): the defaults for float32 outputs; q64, k64, v64 and opt64 are the reference's
+  // inputs and options, which set the floors (the state's size S, counting one write k_t v_t^T, and o's natural
+  // size scale ||q_t|| S) and the longest sequence.
+  auto check = [&](const KernelOut& out) {
+    return ref::compare_outputs(out.o, out.final_state, want, q64, k64, v64, opt64);
+  };
   bool all_as_expected = true;
 
   const KernelOut good = my_gdn(in, Bug::none);
@@ -211,7 +214,7 @@ int run(int argc, char** argv) {
   const KernelOut lost64 = my_gdn(in64, Bug::state_lost_between_chunks);
   all_as_expected &= verdict("4'. the same kernel at T = 64 passes: test lengths must cross chunk boundaries",
                              ref::compare_outputs(lost64.o, lost64.final_state, reference(in64), ref::widen(in64.q),
-                                                  options64(in64)),
+                                                  ref::widen(in64.k), ref::widen(in64.v), options64(in64)),
                              true);
 
   // 5. The backward. Upstream gradients do [B, T, H, V] and dht [N, H, K, V] of the loss
@@ -224,7 +227,7 @@ int run(int argc, char** argv) {
     for (float& x : dht) x = n01(rng);
   }
   const auto want_grads = ref::naive_recurrent_gated_delta_rule_backward(
-      q64, k64, ref::widen(in.v), ref::widen(in.g), ref::widen(in.beta), ref::widen(dout), ref::widen(dht), opt64);
+      q64, k64, v64, ref::widen(in.g), ref::widen(in.beta), ref::widen(dout), ref::widen(dht), opt64);
   const auto grads = linattn::cpu::chunk_gated_delta_rule_backward(in.q, in.k, in.v, in.g, in.beta, dout, dht, copt);
   all_as_expected &= verdict("5. linattn's chunked CPU backward in float32 (gradients bound 1e-4 for float32)",
                              ref::compare_gradients(grads, want_grads, q64, k64, opt64), true);

@@ -612,6 +612,19 @@ def test_the_o_floor_follows_the_natural_size_of_o(op, s, dtype, only_q):
         assert not comps["o"].ok and comps["final_state"].ok, comps["o"].report()
 
 
+def test_the_state_floor_reads_k_as_the_kernel_does_under_use_qk_l2norm():
+    # the write term rms(k_t) rms(v_t) of the state's size uses unit keys when the kernel normalises them: with raw
+    # keys 1e7 too large it lifted the floor above the state, and an all-zero final state passed
+    op = "gated_delta_rule"
+    inp = lt.random_inputs(op, T=24, seed=3, gates="zero")
+    inp["k"] = inp["k"] * 1e7
+    inp["use_qk_l2norm_in_kernel"] = True
+    o, S = linattn.reference(op, **inp)
+    assert all(c.ok for c in lt.check_call(lambda **kw: (o, S), op, inp))
+    comps = {c.name: c for c in lt.check_call(lambda **kw: (o, np.zeros_like(S)), op, inp)}
+    assert not comps["final_state"].ok, comps["final_state"].report()
+
+
 def long_gdn_inputs(initial_state):
     """T = 2048, g = -1e-4 everywhere, beta = 0.1, K = V = 128, L2-normalised q and k, float32."""
     rng = np.random.default_rng(0)

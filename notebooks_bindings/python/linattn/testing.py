@@ -708,7 +708,8 @@ def _output_floor_scales(inputs: dict, want: dict) -> dict:
     scaling inputs down cannot make zero or doubled outputs pass on the floor:
     final_state: the state's size S = max(rms(final_state_ref), rms(initial_state), rms_t(rms(k_t) * rms(v_t)));
     o: max(rms(o_ref), scale * rms_t(||q_t||_2) * S), the size of o_t = scale q_t^T S_t (rms_t over all tokens and
-    heads; ||q_t|| over K, 1 for a nonzero q under use_qk_l2norm_in_kernel). With every input scaled by s, o
+    heads; ||q_t|| over K, 1 for a nonzero q under use_qk_l2norm_in_kernel, which reads k_t as a unit row too, so
+    rms(k_t) = 1/sqrt(K) there: raw keys 1e7 too large cannot lift the floor). With every input scaled by s, o
     shrinks like s^2 but the state like s: a floor on the larger of the two would pass o = 0 at s = 1e-7 in
     float32. The last term of S, the RMS of one write k_t v_t^T, is there because a final state can cancel to far
     below the states it was computed through: linattn's float32 chunked GDN leaves an error of 2.3e-7 on a final
@@ -719,6 +720,8 @@ def _output_floor_scales(inputs: dict, want: dict) -> dict:
     writes = 0.0
     if k.size and v.size and k.shape[:3] == v.shape[:3]:
         rk = np.sqrt(np.mean(np.ldexp(k, -_exp2(float(np.max(np.abs(k))))) ** 2, axis=-1))  # rms(k_t) / 2^kk
+        if inputs.get("use_qk_l2norm_in_kernel"):  # k as the kernel reads it: unit rows, rms 1/sqrt(K)
+            rk = np.ldexp((rk > 0) / np.sqrt(k.shape[-1]), -_exp2(float(np.max(np.abs(k)))))
         rv = np.sqrt(np.mean(np.ldexp(v, -_exp2(float(np.max(np.abs(v))))) ** 2, axis=-1))
         writes = _ldexp(_rms(rk * rv), _exp2(float(np.max(np.abs(k)))) + _exp2(float(np.max(np.abs(v)))))
     state = max(_rms(want["final_state"]), 0.0 if h0 is None else _rms(_as_numpy(h0)), writes)
