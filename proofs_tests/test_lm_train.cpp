@@ -4,7 +4,8 @@
 //  * batches: deterministic in (seed, step), targets are the next bytes;
 //  * a run is the same for any thread count, and a run stopped and resumed from its checkpoint
 //    equals the uninterrupted run (parameters bit for bit, every logged loss, the CSV);
-//  * bad options, mismatched or damaged checkpoints fail with errors naming what is wrong.
+//  * bad options, mismatched or damaged checkpoints, unusable files fail with errors naming what is wrong;
+//    command-line values are read whole (walkthroughs/lm/cli.hpp).
 // Runs use a tiny model on a synthetic corpus, so the file takes well under a second.
 #include <catch2/catch.hpp>
 #include <rapidcheck/catch.h>
@@ -263,5 +264,47 @@ TEST_CASE("LM bad options are errors that name the option and the expected value
   CHECK(error_of([&] { set("warmup", "900"); }).find("'warmup' expected at most the decay start 800") != std::string::npos);
   CHECK(error_of([&] { set("stop-at", "5"); }).find("'--ckpt' expected a checkpoint path") != std::string::npos);
   CHECK(error_of([&] { set("batch", "0"); }).find("'--batch' expected a positive size but got 0") != std::string::npos);
+  CHECK(error_of([&] { set("batch", "99999999999"); }).find("'--batch x --seq-len' expected at most 16777216 tokens") != std::string::npos);
+  CHECK(error_of([&] { set("layers", "65537"); }).find("'n_layer' expected a size at most 65536 but got 65537") != std::string::npos);
+  CHECK(error_of([&] { set("mlp-hidden", "-1"); }).find("'mlp_hidden' expected 0 (8/3 d_model") != std::string::npos);
+  CHECK(error_of([&] { set("clip", "-1"); }).find("'--clip' expected 0 (off) or a positive gradient norm but got -1") != std::string::npos);
+  CHECK(error_of([&] { set("threads", "4294967297"); }).find("'--threads' expected an integer in [0, 1024]") != std::string::npos);
+  CHECK(error_of([&] { set("steps", "66x"); }).find("'--steps' expected an integer but got '66x'") != std::string::npos);
   CHECK(error_of([&] { set("seq-len", "64"); }).empty());  // and a good value passes
+}
+
+TEST_CASE("LM command-line values are read whole: junk, empty items, overflow and non-finite numbers are errors") {
+  CHECK(cli::to_int("p", "--n", "66") == 66);
+  CHECK(cli::to_int("p", "--n", "-3", -5, 5) == -3);
+  for (const char* bad : {"66x", "", " 6", "6 ", "0x10", "1e3", "+", "99999999999999999999"})
+    CHECK(error_of([&] { cli::to_int("p", "--n", bad); }) == std::string("p: argument '--n' expected an integer but got '") + bad + "'");
+  CHECK(error_of([&] { cli::to_int("p", "--n", "0", 1, 8); }) == "p: argument '--n' expected an integer in [1, 8] but got '0'");
+  CHECK(cli::to_double("p", "--x", "2.5e-3") == 2.5e-3);
+  for (const char* bad : {"nan", "inf", "-inf", "1e999", "3x", ""})
+    CHECK(error_of([&] { cli::to_double("p", "--x", bad); }).find("expected a finite number but got") != std::string::npos);
+  CHECK(cli::to_int_list("p", "--T", "16,32", 1) == std::vector<long long>{16, 32});
+  CHECK(error_of([&] { cli::to_int_list("p", "--T", "16,0", 1); }) ==
+        "p: argument '--T' expected a comma-separated list of integers >= 1 but got '0' (item 2 of '16,0')");
+  for (const char* bad : {"", ",", "1,", ",1", "1,,2"})
+    CHECK(error_of([&] { cli::split("p", "--l", bad); }).find("expected a comma-separated list without empty items") !=
+          std::string::npos);
+}
+
+TEST_CASE("LM files: a directory is not a readable corpus or checkpoint, nor a writable checkpoint or log") {
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  CHECK(error_of([&] { read_bytes(dir); }).find("but got '" + dir + "' (a directory)") != std::string::npos);
+  TrainOptions o = tiny_options();
+  o.resume = dir;
+  CHECK(error_of([&] { check_files(o); }).find("'--resume' expected a readable checkpoint file but got '" + dir +
+                                                "' (a directory)") != std::string::npos);
+  o.resume.clear(), o.ckpt_path = dir;
+  CHECK(error_of([&] { check_files(o); }).find("'--ckpt' expected a writable file but got '" + dir + "' (a directory)") !=
+        std::string::npos);
+  o.ckpt_path = tmp_path("no_such_dir/x.ckpt");
+  CHECK(error_of([&] { train(o, synthetic_corpus(), std::cout); }).find("does not exist") != std::string::npos);
+  o.ckpt_path = tmp_path("fresh.ckpt"), o.log_csv = tmp_path("fresh.csv");  // usable: the check leaves no file
+  std::remove(o.ckpt_path.c_str()), std::remove(o.log_csv.c_str());
+  check_files(o);
+  CHECK(!std::filesystem::exists(o.ckpt_path));
+  CHECK(!std::filesystem::exists(o.log_csv));
 }

@@ -2,7 +2,9 @@
 // (walkthroughs/paper/): the JSON reader of the paper's tables, the statistics over seeds
 // (mean, sample sd, seed-paired deltas, the "resolved" rule), Markdown tables, and the run
 // bookkeeping: a run trained in-process writes a CSV that reads back as complete with the
-// training's losses, and a CSV written under another configuration is never taken for this run's.
+// training's losses, and a CSV written under another configuration is never taken for this run's;
+// a results file that cannot be written is an error saying why. (The programs' command lines are
+// tested by running them: the "CLI: ..." tests of walkthroughs/CMakeLists.txt.)
 // Runs use a tiny model on a synthetic corpus (well under a second).
 #include <catch2/catch.hpp>
 #include <rapidcheck/catch.h>
@@ -210,4 +212,16 @@ TEST_CASE("Seed-paired deltas pair the complete runs of two configurations seed 
   CHECK(d2.mean == stats_of({fb[0] - fa[0], fb[2] - fa[2]}).mean);
   CHECK(group_stat(rs, "b", final_of).n == 2);
   CHECK(group_stat(rs, "a", final_of).n == 3);
+}
+
+TEST_CASE("A results file that cannot be written is an error saying why: a missing directory or a directory") {
+  const std::string tmp = std::filesystem::temp_directory_path().string(), missing = tmp + "/linattn_no_such_dir";
+  std::filesystem::remove_all(missing);
+  CHECK(error_of([&] { CsvFile f(missing + "/t.csv", {"a"}); }) ==
+        "CsvFile: argument 'path' expected a writable file but got '" + missing + "/t.csv' (directory '" + missing +
+            "' does not exist)");
+  CHECK(error_of([&] { CsvFile f(tmp, {"a"}); }).find("but got '" + tmp + "' (a directory)") != std::string::npos);
+  Cli c;
+  c.out = missing;
+  CHECK(error_of([&] { emit(c, "t.md", "x"); }).find("(directory '" + missing + "' does not exist)") != std::string::npos);
 }

@@ -47,12 +47,9 @@ int main(int argc, char** argv) {
       if (e.name == "tokens" && e.value.empty()) e.value = c.quick ? "128" : "4096";
     }
     const index_t iters = c.timing_steps > 0 ? c.timing_steps : (c.quick ? 2 : 6);
-    std::vector<index_t> lengths;
-    {
-      std::stringstream ss(c.get("lengths"));
-      for (std::string x; std::getline(ss, x, ',');) lengths.push_back(std::stoll(x));
-    }
-    const index_t tokens = std::stoll(c.get("tokens"));
+    const std::vector<long long> ls = cli::to_int_list("fig6_iteration_time", "--lengths", c.get("lengths"), 1);
+    const std::vector<index_t> lengths(ls.begin(), ls.end());
+    const index_t tokens = c.get_int("tokens", 1, lm::kMaxTokens);
     for (index_t T : lengths)
       if (T <= 0 || tokens % T) fail("fig6_iteration_time", "--lengths", "divisors of --tokens = " + std::to_string(tokens), std::to_string(T));
     if (c.list || !c.only.empty()) {
@@ -114,8 +111,7 @@ int main(int argc, char** argv) {
        << fixed(r_hyb, 2) << ", x" << fixed(r_pure, 2) << ")\n";
     emit(c, "fig6.md", "\n" + md.str());
     return ck.verdict();
-  } catch (const linattn::Error& e) {
-    std::cerr << "error: " << e.what() << '\n';
-    return 2;
+  } catch (...) {
+    return cli::report_error("fig6_iteration_time");
   }
 }

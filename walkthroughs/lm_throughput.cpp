@@ -36,6 +36,7 @@
 #include <unistd.h>
 #endif
 
+#include "walkthroughs/lm/cli.hpp"
 #include "walkthroughs/lm/model.hpp"
 #include "walkthroughs/lm/optim.hpp"
 
@@ -93,7 +94,7 @@ int main(int argc, char** argv) {
   prefer_passive_openmp_wait(argv);
   Opts o;
   std::string cmd;
-  for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
+  for (int i = 0; i < argc; ++i) cmd += std::string(i ? " " : "") + argv[i];  // (not "" + string: g++ 12 -Wrestrict)
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
@@ -105,17 +106,15 @@ int main(int argc, char** argv) {
                      "tokens/s of forward + backward + optimiser step per mixer, stack and optimiser.\n";
         return 0;
       }
+      static const char* const kOptions[] = {"--d-model", "--layers", "--heads",   "--kv-heads", "--lin-heads", "--lin-v-heads",
+                                             "--lin-dk",  "--lin-dv", "--batch",   "--seq-len",  "--steps",     "--rounds",
+                                             "--threads", "--core",   "--routing", "--clock"};
+      if (std::find(std::begin(kOptions), std::end(kOptions), a) == std::end(kOptions))
+        fail("lm_throughput", a, "a known option (see --help)", "an unknown option");
       if (i + 1 >= argc) fail("lm_throughput", a, "a value after it", "nothing");
       const std::string v = argv[++i];
-      auto as_int = [&]() -> index_t {
-        try {
-          size_t pos = 0;
-          const long long x = std::stoll(v, &pos);
-          if (pos == v.size() && x > 0) return x;
-        } catch (const std::exception&) {
-        }
-        fail("lm_throughput", a, "a positive integer", "'" + v + "'");
-      };
+      // Sizes are bounded as train_lm's (lm/config.hpp); the tokens of a step are checked below.
+      auto as_int = [&](index_t hi = kMaxSize) -> index_t { return cli::to_int("lm_throughput", a, v, 1, hi); };
       if (a == "--d-model") o.d_model = as_int();
       else if (a == "--layers") o.layers = as_int();
       else if (a == "--heads") o.heads = as_int();
@@ -124,11 +123,11 @@ int main(int argc, char** argv) {
       else if (a == "--lin-v-heads") o.lin_v_heads = as_int();
       else if (a == "--lin-dk") o.lin_dk = as_int();
       else if (a == "--lin-dv") o.lin_dv = as_int();
-      else if (a == "--batch") o.batch = as_int();
-      else if (a == "--seq-len") o.seq_len = as_int();
+      else if (a == "--batch") o.batch = as_int(kMaxTokens);
+      else if (a == "--seq-len") o.seq_len = as_int(kMaxTokens);
       else if (a == "--steps") o.steps = as_int();
-      else if (a == "--rounds") o.rounds = as_int();
-      else if (a == "--threads") o.threads = static_cast<int>(as_int());
+      else if (a == "--rounds") o.rounds = as_int(kMaxSize);
+      else if (a == "--threads") o.threads = static_cast<int>(cli::to_int("lm_throughput", a, v, 0, cli::kMaxThreads));
       else if (a == "--core") {
         if (v != "recurrent" && v != "chunk") fail("lm_throughput", a, "recurrent or chunk", "'" + v + "'");
         o.core = v;
@@ -137,10 +136,11 @@ int main(int argc, char** argv) {
       } else if (a == "--clock") {
         if (v != "wall" && v != "cpu") fail("lm_throughput", a, "wall or cpu", "'" + v + "'");
         o.cpu_clock = v == "cpu";
-      } else {
-        fail("lm_throughput", a, "a known option (see --help)", "an unknown option");
       }
     }
+    if (o.batch * o.seq_len > kMaxTokens)
+      fail("lm_throughput", "--batch x --seq-len", "at most " + std::to_string(kMaxTokens) + " tokens per step",
+           std::to_string(o.batch) + " x " + std::to_string(o.seq_len));
     if (o.threads > 0) set_num_threads(o.threads);
 
     std::vector<Config> cfgs;
@@ -222,9 +222,8 @@ int main(int argc, char** argv) {
                   static_cast<long long>(a.model->num_params()), ta, tm, 100 * ta / ref, 100 * tm / ref, *lo, *hi);
     }
     std::cout << "\nrelative = tokens/s / (GDN, AdamW, pure); load average after: " << loadavg() << "\n";
-  } catch (const linattn::Error& e) {
-    std::cerr << "error: " << e.what() << '\n';
-    return 2;
+  } catch (...) {
+    return cli::report_error("lm_throughput", "lower --d-model, --layers, --batch or --seq-len");
   }
   return 0;
 }

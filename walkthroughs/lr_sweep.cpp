@@ -48,21 +48,16 @@ int main(int argc, char** argv) {
       if (e.name == "lrs" && e.value.empty()) e.value = c.quick ? "1e-3,1e-2" : "3e-4,1e-3,3e-3,1e-2,3e-2";
     }
     const index_t seeds = c.seeds > 0 ? c.seeds : 1;
-    auto split = [](const std::string& s) {
-      std::vector<std::string> v;
-      std::stringstream ss(s);
-      for (std::string x; std::getline(ss, x, ',');) v.push_back(x);
-      return v;
-    };
-    const std::vector<std::string> lrs = split(c.get("lrs")), mixers = split(c.get("mixers"));
-    for (const std::string& lr : lrs)
-      if (!(std::stod(lr) > 0)) fail("lr_sweep", "--lrs", "positive learning rates", lr);
+    const std::vector<std::string> lrs = c.get_list("lrs"), mixers = c.get_list("mixers");
+    for (double lr : cli::to_double_list("lr_sweep", "--lrs", c.get("lrs")))
+      if (!(lr > 0)) fail("lr_sweep", "--lrs", "positive learning rates", num_str(lr));
+    const index_t steps = c.get_int("steps", 1);
     std::vector<Run> runs;
     auto group = [](const std::string& m, const std::string& opt, const std::string& lr) { return m + "-" + opt + "-lr" + lr; };
     for (const std::string& m : mixers)
       for (const char* opt : {"adamw", "muon"})
         for (const std::string& lr : lrs) {
-          lm::TrainOptions o = base_options(c.quick, std::stoll(c.get("steps")));
+          lm::TrainOptions o = base_options(c.quick, steps);
           set_options(o, {{"stack", m == "softmax" ? "dense" : "hybrid"}, {"optimizer", opt}, {"core", c.get("core")},
                           {"lr", lr}, {"adam-lr", std::string(opt) == "muon" ? c.get("adam-lr") : lr}});
           if (m != "softmax") set_options(o, {{"mixer", m}});
@@ -113,8 +108,7 @@ int main(int argc, char** argv) {
     write_runs_csv(c, rs);
     if (!all_ok) std::cout << "note: some runs stopped early (a diverged run stops with a non-finite loss)\n";
     return ck.verdict();
-  } catch (const linattn::Error& e) {
-    std::cerr << "error: " << e.what() << '\n';
-    return 2;
+  } catch (...) {
+    return cli::report_error("lr_sweep");
   }
 }

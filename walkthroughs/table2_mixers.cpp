@@ -51,7 +51,7 @@ std::vector<Config> configs() {
 }
 
 lm::TrainOptions options_of(const Cli& c, const Config& k) {
-  const index_t steps = std::stoll(c.get("steps"));
+  const index_t steps = c.get_int("steps", 1);
   lm::TrainOptions o = base_options(c.quick, steps);
   set_options(o, {{"stack", k.stack}, {"optimizer", k.optimizer}, {"core", c.get("core")}});
   if (k.arch != "softmax") set_options(o, {{"mixer", k.arch}});
@@ -106,7 +106,12 @@ int main(int argc, char** argv) {
         std::stringstream ss(line);
         std::vector<std::string> col;
         for (std::string x; std::getline(ss, x, ',');) col.push_back(x);
-        if (col.size() >= 8) tps[col[0]] = std::stod(col[7]);
+        if (col.size() < 8) continue;
+        double v = NAN;  // fixed() writes "nan" for a non-finite rate
+        if (col[7] != "nan" && !cli::read_double(col[7], v))
+          fail("table2_mixers", "timing file '" + timing_csv + "'", "tokens/s in column 8 (--timing-steps 0 reuses it)",
+               "'" + line + "'");
+        tps[col[0]] = v;
       }
     }
     const double ref = tps.count("gdn-adamw-pure") ? tps["gdn-adamw-pure"] : NAN;
@@ -186,8 +191,7 @@ int main(int argc, char** argv) {
     std::cout << "\nfiles: " << c.out << "/{table2.md, table2.csv, timing.csv, runs.csv, runs/*.csv}\n";
     if (!all_ok) ck.expect(false, "every run finished");
     return ck.verdict();
-  } catch (const linattn::Error& e) {
-    std::cerr << "error: " << e.what() << '\n';
-    return 2;
+  } catch (...) {
+    return cli::report_error("table2_mixers");
   }
 }

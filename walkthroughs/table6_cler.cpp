@@ -53,13 +53,14 @@ int main(int argc, char** argv) {
       if (e.name == "steps" && e.value.empty()) e.value = c.quick ? "30" : "300";
     const index_t seeds = c.seeds > 0 ? c.seeds : (c.quick ? 1 : 3);
     const std::vector<std::pair<std::string, std::string>> pairs{{"muon", "gdn"}, {"muon", "deltanet"}, {"adamw", "gdn"}, {"adamw", "deltanet"}};
+    const index_t steps = c.get_int("steps", 1);
     std::vector<Run> runs;
     auto group = [](const std::string& opt, const std::string& host, const std::string& routing) {
       return host + "-" + opt + "-" + routing;
     };
     for (const auto& [opt, host] : pairs)
       for (const char* routing : {"none", "cler"}) {
-        lm::TrainOptions o = base_options(c.quick, std::stoll(c.get("steps")));
+        lm::TrainOptions o = base_options(c.quick, steps);
         set_options(o, {{"stack", c.get("stack")}, {"mixer", host}, {"optimizer", opt}, {"core", c.get("core")},
                         {"routing", routing}, {"routed-error", c.get("routed-error")},
                         {"lr", c.get(opt == "muon" ? "lr-muon" : "lr-adamw")}, {"adam-lr", c.get("lr-adamw")}});
@@ -102,8 +103,7 @@ int main(int argc, char** argv) {
     write_runs_csv(c, rs);
     if (!all_ok) ck.expect(false, "every run finished");
     return ck.verdict();
-  } catch (const linattn::Error& e) {
-    std::cerr << "error: " << e.what() << '\n';
-    return 2;
+  } catch (...) {
+    return cli::report_error("table6_cler");
   }
 }

@@ -53,11 +53,8 @@ int main(int argc, char** argv) {
     for (ExtraOption& e : c.extra)
       if (e.name == "budgets" && e.value.empty()) e.value = c.quick ? "20,40" : "150,450";
     const index_t seeds = c.seeds > 0 ? c.seeds : (c.quick ? 1 : 3);
-    std::vector<std::string> budgets;
-    {
-      std::stringstream ss(c.get("budgets"));
-      for (std::string x; std::getline(ss, x, ',');) budgets.push_back(x);
-    }
+    const std::vector<std::string> budgets = c.get_list("budgets");
+    const std::vector<long long> budget_steps = cli::to_int_list("table7_routing", "--budgets", c.get("budgets"), 1);
     if (budgets.size() != 2) fail("table7_routing", "--budgets", "two step counts", c.get("budgets"));
     const std::vector<std::string> hosts{"gdn", "deltanet"}, variants{"none", "cler-h", "clvr"};
     auto group = [](const std::string& host, const std::string& steps, const std::string& routing) {
@@ -65,9 +62,10 @@ int main(int argc, char** argv) {
     };
     std::vector<Run> runs;
     for (const std::string& host : hosts)
-      for (const std::string& steps : budgets)
+      for (size_t b = 0; b < budgets.size(); ++b)
         for (const std::string& routing : variants) {
-          lm::TrainOptions o = base_options(c.quick, std::stoll(steps));
+          const std::string& steps = budgets[b];
+          lm::TrainOptions o = base_options(c.quick, budget_steps[b]);
           set_options(o, {{"stack", c.get("stack")}, {"mixer", host}, {"optimizer", c.get("optimizer")},
                           {"core", c.get("core")}, {"routing", routing}, {"routed-error", c.get("routed-error")},
                           {"lr", c.get("lr")}, {"adam-lr", c.get("adam-lr")}});
@@ -122,8 +120,7 @@ int main(int argc, char** argv) {
     write_runs_csv(c, rs);
     if (!all_ok) ck.expect(false, "every run finished");
     return ck.verdict();
-  } catch (const linattn::Error& e) {
-    std::cerr << "error: " << e.what() << '\n';
-    return 2;
+  } catch (...) {
+    return cli::report_error("table7_routing");
   }
 }

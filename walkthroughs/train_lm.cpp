@@ -90,6 +90,7 @@ int main(int argc, char** argv) {
       spec->set(o, argv[++i]);
     }
     validate(o);
+    check_files(o);  // before the data and the model: an unusable --resume/--ckpt/--log loses no run
     const std::string path = o.data_path.empty() ? default_data_path() : o.data_path;
     const Dataset data = load_tinyshakespeare(path);
     if (o.threads > 0) set_num_threads(o.threads);
@@ -119,9 +120,8 @@ int main(int argc, char** argv) {
     if (std::isfinite(st.saturation)) std::printf("saturation loss (val, before decay): %.4f nats/char\n", st.saturation);
     if (std::isfinite(st.final_loss)) std::printf("final loss (val): %.4f nats/char\n", st.final_loss);
     if (!o.log_csv.empty()) std::cout << "log: " << o.log_csv << '\n';
-  } catch (const linattn::Error& e) {
-    std::cerr << "error: " << e.what() << '\n';
-    return 2;
+  } catch (...) {
+    return cli::report_error("train_lm", "lower --d-model, --layers, --mlp-hidden, --batch or --seq-len");
   }
   return 0;
 }

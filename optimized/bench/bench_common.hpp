@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <random>
@@ -21,6 +22,7 @@
 #include "optimized/cpu/gemm.hpp"
 #include "optimized/cpu/simd_level.hpp"
 #include "reference/recurrent.hpp"
+#include "walkthroughs/lm/cli.hpp"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -40,18 +42,23 @@ struct Config {
   std::string cmdline;  ///< argv joined by spaces, for the banner
 };
 
-inline std::vector<index_t> parse_list(const std::string& s) {
-  std::vector<index_t> r;
-  std::stringstream ss(s);
-  for (std::string x; std::getline(ss, x, ',');) r.push_back(std::stoll(x));
-  return r;
+/// Limits of the options: sizes beyond them are refused before anything is allocated (a larger
+/// T x H x d still fails as std::bad_alloc, which the programs report).
+inline constexpr long long kMaxT = 1 << 24, kMaxDim = 4096;
+
+inline std::vector<index_t> parse_list(const std::string& prog, const std::string& flag, const std::string& s,
+                                       long long hi) {
+  const std::vector<long long> v = cli::to_int_list(prog, flag, s, 1, hi);
+  return std::vector<index_t>(v.begin(), v.end());
 }
 
 /// Fills cfg from argv: --quick --T --d --H --chunks --naive-T --min-time --no-naive --ops, and
 /// any program-specific option through extra(name, next) (true when it took the option; next()
-/// returns the option's value). Exits with status 2 on a missing value or an unknown option.
+/// returns the option's value). A missing or bad value or an unknown option is a linattn::Error
+/// naming it (the programs print it and exit with status 2).
 using ExtraOption = std::function<bool(const std::string&, const std::function<std::string()>&)>;
 inline void parse_args(int argc, char** argv, Config& cfg, const ExtraOption& extra) {
+  const std::string prog = argc > 0 ? std::filesystem::path(argv[0]).filename().string() : "bench";
   for (int i = 0; i < argc; ++i) {
     if (i) cfg.cmdline += ' ';
     cfg.cmdline += argv[i];
@@ -59,37 +66,29 @@ inline void parse_args(int argc, char** argv, Config& cfg, const ExtraOption& ex
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const std::function<std::string()> next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "missing value after %s\n", a.c_str());
-        std::exit(2);
-      }
+      if (i + 1 >= argc) fail(prog, a, "a value after it", "nothing");
       return argv[++i];
     };
     if (a == "--quick") cfg.Ts = {1024}, cfg.ds = {64}, cfg.chunks = {64}, cfg.min_time = 0.05;
-    else if (a == "--T") cfg.Ts = parse_list(next());
-    else if (a == "--d") cfg.ds = parse_list(next());
-    else if (a == "--H") cfg.H = std::stoll(next());
-    else if (a == "--chunks") cfg.chunks = parse_list(next());
-    else if (a == "--naive-T") cfg.naive_T = std::stoll(next());
-    else if (a == "--min-time") cfg.min_time = std::stod(next());
+    else if (a == "--T") cfg.Ts = parse_list(prog, a, next(), kMaxT);
+    else if (a == "--d") cfg.ds = parse_list(prog, a, next(), kMaxDim);
+    else if (a == "--H") cfg.H = cli::to_int(prog, a, next(), 1, kMaxDim);
+    else if (a == "--chunks") cfg.chunks = parse_list(prog, a, next(), kMaxDim);
+    else if (a == "--naive-T") cfg.naive_T = cli::to_int(prog, a, next(), 1, kMaxT);
+    else if (a == "--min-time") cfg.min_time = cli::to_double(prog, a, next(), 0, 3600);
     else if (a == "--no-naive") cfg.naive = false;
     else if (a == "--ops") {
       cfg.ops.clear();
-      std::stringstream ss(next());
-      for (std::string x; std::getline(ss, x, ',');) {
+      for (const std::string& x : cli::split(prog, a, next())) {
         if (x == "dn") cfg.ops.push_back(Op::delta_rule);
         else if (x == "gdn") cfg.ops.push_back(Op::gated_delta_rule);
         else if (x == "kda") cfg.ops.push_back(Op::kda);
         else if (x == "gdn2") cfg.ops.push_back(Op::gdn2);
-        else {
-          std::fprintf(stderr, "unknown op %s (dn, gdn, kda, gdn2)\n", x.c_str());
-          std::exit(2);
-        }
+        else fail(prog, a, "a comma-separated list of dn, gdn, kda, gdn2", "'" + x + "'");
       }
     } else if (!extra || !extra(a, next)) {
-      std::fprintf(stderr, "unknown argument %s (see the comment at the top of the source)\n",
-                   a.c_str());
-      std::exit(2);
+      fail(prog, "argument " + std::to_string(i), "a known option (see the comment at the top of the source)",
+           "'" + a + "'");
     }
   }
 }

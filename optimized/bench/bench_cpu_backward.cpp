@@ -82,16 +82,13 @@ double max_rel_rms(const ref::RecurrentGrads<float>& a, const ref::RecurrentGrad
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   Config cfg;
   cfg.Ts = {1024, 4096};
   parse_args(argc, argv, cfg, [](const std::string& a, const std::function<std::string()>& next) {
     if (a != "--clock") return false;
     const std::string c = next();
-    if (c != "wall" && c != "cpu") {
-      std::fprintf(stderr, "--clock wall or cpu, not %s\n", c.c_str());
-      std::exit(2);
-    }
+    if (c != "wall" && c != "cpu") fail("bench_cpu_backward", a, "wall or cpu", "'" + c + "'");
     g_cpu_clock = c == "cpu";
     return true;
   });
@@ -164,4 +161,6 @@ int main(int argc, char** argv) {
   }
   std::printf("\n\"bwd / fwd\" = backward time / forward time of the same kernel.\n");
   return 0;
+} catch (...) {  // a bad option or size (linattn::Error, std::bad_alloc): the message, exit status 2
+  return cli::report_error("bench_cpu_backward", "lower --T, --d or --H");
 }

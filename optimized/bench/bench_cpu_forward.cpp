@@ -47,12 +47,14 @@ double chunk_flops(double K, double V, double C) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   Config cfg;
   cfg.Ts = {1024, 4096, 16384};
   parse_args(argc, argv, cfg, [](const std::string& a, const std::function<std::string()>& next) {
     if (a != "--simd") return false;
     const std::string l = next();
+    if (l != "baseline" && l != "avx2" && l != "avx512")
+      fail("bench_cpu_forward", a, "baseline, avx2 or avx512", "'" + l + "'");
     cpu::set_simd_level(l == "baseline" ? cpu::SimdLevel::baseline
                         : l == "avx2"   ? cpu::SimdLevel::avx2
                                         : cpu::SimdLevel::avx512);
@@ -111,4 +113,6 @@ int main(int argc, char** argv) {
   std::printf("\n\"vs fused\" = fused-recurrent time / this kernel's time (> 100%%: faster than the "
               "fused recurrent kernel).\n");
   return 0;
+} catch (...) {  // a bad option or size (linattn::Error, std::bad_alloc): the message, exit status 2
+  return cli::report_error("bench_cpu_forward", "lower --T, --d or --H");
 }

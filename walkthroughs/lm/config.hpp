@@ -3,10 +3,18 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
 #include "walkthroughs/lm/params.hpp"
 
 namespace linattn::lm {
+
+/// The largest model size (width, layers, heads, head dimensions, MLP width, convolution, routing
+/// rank) that a configuration accepts, and the most tokens of one step (batch x sequence length,
+/// lm/trainer.hpp): far beyond what this CPU trainer can run, they turn absurd sizes (a typo, an
+/// overflow) into an error that names the limit instead of a failed allocation.
+inline constexpr index_t kMaxSize = index_t(1) << 16;
+inline constexpr index_t kMaxTokens = index_t(1) << 24;
 
 enum class MixerKind { softmax, deltanet, gdn, kda, gdn2 };
 
@@ -68,6 +76,14 @@ struct ModelConfig {
     check_positive(fn, "n_layer", n_layer);
     check_positive(fn, "n_head", n_head);
     check_positive(fn, "n_kv_head", n_kv_head);
+    if (mlp_hidden < 0) fail(fn, "mlp_hidden", "0 (8/3 d_model rounded up to 32) or a positive size", std::to_string(mlp_hidden));
+    if (head_dim < 0) fail(fn, "head_dim", "0 (d_model / n_head) or a positive size", std::to_string(head_dim));
+    for (const auto& [name, size] : {std::pair<const char*, index_t>{"d_model", d_model}, {"n_layer", n_layer},
+                                     {"n_head", n_head}, {"n_kv_head", n_kv_head}, {"head_dim", head_dim},
+                                     {"mlp_hidden", mlp_hidden}, {"lin_heads", lin_heads}, {"lin_v_heads", lin_v_heads},
+                                     {"lin_dk", lin_dk}, {"lin_dv", lin_dv}, {"conv_size", conv_size},
+                                     {"route_rank", route_rank}})
+      if (size > kMaxSize) fail(fn, name, "a size at most " + std::to_string(kMaxSize), std::to_string(size));
     if (n_head % n_kv_head) fail(fn, "n_kv_head", "a divisor of n_head = " + std::to_string(n_head), std::to_string(n_kv_head));
     if (head_dim <= 0 && d_model % n_head)
       fail(fn, "n_head", "a divisor of d_model = " + std::to_string(d_model) + " (or set head_dim)", std::to_string(n_head));

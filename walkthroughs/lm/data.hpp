@@ -17,7 +17,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <ios>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -129,13 +131,31 @@ inline std::string default_data_path() {
   return std::string(LINATTN_PROJECT_ROOT) + "/../shared/data/tinyshakespeare.txt";
 }
 
-/// Read a whole file as bytes; Error if it cannot be opened.
-inline std::vector<unsigned char> read_bytes(const std::string& path) {
+/// Error (fn, arg, expected) unless `path` is a file that can be opened for reading.
+inline void check_readable(const std::string& fn, const std::string& arg, const std::string& expected,
+                           const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail(fn, arg, expected, "'" + path + "' (a directory)");
+  if (!std::ifstream(path, std::ios::binary)) fail(fn, arg, expected, "'" + path + "' (cannot open)");
+}
+
+/// A whole file; Error (fn, arg, expected) if it is a directory or cannot be opened or read.
+inline std::string read_file(const std::string& fn, const std::string& arg, const std::string& expected,
+                             const std::string& path) {
+  check_readable(fn, arg, expected, path);
   std::ifstream f(path, std::ios::binary);
-  if (!f)
-    fail("read_bytes", "path", "a readable file (set --data or LINATTN_DATA; see shared/data/README.md)",
-         "'" + path + "' (cannot open)");
-  return std::vector<unsigned char>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  try {  // a read error (EIO, ...) is thrown by the stream buffer, whatever the stream's exception mask
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure& e) {
+    fail(fn, arg, expected, "'" + path + "' (read error: " + e.what() + ")");
+  }
+}
+
+/// Read a whole file as bytes; Error if it is a directory or cannot be opened or read.
+inline std::vector<unsigned char> read_bytes(const std::string& path) {
+  const std::string s =
+      read_file("read_bytes", "path", "a readable file (set --data or LINATTN_DATA; see shared/data/README.md)", path);
+  return std::vector<unsigned char>(s.begin(), s.end());
 }
 
 struct Dataset {

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iomanip>
@@ -28,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "walkthroughs/lm/cli.hpp"
 #include "walkthroughs/lm/data.hpp"
 #include "walkthroughs/lm/model.hpp"
 #include "walkthroughs/lm/optim.hpp"
@@ -61,22 +63,10 @@ struct OptionSpec {
 
 namespace detail {
 inline index_t parse_int(const std::string& name, const std::string& s) {
-  try {
-    size_t pos = 0;
-    const long long v = std::stoll(s, &pos);
-    if (pos == s.size()) return static_cast<index_t>(v);
-  } catch (const std::exception&) {
-  }
-  fail("train_lm", "--" + name, "an integer", "'" + s + "'");
+  return static_cast<index_t>(cli::to_int("train_lm", "--" + name, s));
 }
 inline double parse_double(const std::string& name, const std::string& s) {
-  try {
-    size_t pos = 0;
-    const double v = std::stod(s, &pos);
-    if (pos == s.size() && std::isfinite(v)) return v;
-  } catch (const std::exception&) {
-  }
-  fail("train_lm", "--" + name, "a finite number", "'" + s + "'");
+  return cli::to_double("train_lm", "--" + name, s);
 }
 inline bool parse_bool(const std::string& name, const std::string& s) {
   if (s == "1" || s == "true" || s == "on") return true;
@@ -109,7 +99,7 @@ inline const std::vector<OptionSpec>& option_table() {
        [](O& o, const std::string& s) { o.seed = static_cast<std::uint64_t>(parse_int("seed", s)); }},
       {"threads", "OpenMP threads (0: all cores); results do not depend on it", false,
        [](const O& o) { return std::to_string(o.threads); },
-       [](O& o, const std::string& s) { o.threads = static_cast<int>(parse_int("threads", s)); }},
+       [](O& o, const std::string& s) { o.threads = static_cast<int>(cli::to_int("train_lm", "--threads", s, 0, cli::kMaxThreads)); }},
       {"steps", "optimiser steps", true, [](const O& o) { return std::to_string(o.sched.steps); },
        [](O& o, const std::string& s) { o.sched.steps = parse_int("steps", s); }},
       {"batch", "sequences per step", true, [](const O& o) { return std::to_string(o.batch); },
@@ -215,6 +205,10 @@ inline void validate(const TrainOptions& o) {
   if (o.model.vocab != 256) fail(fn, "vocab", "256 (byte-level)", std::to_string(o.model.vocab));
   check_positive(fn, "--batch", o.batch);
   check_positive(fn, "--seq-len", o.seq_len);
+  if (o.batch > kMaxTokens / o.seq_len)  // (the product itself could overflow)
+    fail(fn, "--batch x --seq-len", "at most " + std::to_string(kMaxTokens) + " tokens per step",
+         std::to_string(o.batch) + " x " + std::to_string(o.seq_len));
+  if (!(o.optim.clip >= 0)) fail(fn, "--clip", "0 (off) or a positive gradient norm", num_str(o.optim.clip));
   check_positive(fn, "--eval-every", o.eval_every);
   check_positive(fn, "--eval-batches", o.eval_batches);
   check_positive(fn, "--print-every", o.print_every);
@@ -224,6 +218,20 @@ inline void validate(const TrainOptions& o) {
     fail(fn, "--stop-at", "a step in [0, --steps = " + std::to_string(o.sched.steps) + "]", std::to_string(o.stop_at));
   if ((o.stop_at > 0 || o.ckpt_every > 0) && o.ckpt_path.empty())
     fail(fn, "--ckpt", "a checkpoint path when --stop-at or --ckpt-every is given", "none");
+}
+
+/// Error unless the files of `o` can be used: --resume readable, --ckpt and --log writable (an
+/// existing file is left as it is; one created by the check is removed). train_lm checks them
+/// before loading the data, train() before training, so that a bad path loses no run.
+inline void check_files(const TrainOptions& o) {
+  if (!o.resume.empty()) check_readable("load_checkpoint", "--resume", "a readable checkpoint file", o.resume);
+  for (const auto& [flag, path] : {std::pair<std::string, std::string>{"--ckpt", o.ckpt_path}, {"--log", o.log_csv}}) {
+    if (path.empty()) continue;
+    std::error_code ec;
+    const bool existed = std::filesystem::exists(path, ec);
+    if (!std::ofstream(path, std::ios::app)) fail("train_lm", flag, "a writable file", cli::unwritable(path));
+    if (!existed) std::filesystem::remove(path, ec);
+  }
 }
 
 /// One evaluation (one CSV row).
@@ -328,9 +336,7 @@ template <class T>
 void load_checkpoint(const std::string& path, const TrainOptions& o, TrainState& st,
                      ParamStore<T>& ps, Optimizer<T>& opt) {
   const std::string fn = "load_checkpoint";
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail(fn, "--resume", "a readable checkpoint file", "'" + path + "' (cannot open)");
-  const std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::string all = read_file(fn, "--resume", "a readable checkpoint file", path);
   const std::string magic = kCkptMagic;
   if (all.compare(0, magic.size(), magic) != 0 || all.size() < magic.size() + 64)
     fail(fn, "--resume", "a linattn LM checkpoint", "'" + path + "' (wrong header)");
@@ -453,11 +459,15 @@ inline std::string hms(double s) {
 /// Train (float32) on `data` with options `o`; progress lines go to `log`.
 inline TrainResult train(const TrainOptions& o, const Dataset& data, std::ostream& log) {
   validate(o);
+  check_files(o);
   if (o.threads > 0) set_num_threads(o.threads);
   using T = float;
   const index_t B = o.batch, Tn = o.seq_len, tokens_per_step = B * Tn;
-  if (static_cast<index_t>(data.train.size()) < Tn + 1 || static_cast<index_t>(data.val.size()) < Tn + 1)
-    fail("train_lm", "--seq-len", "at most the split sizes - 1", std::to_string(Tn));
+  const index_t split = static_cast<index_t>(std::min(data.train.size(), data.val.size()));
+  if (split < Tn + 1)
+    fail("train_lm", "--seq-len", "at most the smaller split's size - 1 = " + std::to_string(split - 1) + " (train " +
+         std::to_string(data.train.size()) + ", validation " + std::to_string(data.val.size()) + " bytes)",
+         std::to_string(Tn));
   Model<T> model(o.model);
   model.init(o.seed);
   Optimizer<T> opt(o.optim, o.sched, model.ps);

@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "walkthroughs/lm/cli.hpp"
 #include "walkthroughs/lm/trainer.hpp"
 #include "walkthroughs/paper/json.hpp"
 #include "walkthroughs/paper/report.hpp"
@@ -75,11 +76,7 @@ inline std::string corpus_path(const std::string& given) {
 }
 
 inline std::string read_text(const std::string& path, const std::string& what) {
-  std::ifstream f(path);
-  if (!f) fail("read_text", what, "a readable file", "'" + path + "'");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  return lm::read_file("read_text", what, "a readable file", path);
 }
 
 /// The paper's tables (<shared>/paper/tables.json, or env LINATTN_PAPER_TABLES).
@@ -108,7 +105,11 @@ struct ExtraOption {
   std::string name, value, help;
 };
 
+/// The most seeds per configuration and timed iterations per configuration the programs accept.
+inline constexpr long long kMaxSeeds = 1000, kMaxTimingSteps = 1000000;
+
 struct Cli {
+  std::string prog;        ///< the program's name (in error messages)
   bool quick = false;      ///< tiny model, few steps: the CI mode
   bool force = false;      ///< re-run runs whose CSV is complete
   bool list = false;       ///< print the runs and exit
@@ -129,6 +130,12 @@ struct Cli {
       if (e.name == name) return e.value;
     fail("Cli::get", "name", "a declared option", "'" + name + "'");
   }
+  /// A program option read whole as an integer in [lo, hi] (Error naming --name otherwise).
+  index_t get_int(const std::string& name, long long lo, long long hi = cli::kNoMax) const {
+    return static_cast<index_t>(cli::to_int(prog, "--" + name, get(name), lo, hi));
+  }
+  /// A program option as a comma-separated list (no empty items).
+  std::vector<std::string> get_list(const std::string& name) const { return cli::split(prog, "--" + name, get(name)); }
   int run_threads() const { return threads > 0 ? threads : (jobs > 1 ? 1 : 0); }
 };
 
@@ -138,20 +145,15 @@ struct Cli {
 inline Cli parse_cli(int argc, char** argv, const std::string& prog, const std::string& results,
                      std::vector<ExtraOption> extra) {
   Cli c;
+  c.prog = prog;
   c.extra = std::move(extra);
   for (int i = 0; i < argc; ++i) c.argv.emplace_back(argv[i]);
+  // An empty value is refused: the programs read "" as "not given" (--out "" would write into the
+  // committed walkthroughs/results).
   auto need = [&](int& i, const std::string& a) -> std::string {
     if (i + 1 >= argc) fail(prog, a, "a value after it", "nothing");
+    if (argv[i + 1][0] == '\0') fail(prog, a, "a non-empty value", "''");
     return argv[++i];
-  };
-  auto as_int = [&](const std::string& a, const std::string& v) -> long long {
-    try {
-      size_t pos = 0;
-      const long long x = std::stoll(v, &pos);
-      if (pos == v.size()) return x;
-    } catch (const std::exception&) {
-    }
-    fail(prog, a, "an integer", "'" + v + "'");
   };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -186,10 +188,10 @@ inline Cli parse_cli(int argc, char** argv, const std::string& prog, const std::
     else if (a == "--out") c.out = need(i, a);
     else if (a == "--only") c.only = need(i, a);
     else if (a == "--data") c.data = need(i, a);
-    else if (a == "--jobs") c.jobs = static_cast<int>(as_int(a, need(i, a)));
-    else if (a == "--threads") c.threads = static_cast<int>(as_int(a, need(i, a)));
-    else if (a == "--seeds") c.seeds = as_int(a, need(i, a));
-    else if (a == "--timing-steps") c.timing_steps = as_int(a, need(i, a));
+    else if (a == "--jobs") c.jobs = static_cast<int>(cli::to_int(prog, a, need(i, a), 1, cli::kMaxThreads));
+    else if (a == "--threads") c.threads = static_cast<int>(cli::to_int(prog, a, need(i, a), 0, cli::kMaxThreads));
+    else if (a == "--seeds") c.seeds = cli::to_int(prog, a, need(i, a), 0, kMaxSeeds);
+    else if (a == "--timing-steps") c.timing_steps = cli::to_int(prog, a, need(i, a), 0, kMaxTimingSteps);
     else {
       bool found = false;
       for (ExtraOption& e : c.extra)
@@ -198,9 +200,6 @@ inline Cli parse_cli(int argc, char** argv, const std::string& prog, const std::
     }
   }
   if (c.clock != "wall" && c.clock != "cpu") fail(prog, "--clock", "wall or cpu", "'" + c.clock + "'");
-  if (c.jobs < 1) fail(prog, "--jobs", "at least 1", std::to_string(c.jobs));
-  if (c.threads < 0) fail(prog, "--threads", "0 (default) or a positive count", std::to_string(c.threads));
-  if (c.seeds < 0) fail(prog, "--seeds", "a non-negative count", std::to_string(c.seeds));
   if (c.out.empty()) c.out = project_root() + "/walkthroughs/results/" + results + (c.quick ? "_quick" : "");
   return c;
 }
@@ -425,6 +424,10 @@ inline bool drive(const Cli& c, const std::vector<Run>& runs, std::vector<Result
       if (r.name == c.only) std::exit(run_in_process(c, r));
     fail("drive", "--only", "the name of a run (see --list)", "'" + c.only + "'");
   }
+  std::error_code ec;
+  if (c.report_only && !fs::is_directory(c.out, ec))
+    fail(c.prog, "--out", "the directory of the runs to report (--report-only trains nothing)",
+         "'" + c.out + "' (" + (fs::exists(c.out, ec) ? "not a directory" : "the directory does not exist") + ")");
   const int failed = c.report_only ? 0 : execute_runs(c, runs);
   results.clear();
   int missing = 0;
@@ -466,6 +469,7 @@ inline double clock_seconds(bool cpu) {
 /// process. Batches are real training batches.
 inline Timing time_iterations(const lm::TrainOptions& o, const lm::Dataset& data, index_t warm, index_t iters,
                               int threads, bool cpu_clock = false) {
+  lm::validate(o);
   if (threads > 0) lm::set_num_threads(threads);
   lm::Model<float> model(o.model);
   model.init(o.seed);

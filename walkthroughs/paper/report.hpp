@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "reference/check.hpp"
+#include "walkthroughs/lm/cli.hpp"
 
 namespace linattn::paper {
 
@@ -85,7 +86,7 @@ struct MdTable {
 struct CsvFile {
   std::ofstream f;
   CsvFile(const std::string& path, const std::vector<std::string>& header) : f(path, std::ios::trunc) {
-    if (!f) fail("CsvFile", "path", "a writable file", "'" + path + "'");
+    if (!f) fail("CsvFile", "path", "a writable file", cli::unwritable(path));
     row(header);
   }
   void row(const std::vector<std::string>& cells) {

@@ -52,6 +52,7 @@ inline std::vector<std::uint64_t> seed_list(index_t n) {
 /// Append one run per seed of configuration `group` (name = group + "-s" + seed).
 inline void add_seeded(std::vector<Run>& runs, const std::string& group, std::map<std::string, std::string> tags,
                        lm::TrainOptions o, index_t seeds) {
+  lm::validate(o);  // a bad option (--core foo) is refused now, not in every run's child process
   for (std::uint64_t s : seed_list(seeds)) {
     Run r;
     r.group = group;
@@ -140,7 +141,9 @@ inline void write_runs_csv(const Cli& c, const std::vector<Result>& rs) {
 
 /// Write `text` to <out>/<name> and print it.
 inline void emit(const Cli& c, const std::string& name, const std::string& text) {
-  std::ofstream f(c.out + "/" + name, std::ios::trunc);
+  const std::string path = c.out + "/" + name;
+  std::ofstream f(path, std::ios::trunc);
+  if (!f) fail("emit", "path", "a writable file", cli::unwritable(path));
   f << text;
   std::cout << text << std::flush;
 }
