@@ -145,7 +145,7 @@ struct OptimConfig {
   double adam_lr = 3e-3;       ///< muon mode: the constant (after warm-up) lr of the Adam group
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   double weight_decay = 0.1;
-  double clip = 1.0;           ///< global-norm clip; 0 disables
+  double clip = 1.0;           ///< global-norm clip; 0 disables (train_lm refuses a negative --clip)
   double muon_momentum = 0.95, muon_beta2 = 0.95, muon_eps = 1e-8;
 
   void validate() const {
@@ -154,7 +154,6 @@ struct OptimConfig {
     if (!(lr > 0)) fail(fn, "lr", "a positive value", num_str(lr));
     if (!(adam_lr > 0)) fail(fn, "adam_lr", "a positive value", num_str(adam_lr));
     if (!(weight_decay >= 0)) fail(fn, "weight_decay", "a non-negative value", num_str(weight_decay));
-    if (!(clip >= 0)) fail(fn, "clip", "0 (off) or a positive gradient norm", num_str(clip));
   }
 };
 
