@@ -600,3 +600,26 @@ TEST_CASE("linattn's float32 chunked CPU kernels pass the default verdict on ran
   }
   CHECK(failures == 0);
 }
+
+TEST_CASE("compare and the floors stay right for float64 data at extreme magnitudes") {
+  // sums of squares are scaled before squaring (SumSq): at 1e-200 they underflowed (rel_rms 0, a doubled result
+  // passed), at 1e200 they overflowed (rel_rms NaN, a 1e-12 error failed)
+  const auto tiny = Tensor<double>::from({2}, {1e-200, 1e-200}), huge = Tensor<double>::from({1}, {1e200});
+  Tensor<double> doubled = tiny.clone(), near = huge.clone();
+  for (double& x : doubled) x *= 2;
+  near.data()[0] *= 1 + 1e-12;
+  CHECK_FALSE(ref::compare("o", doubled, tiny, ref::Tolerance{1e-10, 0}).ok());
+  CHECK(ref::compare("o", doubled, tiny, ref::Tolerance{1e-10, 0}).rel_rms == Approx(1.0));
+  CHECK(ref::compare("o", near, huge).ok());
+  CHECK(ref::compare("o", near, huge).rel_rms == Approx(1e-12).margin(1e-15));
+  // o's floor with q = 1e160: ||q||^2 overflowed to an infinite floor, and o = 0 passed
+  ref::RecurrentOptions<double> opt;
+  opt.output_final_state = true;
+  const auto q = Tensor<double>::from({1, 2, 1, 1}, {1e160, 1e160}), k = Tensor<double>::from({1, 2, 1, 1}, {1, 1}),
+             v = Tensor<double>::from({1, 2, 1, 1}, {1e-170, 2e-170}), beta = Tensor<double>::from({1, 2, 1}, {0.5, 0.5});
+  const auto want = ref::naive_recurrent_delta_rule(q, k, v, beta, opt);
+  CHECK(ref::all_ok(ref::compare_outputs(want.o, want.final_state, want, q, k, v, opt)));
+  const auto zero = ref::compare_outputs(Tensor<double>(want.o.shape()), want.final_state, want, q, k, v, opt);
+  CHECK_FALSE(zero[0].ok());
+  CHECK(std::isfinite(zero[0].tol.atol_rms));
+}

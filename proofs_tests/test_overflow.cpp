@@ -98,8 +98,17 @@ TEST_CASE("Softmax attention with finite inputs whose scores overflow says so in
   REQUIRE_THROWS_WITH(ref::naive_softmax_attn(q, k, v),
                       Contains("naive_softmax_attn: argument 'q, k'") && Contains("overflow") &&
                           Contains("query 0, key 0"));
-  Tensor<float> kneg({1, 4, 1, 2}, -1e20f);  // scores -inf: was reported as a fully masked query
-  REQUIRE_THROWS_WITH(ref::naive_softmax_attn(q, kneg, v), Contains("argument 'q, k'") && !Contains("mask"));
+  Tensor<float> kneg({1, 4, 1, 2}, -1e20f);  // every score -inf: was reported as a fully masked query
+  REQUIRE_THROWS_WITH(ref::naive_softmax_attn(q, kneg, v),
+                      Contains("argument 'q, k'") && Contains("-inf for every key of query 0") && !Contains("mask"));
+  // one score at -inf among finite ones is a weight of 0, not an error: query 1 sees key 0 (-inf) and key 1 (0)
+  Tensor<float> q2({1, 2, 1, 1}, 1e20f), k2({1, 2, 1, 1}, 0.0f), v2({1, 2, 1, 1}, 0.0f);
+  k2(0, 0, 0, 0) = -1e20f;
+  v2(0, 0, 0, 0) = 5.0f, v2(0, 1, 0, 0) = 3.0f;
+  q2(0, 0, 0, 0) = 0.0f;  // query 0 scores key 0 at 0
+  const Tensor<float> y2 = ref::naive_softmax_attn(q2, k2, v2);
+  REQUIRE(y2(0, 0, 0, 0) == 5.0f);
+  REQUIRE(y2(0, 1, 0, 0) == 3.0f);
   const Tensor<float> small({1, 4, 1, 2}, 1e-3f);  // the same shapes at sane sizes run
   for (float e : ref::naive_softmax_attn(small, small, v)) REQUIRE(std::isfinite(e));
 }

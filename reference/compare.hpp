@@ -12,7 +12,8 @@
 ///     final_state  S = max(rms(final_state), rms(h0), rms_t(rms(k_t) rms(v_t)))   (the state's size; the last
 ///                  term, one write k_t v_t^T, because a final state can cancel far below the states before it)
 ///     gradients    the largest RMS among the reference gradients compared; for dg at least the RMS of
-///                  |q dq| + |k dk|; for dh0 rtol_rms (not atol_rms) times it
+///                  |q dq| + |k dk|; for dh0 the gradient table's rtol (1e-10 / 1e-4 / 1e-2, not grown
+///                  with T nor by a 16-bit storage) times it
 /// ~~~
 /// compare() alone applies `tol` as given (an absolute floor, no growth with T: see Tolerance::for_length);
 /// compare_outputs and compare_gradients scale the floor as above (compare_outputs: unless scale_floor = false)
@@ -54,12 +55,16 @@ struct Tolerance {
   /// The unit roundoff of a float32 or float64 computation (2^-24, 2^-53), by which for_length grows rtol_rms
   /// with the sequence length; 0 (a 16-bit computation, or a tolerance built by hand): rtol_rms stays as is.
   double unit_roundoff = 0;
+  /// dh0's floor as a fraction of the gradients' magnitude: the gradient table's rtol of the computation's
+  /// precision (1e-10 / 1e-4 / 1e-2), not grown with T_max nor loosened by a 16-bit storage, as Python's
+  /// _DEFAULT_ATOL_GRAD; < 0 (a tolerance built by hand): rtol_rms.
+  double floor_rtol = -1;
 
   /// The defaults for a computation whose narrowest type has `bytes` bytes (8, 4, 2 for bf16/fp16).
   static Tolerance for_bytes(int bytes) {
-    if (bytes >= 8) return {1e-10, 1e-14, "float64", 0x1p-53};
-    if (bytes == 4) return {1e-5, 1e-6, "float32", 0x1p-24};
-    if (bytes == 2) return {1e-2, 1e-3, "16-bit", 0};
+    if (bytes >= 8) return {1e-10, 1e-14, "float64", 0x1p-53, 1e-10};
+    if (bytes == 4) return {1e-5, 1e-6, "float32", 0x1p-24, 1e-4};
+    if (bytes == 2) return {1e-2, 1e-3, "16-bit", 0, 1e-2};
     throw Error("Tolerance::for_bytes: argument 'bytes' expected 8, 4 or 2 but got " + std::to_string(bytes));
   }
   /// The defaults for gradients computed in `bytes`: as for_bytes but float32's rtol_rms is 1e-4, the bound
@@ -173,6 +178,19 @@ Tensor<double> widen(const Tensor<T>& t) {
   return out;
 }
 
+/// A sum of squares kept as m^2 ss, m the largest |x| so far (as hypot): no overflow at 1e200, no underflow at
+/// 1e-200, so the relative RMS of float64 data is right at any magnitude (Python's compare() scales likewise).
+struct SumSq {
+  double m = 0, ss = 0;
+  void add(double x) {
+    x = std::abs(x);
+    if (x > m) ss = 1 + ss * (m / x) * (m / x), m = x;
+    else if (x > 0) ss += (x / m) * (x / m);
+  }
+  double norm() const { return m * std::sqrt(ss); }                                     ///< sqrt(sum x^2)
+  double rms(double count) const { return count > 0 ? m * std::sqrt(ss / count) : 0.0; }  ///< sqrt(sum x^2 / count)
+};
+
 /// Compare `got` with `want` element by element (float64 arithmetic); NaN/Inf in got fail. Both must be
 /// defined tensors and `want` finite (a linattn::Error otherwise).
 template <class A, class B>
@@ -206,24 +224,24 @@ Comparison compare(const std::string& name, const Tensor<A>& got, const Tensor<B
   c.shape_ok = got.shape() == want.shape();
   if (!c.shape_ok) return c;
   const index_t n = got.numel();
-  double num = 0, den = 0, wsum = 0;
+  SumSq num, den, wsum;
   index_t worst = -1;
   for (index_t i = 0; i < n; ++i) {
     const double g = static_cast<double>(got.data()[i]), w = static_cast<double>(want.data()[i]);
-    wsum += w * w;
+    wsum.add(w);
     if (!std::isfinite(g)) {
       if (c.n_nonfinite++ == 0) c.first_nonfinite = unravel(i, got.shape());
       continue;
     }
     const double d = g - w;
-    num += d * d;
-    den += w * w;
+    num.add(d);
+    den.add(w);
     if (worst < 0 || std::abs(d) > c.max_abs) c.max_abs = std::abs(d), worst = i;
   }
   const double count = static_cast<double>(std::max<index_t>(n, 1));
-  c.want_rms = std::sqrt(wsum / count);
-  c.abs_rms = std::sqrt(num / count);
-  c.rel_rms = den > 0 ? std::sqrt(num / den) : c.abs_rms;
+  c.want_rms = wsum.rms(count);
+  c.abs_rms = num.rms(count);
+  c.rel_rms = den.m > 0 ? (num.m / den.m) * std::sqrt(num.ss / den.ss) : c.abs_rms;
   if (worst >= 0) c.max_at = unravel(worst, got.shape());
   return c;
 }
@@ -234,9 +252,9 @@ double magnitude(const std::vector<const Tensor<T>*>& ts) {
   double m = 0;
   for (const Tensor<T>* t : ts) {
     if (!t || !t->defined() || t->numel() == 0) continue;
-    double s = 0;
-    for (index_t i = 0; i < t->numel(); ++i) s += static_cast<double>(t->data()[i]) * static_cast<double>(t->data()[i]);
-    m = std::max(m, std::sqrt(s / static_cast<double>(t->numel())));
+    SumSq s;
+    for (index_t i = 0; i < t->numel(); ++i) s.add(static_cast<double>(t->data()[i]));
+    m = std::max(m, s.rms(static_cast<double>(t->numel())));
   }
   return m;
 }
@@ -291,13 +309,15 @@ std::vector<Comparison> compare_outputs(const Tensor<A>& o, const Tensor<A>& fin
   if (scale_floor) {
     const index_t K = q.size(3);
     const double scale = opt.scale ? static_cast<double>(*opt.scale) : 1.0 / std::sqrt(static_cast<double>(K));
-    double qq = 0;  // sum over tokens and heads of ||q_t||^2 (as the reference reads q)
-    for (index_t r = 0; r < q.numel() / std::max<index_t>(K, 1); ++r) {
-      double n2 = 0;
-      for (index_t i = 0; i < K; ++i) n2 += q.data()[r * K + i] * q.data()[r * K + i];
-      qq += opt.use_qk_l2norm ? n2 / (n2 + 1e-6) : n2;
+    SumSq qq;  // over tokens and heads of ||q_t|| (as the reference reads q), scaled against overflow
+    const index_t q_rows = q.numel() / std::max<index_t>(K, 1);
+    for (index_t r = 0; r < q_rows; ++r) {
+      SumSq row;
+      for (index_t i = 0; i < K; ++i) row.add(q.data()[r * K + i]);
+      const double nq = row.norm();  // ||q_t||; under use_qk_l2norm the reference reads q_t / sqrt(||q_t||^2 + 1e-6)
+      qq.add(opt.use_qk_l2norm ? (nq > 0 ? 1.0 / std::sqrt(1.0 + 1e-6 / (nq * nq)) : 0.0) : nq);
     }
-    const double q_rms = q.numel() ? std::sqrt(qq / static_cast<double>(q.numel() / std::max<index_t>(K, 1))) : 0.0;
+    const double q_rms = qq.rms(static_cast<double>(q_rows));
     // rms_t(rms(k_t) rms(v_t)), the size of one write, each factor scaled before squaring (no overflow to an
     // infinite floor): hypot-style sums, sum (x / m)^2 with m the largest so far.
     auto add = [](double x, double& m, double& ss) {
@@ -402,7 +422,7 @@ std::vector<Comparison> compare_gradients(const RecurrentGrads<A>& got, const Re
       }
       scale = std::max(mag, magnitude<double>({&terms}));
     }
-    t.atol_rms = (name == "dh0" ? grown.rtol_rms : grown.atol_rms) * scale;
+    t.atol_rms = (name == "dh0" ? (tol.floor_rtol >= 0 ? tol.floor_rtol : tol.rtol_rms) : grown.atol_rms) * scale;
     out.push_back(compare(name, *it.got, *it.want, t));
   }
   return out;

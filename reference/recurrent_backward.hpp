@@ -265,7 +265,8 @@ RecurrentGrads<T> recurrent_backward(const std::string& fn, Op op, const Tensor<
         if (!std::isfinite(g->data()[i]))
           throw Error(fn + (op == Op::linear_attn ? ": argument 'q, k, v' expected gradients within the "
                                                     "floating-point range"
-                                                  : ": argument 'k, beta' expected gradients within the floating-point "
+                                                  : ": argument 'k, beta' (or the cotangents 'do', 'dht') expected "
+                                                    "gradients within the floating-point "
                                                     "range (the delta rule's state grows when beta ||k||^2 > 2: "
                                                     "normalise the keys with use_qk_l2norm, or lower beta)") +
                       " but got an overflow: '" + std::string(name) + "' of shape " + shape_str(g->shape()) +

@@ -68,15 +68,20 @@ Tensor<T> naive_softmax_attn(const Tensor<T>& q, const Tensor<T>& k, const Tenso
         for (index_t j = 0; j <= jmax; ++j) {  // scores
           T dot = 0;
           for (index_t d = 0; d < K; ++d) dot += q(b, i, h, d) * k(b, j, hk, d);
-          if (!std::isfinite(scale * dot))  // finite inputs whose score leaves the type's range
+          if (std::isnan(scale * dot) || scale * dot == std::numeric_limits<T>::infinity())  // -inf: weight 0
             fail(fn, "q, k", "scores scale q_i . k_j within the range of the floating-point type",
                  num_str(scale * dot) + " at batch " + std::to_string(b) + ", head " + std::to_string(h) +
                      ", query " + std::to_string(i) + ", key " + std::to_string(j) + " (overflow)");
           s[j] = scale * dot + (opt.mask.defined() ? opt.mask(i, j) : T(0));
           m = std::max(m, s[j]);
         }
-        if (m == -std::numeric_limits<T>::infinity())
+        if (m == -std::numeric_limits<T>::infinity()) {
+          if (!opt.mask.defined())  // every score overflowed to -inf: no key to attend to
+            fail(fn, "q, k", "scores scale q_i . k_j within the range of the floating-point type",
+                 "-inf for every key of query " + std::to_string(i) + " (batch " + std::to_string(b) + ", head " +
+                     std::to_string(h) + "; overflow)");
           fail(fn, "mask", "at least one unmasked key per query", "query " + std::to_string(i) + " fully masked");
+        }
         T z = 0;
         for (index_t j = 0; j <= jmax; ++j) z += (s[j] = std::exp(s[j] - m));
         for (index_t e = 0; e < V; ++e) {

@@ -45,7 +45,7 @@ py::object linear_attn_impl(const std::string& fn, bool parallel, std::vector<Ar
   ref::LinearAttnOptions<T> opt;
   opt.phi = parse_phi(fn, phi);
   opt.normalize = normalize;
-  opt.eps = narrow<T>(fn, "eps", eps);
+  opt.eps = narrow<T>(fn, "eps", eps, false);
   Tensor<T> y;
   {
     py::gil_scoped_release nogil;

@@ -52,7 +52,7 @@ template <class T>
 T rms_args(const std::string& fn, const std::string& xname, const Tensor<T>& x, double eps) {
   if (x.defined() && x.dim() == 0) fail(fn, xname, "an array of rank >= 1", "a 0-D array");
   if (!(std::isfinite(eps) && eps > 0)) fail(fn, "eps", "a finite value > 0", num_str(eps));
-  return narrow<T>(fn, "eps", eps);
+  return narrow<T>(fn, "eps", eps, false);
 }
 
 template <class Body>

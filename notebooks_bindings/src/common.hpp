@@ -157,10 +157,12 @@ inline std::optional<double> opt_real(const std::string& fn, const std::string& 
   return real(fn, arg, o);
 }
 
-/// A real number narrowed to the compute type T: a finite value beyond T's range, or a non-zero
-/// one that would round to 0, is refused as given (float32 holds |x| <= 3.4e38).
+/// A real number narrowed to the compute type T: a finite value beyond T's range is refused as given
+/// (float32 holds |x| <= 3.4e38). A non-zero one that rounds to 0 is refused only where 0 itself is
+/// invalid (zero_ok = false: eps); elsewhere it is 0 in T, as for the arrays (a decay of exp(-200)
+/// in float32 is a legitimate forget).
 template <class T>
-T narrow(const std::string& fn, const std::string& arg, double x) {
+T narrow(const std::string& fn, const std::string& arg, double x, bool zero_ok = true) {
   const std::string fits = std::string("a value that fits ") + (sizeof(T) == 4 ? "float32" : "float64") +
                            " (the dtype of the arrays";
   const std::string given = py::repr(py::float_(x)).cast<std::string>();  // shortest form, as Python prints it
@@ -170,7 +172,7 @@ T narrow(const std::string& fn, const std::string& arg, double x) {
     fail(fn, arg, fits + "; magnitude at most " + max.str() + ")", given);
   }
   const T y = static_cast<T>(x);
-  if (x != 0 && y == 0) fail(fn, arg, fits + "; it rounds to 0 there)", given);
+  if (!zero_ok && x != 0 && y == 0) fail(fn, arg, fits + "; it rounds to 0 there)", given);
   return y;
 }
 

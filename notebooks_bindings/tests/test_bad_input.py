@@ -3,6 +3,8 @@ and the value as the caller gave it (before any narrowing to the compute type); 
 short TypeError, never pybind11's listing of every argument; nothing is coerced without a word."""
 import re
 
+import math
+
 import numpy as np
 import pytest
 
@@ -41,8 +43,20 @@ def test_a_scale_beyond_float32_is_refused_as_given_not_as_inf():
     inp = inputs(dtype=np.float32)
     with pytest.raises(linattn.Error, match=r"argument 'scale' expected a value that fits float32.* but got 1e\+300"):
         linattn.reference("kda", **dict(inp, scale=1e300))
-    with pytest.raises(linattn.Error, match=r"argument 'scale' expected a value that fits float32.* but got 1e-60"):
-        linattn.chunk("kda", **dict(inp, scale=1e-60))
+
+
+def test_a_value_that_underflows_float32_is_zero_there_where_zero_is_allowed():
+    # a scale or decay below float32's range rounds to 0, as 0 itself is accepted (eps, where 0 is invalid, is refused)
+    inp = inputs(dtype=np.float32)
+    o, _ = linattn.chunk("kda", **dict(inp, scale=1e-60))
+    o0, _ = linattn.chunk("kda", **dict(inp, scale=0.0))
+    assert np.array_equal(o, o0)
+    W = np.ones((3, 2), np.float32)
+    k, v = np.array([0.6, 0.8], np.float32), np.ones(3, np.float32)
+    (W_tiny, tr_tiny) = linattn.gdn_step(W, k, v, alpha=math.exp(-200), beta=0.5)  # (W_t, trace dict)
+    (W_zero, tr_zero) = linattn.gdn_step(W, k, v, alpha=0.0, beta=0.5)
+    assert np.array_equal(W_tiny, W_zero) and tr_tiny.keys() == tr_zero.keys()
+    assert all(np.array_equal(tr_tiny[n], tr_zero[n]) for n in tr_zero)
 
 
 def test_a_scale_that_fits_float64_still_runs_in_float64():

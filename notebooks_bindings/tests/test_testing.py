@@ -444,6 +444,10 @@ def test_a_kernel_must_return_o_and_only_known_keys():
         lt.check_call(lambda **kw: linattn.reference(op, **kw), op, inp, backward=bwd)
     with pytest.raises(lt.KernelMismatch, match="o: missing"):
         lt.check_kernel(lambda **kw: {"final_state": linattn.reference(op, **kw)[1]}, op, max_examples=3)
+    # a key whose value is None counts as absent (a generic kernel's unused outputs or gradients), not as unknown
+    generic = lambda **kw: (lambda o, S: {"o": o, "final_state": S, "v_bar": None})(*linattn.reference(op, **kw))
+    generic_bwd = lambda do, dht, **kw: {**lt.reference_gradients(op, kw, do, dht), "db": None, "dw": None}
+    assert all(c.ok for c in lt.check_call(generic, op, inp, backward=generic_bwd))
 
 
 def test_check_call_says_what_the_kernel_returned():
@@ -661,3 +665,10 @@ def test_linattn_chunked_kernels_pass_200_cases_under_the_new_floors_and_bounds(
     fwd = lambda **kw: linattn.chunk(op, **kw, num_threads=1)
     bwd = lambda **kw: linattn.chunk_backward(op, **kw, num_threads=1)
     assert lt.check_kernel(fwd, op, backward=bwd, max_examples=200, seed=5) == 200
+
+
+def test_zero_dimensional_arrays_count_as_numbers_for_scale_and_tolerances():
+    # as in the bindings: np.array(0.3) is a number (it was refused as "not a number")
+    assert lt.random_inputs("delta_rule", T=5, scale=np.array(0.3))["scale"] == 0.3
+    assert lt.compare(np.ones(3), np.ones(3) * (1 + 1e-4), rtol_rms=np.array(1e-3)).ok
+    assert not lt.compare(np.ones(3), np.ones(3) * (1 + 1e-2), rtol_rms=np.array(1e-3), atol_rms=np.array(0.0)).ok

@@ -626,7 +626,8 @@ ref::RecurrentGrads<T> run_backward(const std::string& fn, Op op, const Tensor<T
       jobs, opt.num_threads, [&](Workspace<T>& ws) { ws.resize(opt.chunk_size, K, V); },
       [](const BwdJob<T>& j, Workspace<T>& ws) { chunk_head_backward(j, ws); });
   detail::require_finite_outputs<T>(fn, {{"dq", &gr.dq}, {"dk", &gr.dk}, {"dv", &gr.dv}, {"dg", &gr.dg},
-                                         {"dbeta", &gr.dbeta}, {"db", &gr.db}, {"dw", &gr.dw}, {"dh0", &gr.dh0}});
+                                         {"dbeta", &gr.dbeta}, {"db", &gr.db}, {"dw", &gr.dw}, {"dh0", &gr.dh0}},
+                                    /*backward=*/true);
   return gr;
 }
 

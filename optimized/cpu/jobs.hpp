@@ -175,7 +175,8 @@ void for_each_job(const std::vector<Job>& jobs, int num_threads, Init init, Fn f
 /// Checked once per call, after the jobs (one pass over what was written), so a caller never gets a silent
 /// NaN or Inf. `what` names the tensors in order, e.g. {"o", &out.o}, {"final_state", &out.final_state}.
 template <class T>
-void require_finite_outputs(const std::string& fn, std::initializer_list<std::pair<const char*, const Tensor<T>*>> what) {
+void require_finite_outputs(const std::string& fn, std::initializer_list<std::pair<const char*, const Tensor<T>*>> what,
+                            bool backward = false) {
   for (const auto& [name, t] : what) {
     if (!t->defined()) continue;
     const T* p = t->data();
@@ -186,7 +187,8 @@ void require_finite_outputs(const std::string& fn, std::initializer_list<std::pa
           at = std::to_string(r % t->size(d)) + (at.empty() ? "" : ", ") + at;
           r /= t->size(d);
         }
-        throw Error(fn + ": argument 'k, beta' expected a state that stays within the floating-point range (the "
+        throw Error(fn + ": argument 'k, beta'" + (backward ? " (or the cotangents 'do', 'dht')" : "") +
+                    " expected a state that stays within the floating-point range (the "
                     "delta rule's state grows when beta ||k||^2 > 2: normalise the keys with use_qk_l2norm, or "
                     "lower beta) but got an overflow: '" + name + "' of shape " + shape_str(t->shape()) +
                     " is not finite at (" + at + ") although every input is finite");
