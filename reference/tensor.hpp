@@ -101,7 +101,9 @@ class Tensor {
   index_t numel() const {
     if (!defined()) return 0;
     index_t n = 1;
-    for (index_t s : shape_) n *= s;
+    for (index_t s : shape_)
+      if (s == 0) return 0;  // before multiplying: [huge, huge, 0] is empty, and its product would overflow
+    for (index_t s : shape_) n *= s;  // fits: count() checked it at construction
     return n;
   }
   T* data() const { return data_; }
