@@ -101,6 +101,24 @@ GdnCase gdn_case(double s, double sq, double sh0 = -1, double g = -0.1) {
   return c;
 }
 
+// A GDN backward case [1, T, H, K] / [1, T, H, V] with an initial state and both cotangents, and the float64
+// reference gradients.
+struct GdnBwdCase {
+  Tensor<double> q, k, v, g, beta, do_, dht;
+  ref::RecurrentOptions<double> opt;
+  ref::RecurrentGrads<double> want;
+};
+
+GdnBwdCase gdn_backward_case(index_t T, index_t H, index_t K, index_t V) {
+  const index_t B = 1;
+  GdnBwdCase c{random_tensor({B, T, H, K}, 7),     random_tensor({B, T, H, K}, 8),  random_tensor({B, T, H, V}, 9),
+               Tensor<double>({B, T, H}, -0.2),     Tensor<double>({B, T, H}, 0.6), random_tensor({B, T, H, V}, 10),
+               random_tensor({B, H, K, V}, 11),     {},                             {}};
+  c.opt.initial_state = random_tensor({B, H, K, V}, 12);
+  c.want = ref::naive_recurrent_gated_delta_rule_backward(c.q, c.k, c.v, c.g, c.beta, c.do_, c.dht, c.opt);
+  return c;
+}
+
 // The float64 reference of `op`, forward and backward.
 ref::RecurrentOutput<double> naive(ref::Op op, const Tensor<double>& q, const Tensor<double>& k, const Tensor<double>& v,
                                    const ref::Gates<double>& G, const ref::RecurrentOptions<double>& o) {
@@ -451,13 +469,11 @@ TEST_CASE("compare_outputs requires o, q, k, v and a final state unless told oth
 }
 
 TEST_CASE("compare_gradients holds float32 reference gradients and fails a zeroed dh0 or a scaled dq") {
-  const index_t B = 1, T = 40, H = 2, K = 5, V = 3;
-  const Tensor<double> q = random_tensor({B, T, H, K}, 7), k = random_tensor({B, T, H, K}, 8);
-  const Tensor<double> v = random_tensor({B, T, H, V}, 9), g({B, T, H}, -0.2), beta({B, T, H}, 0.6);
-  const Tensor<double> do_ = random_tensor({B, T, H, V}, 10), dht = random_tensor({B, H, K, V}, 11);
-  ref::RecurrentOptions<double> opt;
-  opt.initial_state = random_tensor({B, H, K, V}, 12);
-  const auto want = ref::naive_recurrent_gated_delta_rule_backward(q, k, v, g, beta, do_, dht, opt);
+  const index_t B = 1, T = 40, H = 2, K = 5;
+  const GdnBwdCase c = gdn_backward_case(T, H, K, 3);
+  const Tensor<double>&q = c.q, &k = c.k, &v = c.v, &g = c.g, &beta = c.beta, &do_ = c.do_, &dht = c.dht;
+  const ref::RecurrentOptions<double>& opt = c.opt;
+  const ref::RecurrentGrads<double>& want = c.want;
   ref::RecurrentOptions<float> optf;
   optf.initial_state = to_float(opt.initial_state);
   const auto got = ref::naive_recurrent_gated_delta_rule_backward(to_float(q), to_float(k), to_float(v), to_float(g),
@@ -492,13 +508,10 @@ TEST_CASE("compare_gradients holds float32 reference gradients and fails a zeroe
 }
 
 TEST_CASE("compare_gradients requires every gradient of the reference, dh0 unless told otherwise, and no other") {
-  const index_t B = 1, T = 12, H = 1, K = 3, V = 2;
-  const Tensor<double> q = random_tensor({B, T, H, K}, 7), k = random_tensor({B, T, H, K}, 8);
-  const Tensor<double> v = random_tensor({B, T, H, V}, 9), g({B, T, H}, -0.2), beta({B, T, H}, 0.6);
-  const Tensor<double> do_ = random_tensor({B, T, H, V}, 10), dht = random_tensor({B, H, K, V}, 11);
-  ref::RecurrentOptions<double> opt;
-  opt.initial_state = random_tensor({B, H, K, V}, 12);
-  const auto want = ref::naive_recurrent_gated_delta_rule_backward(q, k, v, g, beta, do_, dht, opt);
+  const GdnBwdCase c = gdn_backward_case(12, 1, 3, 2);
+  const Tensor<double>&q = c.q, &k = c.k;
+  const ref::RecurrentOptions<double>& opt = c.opt;
+  const ref::RecurrentGrads<double>& want = c.want;
   ref::RecurrentGrads<float> got{to_float(want.dq), to_float(want.dk),    to_float(want.dv), to_float(want.dg),
                                  to_float(want.dbeta), Tensor<float>(), Tensor<float>(), to_float(want.dh0)};
   CHECK(ref::all_ok(ref::compare_gradients(got, want, q, k, opt)));

@@ -318,23 +318,19 @@ std::vector<Comparison> compare_outputs(const Tensor<A>& o, const Tensor<A>& fin
       qq.add(opt.use_qk_l2norm ? (nq > 0 ? 1.0 / std::sqrt(1.0 + 1e-6 / (nq * nq)) : 0.0) : nq);
     }
     const double q_rms = qq.rms(static_cast<double>(q_rows));
-    // rms_t(rms(k_t) rms(v_t)), the size of one write, each factor scaled before squaring (no overflow to an
-    // infinite floor): hypot-style sums, sum (x / m)^2 with m the largest so far.
-    auto add = [](double x, double& m, double& ss) {
-      if (x > m) ss = 1 + ss * (m / x) * (m / x), m = x;
-      else if (x > 0) ss += (x / m) * (x / m);
-    };
+    // rms_t(rms(k_t) rms(v_t)), the size of one write, each factor scaled before squaring (SumSq: no overflow to
+    // an infinite floor).
     const index_t V = v.size(3), rows = K > 0 && V > 0 ? q.numel() / K : 0;
-    double wm = 0, ws = 0;
+    SumSq writes_sq;
     for (index_t r = 0; r < rows; ++r) {
-      double km = 0, ks = 0, vm = 0, vs = 0;
-      for (index_t i = 0; i < K; ++i) add(std::abs(k.data()[r * K + i]), km, ks);
-      for (index_t j = 0; j < V; ++j) add(std::abs(v.data()[r * V + j]), vm, vs);
-      const double k_rms = opt.use_qk_l2norm ? std::sqrt(ks / (ks + 1e-6 / (km * km)) / static_cast<double>(K))
-                                             : km * std::sqrt(ks / static_cast<double>(K));
-      add(k_rms * vm * std::sqrt(vs / static_cast<double>(V)), wm, ws);
+      SumSq kr, vr;
+      for (index_t i = 0; i < K; ++i) kr.add(k.data()[r * K + i]);
+      for (index_t j = 0; j < V; ++j) vr.add(v.data()[r * V + j]);
+      const double k_rms = opt.use_qk_l2norm ? std::sqrt(kr.ss / (kr.ss + 1e-6 / (kr.m * kr.m)) / static_cast<double>(K))
+                                             : kr.rms(static_cast<double>(K));
+      writes_sq.add(k_rms * vr.rms(static_cast<double>(V)));
     }
-    const double writes = rows ? wm * std::sqrt(ws / static_cast<double>(rows)) : 0.0;
+    const double writes = writes_sq.rms(static_cast<double>(rows));
     const double state = std::max(magnitude<double>({&want.final_state, &opt.initial_state}), writes);
     tol_o.atol_rms *= std::max(magnitude<double>({&want.o}), std::abs(scale) * q_rms * state);
     tol_s.atol_rms *= state;

@@ -22,8 +22,10 @@
 
 #include <cmath>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "reference/check.hpp"
@@ -128,18 +130,42 @@ index_t validate_recurrent(const std::string& fn, Op op, const Tensor<T>& q, con
   return N;
 }
 
-/// The error for a recurrence that left the range of T although every input was finite (validated first),
-/// in the usual "argument ... expected ... but got ..." form: it names the sequence, head and token, and the
-/// usual cause. With the delta rule the state grows when beta ||k||^2 > 2 (the transition I - beta k k^T then
-/// has an eigenvalue below -1, SPEC section 2), which unnormalised keys reach quickly.
-inline Error overflow_error(const std::string& fn, Op op, index_t n, index_t h, index_t t, const std::string& what) {
+/// The error for a result that left the range of T although every input was finite (validated first), in the
+/// usual "argument ... expected ... but got ..." form, with the usual cause: with the delta rule the state grows
+/// when beta ||k||^2 > 2 (the transition I - beta k k^T then has an eigenvalue below -1, SPEC section 2), which
+/// unnormalised keys reach quickly. `backward`: the cotangents may be the cause too; `where` says where.
+inline Error overflow_error(const std::string& fn, Op op, bool backward, const std::string& where) {
   const bool delta = op != Op::linear_attn;
-  return Error(fn + ": argument '" + (delta ? "k, beta" : "q, k, v") + "' expected " +
+  return Error(fn + ": argument '" + (delta ? "k, beta" : "q, k, v") + "'" +
+               (backward ? " (or the cotangents 'do', 'dht')" : "") + " expected " +
                (delta ? "a state that stays within the floating-point range (the delta rule's state grows when "
                         "beta ||k||^2 > 2: normalise the keys with use_qk_l2norm, or lower beta)"
                       : "values small enough for the floating-point range") +
-               " but got an overflow at sequence " + std::to_string(n) + ", head " + std::to_string(h) + ", token " +
-               std::to_string(t) + " [" + what + "]");
+               " but got an overflow" + where);
+}
+
+/// overflow_error at one token of the per-token loop; `what` is the step's own error.
+inline Error overflow_error(const std::string& fn, Op op, index_t n, index_t h, index_t t, const std::string& what) {
+  return overflow_error(fn, op, false, " at sequence " + std::to_string(n) + ", head " + std::to_string(h) +
+                                           ", token " + std::to_string(t) + " [" + what + "]");
+}
+
+/// The results of a call whose inputs were all finite must be finite too; a value that is not came from an
+/// overflow (overflow_error). One pass over each result, after the computation, so that no caller gets a silent
+/// NaN or Inf. `what` names the results, e.g. {{"o", &out.o}, {"final_state", &out.final_state}}; undefined ones
+/// are skipped. Used by the reference backward and the CPU kernels (optimized/cpu).
+template <class T>
+void require_finite_results(const std::string& fn, Op op, bool backward,
+                            std::initializer_list<std::pair<const char*, const Tensor<T>*>> what) {
+  for (const auto& [name, t] : what) {
+    if (!t->defined()) continue;
+    const T* p = t->data();
+    for (index_t i = 0, n = t->numel(); i < n; ++i)
+      if (!std::isfinite(p[i]))
+        throw overflow_error(fn, op, backward,
+                             ": '" + std::string(name) + "' of shape " + shape_str(t->shape()) + " is not finite at " +
+                                 index_str(t->shape(), i) + " although every input is finite");
+  }
 }
 
 /// The general driver: validate, then for each sequence and head run `step` token by token.

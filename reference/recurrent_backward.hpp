@@ -258,19 +258,9 @@ RecurrentGrads<T> recurrent_backward(const std::string& fn, Op op, const Tensor<
     }
   }
   // A gradient summed from finite terms can still overflow: say so rather than return it.
-  for (const auto& [name, g] : {std::pair<const char*, const Tensor<T>*>{"dq", &gr.dq}, {"dk", &gr.dk}, {"dv", &gr.dv},
-                                {"dg", &gr.dg}, {"dbeta", &gr.dbeta}, {"db", &gr.db}, {"dw", &gr.dw}, {"dh0", &gr.dh0}})
-    if (g->defined())
-      for (index_t i = 0; i < g->numel(); ++i)
-        if (!std::isfinite(g->data()[i]))
-          throw Error(fn + (op == Op::linear_attn ? ": argument 'q, k, v' expected gradients within the "
-                                                    "floating-point range"
-                                                  : ": argument 'k, beta' (or the cotangents 'do', 'dht') expected "
-                                                    "gradients within the floating-point "
-                                                    "range (the delta rule's state grows when beta ||k||^2 > 2: "
-                                                    "normalise the keys with use_qk_l2norm, or lower beta)") +
-                      " but got an overflow: '" + std::string(name) + "' of shape " + shape_str(g->shape()) +
-                      " is not finite at flat index " + std::to_string(i) + " although every input is finite");
+  require_finite_results<T>(fn, op, /*backward=*/true,
+                         {{"dq", &gr.dq}, {"dk", &gr.dk}, {"dv", &gr.dv}, {"dg", &gr.dg}, {"dbeta", &gr.dbeta},
+                          {"db", &gr.db}, {"dw", &gr.dw}, {"dh0", &gr.dh0}});
   return gr;
 }
 }  // namespace detail

@@ -484,7 +484,7 @@ ref::RecurrentOutput<T> run_chunked(const std::string& fn, Op op, const Tensor<T
       jobs, record ? 1 : opt.num_threads,
       [&](Workspace<T>& ws) { ws.resize(opt.chunk_size, K, V); },
       [](const HeadJob<T>& j, Workspace<T>& ws) { chunk_head(j, ws); });
-  detail::require_finite_outputs<T>(fn, {{"o", &out.o}, {"final_state", &out.final_state}});
+  ref::require_finite_results<T>(fn, op, false, {{"o", &out.o}, {"final_state", &out.final_state}});
   return out;
 }
 

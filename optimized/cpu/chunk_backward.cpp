@@ -625,9 +625,9 @@ ref::RecurrentGrads<T> run_backward(const std::string& fn, Op op, const Tensor<T
   detail::for_each_job<Workspace<T>>(
       jobs, opt.num_threads, [&](Workspace<T>& ws) { ws.resize(opt.chunk_size, K, V); },
       [](const BwdJob<T>& j, Workspace<T>& ws) { chunk_head_backward(j, ws); });
-  detail::require_finite_outputs<T>(fn, {{"dq", &gr.dq}, {"dk", &gr.dk}, {"dv", &gr.dv}, {"dg", &gr.dg},
-                                         {"dbeta", &gr.dbeta}, {"db", &gr.db}, {"dw", &gr.dw}, {"dh0", &gr.dh0}},
-                                    /*backward=*/true);
+  ref::require_finite_results<T>(fn, op, /*backward=*/true,
+                                 {{"dq", &gr.dq}, {"dk", &gr.dk}, {"dv", &gr.dv}, {"dg", &gr.dg}, {"dbeta", &gr.dbeta},
+                                  {"db", &gr.db}, {"dw", &gr.dw}, {"dh0", &gr.dh0}});
   return gr;
 }
 

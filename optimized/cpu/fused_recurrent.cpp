@@ -243,7 +243,7 @@ ref::RecurrentOutput<T> run_fused(const std::string& fn, Op op, const Tensor<T>&
   detail::for_each_job<Workspace<T>>(
       jobs, 0, [&](Workspace<T>& ws) { ws.resize(K, V); },
       [](const HeadJob<T>& j, Workspace<T>& ws) { recurrent_head_mv(j, ws); });
-  detail::require_finite_outputs<T>(fn, {{"o", &out.o}, {"final_state", &out.final_state}});
+  ref::require_finite_results<T>(fn, op, false, {{"o", &out.o}, {"final_state", &out.final_state}});
   return out;
 }
 

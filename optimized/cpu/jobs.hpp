@@ -10,9 +10,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <initializer_list>
-#include <string>
-#include <utility>
 #include <vector>
 
 #include "optimized/cpu/simd.hpp"
@@ -167,32 +164,6 @@ void for_each_job(const std::vector<Job>& jobs, int num_threads, Init init, Fn f
 #pragma omp for schedule(dynamic, 1)
 #endif
     for (index_t i = 0; i < njobs; ++i) fn(jobs[static_cast<size_t>(i)], ws);
-  }
-}
-
-/// The outputs of a call whose inputs were all finite (validated first) must be finite too; a value that
-/// is not came from an overflow (with the delta rule: beta ||k||^2 > 2 makes the state grow, SPEC section 2).
-/// Checked once per call, after the jobs (one pass over what was written), so a caller never gets a silent
-/// NaN or Inf. `what` names the tensors in order, e.g. {"o", &out.o}, {"final_state", &out.final_state}.
-template <class T>
-void require_finite_outputs(const std::string& fn, std::initializer_list<std::pair<const char*, const Tensor<T>*>> what,
-                            bool backward = false) {
-  for (const auto& [name, t] : what) {
-    if (!t->defined()) continue;
-    const T* p = t->data();
-    for (index_t i = 0, n = t->numel(); i < n; ++i)
-      if (!std::isfinite(p[i])) {
-        std::string at;  // the multi-index of flat index i
-        for (index_t d = t->dim() - 1, r = i; d >= 0; --d) {
-          at = std::to_string(r % t->size(d)) + (at.empty() ? "" : ", ") + at;
-          r /= t->size(d);
-        }
-        throw Error(fn + ": argument 'k, beta'" + (backward ? " (or the cotangents 'do', 'dht')" : "") +
-                    " expected a state that stays within the floating-point range (the "
-                    "delta rule's state grows when beta ||k||^2 > 2: normalise the keys with use_qk_l2norm, or "
-                    "lower beta) but got an overflow: '" + name + "' of shape " + shape_str(t->shape()) +
-                    " is not finite at (" + at + ") although every input is finite");
-      }
   }
 }
 

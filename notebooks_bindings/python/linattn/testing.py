@@ -293,11 +293,17 @@ def _rounding_rtol(x) -> float:
     return _ROUNDING_RTOL.get(name, 0.0)
 
 
+def _unwrap_0d(x):
+    """A 0-d integer or float array as its number (as the bindings take it); anything else as is."""
+    if isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "iuf":
+        return x.item()
+    return x
+
+
 def _tolerance_number(fn: str, arg: str, x) -> float:
     """x as a float when it is a non-negative number (inf allowed), else a ValueError naming the argument."""
     import numbers
-    if isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "iuf":
-        x = x.item()  # a 0-d array counts as its number, as in the bindings
+    x = _unwrap_0d(x)
     if isinstance(x, bool) or not isinstance(x, numbers.Real) or not float(x) >= 0:
         raise ValueError(f"{fn}: argument '{arg}' expected a non-negative number but got {x!r}")
     return float(x)
@@ -512,8 +518,7 @@ def _scale_arg(fn: str, scale) -> Optional[float]:
     import numbers
     if scale is None:
         return None
-    if isinstance(scale, np.ndarray) and scale.ndim == 0 and scale.dtype.kind in "iuf":
-        scale = scale.item()  # a 0-d array counts as its number, as in the bindings
+    scale = _unwrap_0d(scale)
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(float(scale)):
         raise ValueError(f"{fn}: argument 'scale' expected None or a finite number but got {scale!r}")
     return scale
@@ -724,11 +729,12 @@ def _output_floor_scales(inputs: dict, want: dict) -> dict:
     v = np.asarray(_as_numpy(inputs["v"]), np.float64)
     writes = 0.0
     if k.size and v.size and k.shape[:3] == v.shape[:3]:
-        rk = np.sqrt(np.mean(np.ldexp(k, -_exp2(float(np.max(np.abs(k))))) ** 2, axis=-1))  # rms(k_t) / 2^kk
+        ek, ev = _exp2(float(np.max(np.abs(k)))), _exp2(float(np.max(np.abs(v))))
+        rk = np.sqrt(np.mean(np.ldexp(k, -ek) ** 2, axis=-1))  # rms(k_t) / 2^ek
         if inputs.get("use_qk_l2norm_in_kernel"):  # k as the kernel reads it: unit rows, rms 1/sqrt(K)
-            rk = np.ldexp((rk > 0) / np.sqrt(k.shape[-1]), -_exp2(float(np.max(np.abs(k)))))
-        rv = np.sqrt(np.mean(np.ldexp(v, -_exp2(float(np.max(np.abs(v))))) ** 2, axis=-1))
-        writes = _ldexp(_rms(rk * rv), _exp2(float(np.max(np.abs(k)))) + _exp2(float(np.max(np.abs(v)))))
+            rk = np.ldexp((rk > 0) / np.sqrt(k.shape[-1]), -ek)
+        rv = np.sqrt(np.mean(np.ldexp(v, -ev) ** 2, axis=-1))
+        writes = _ldexp(_rms(rk * rv), ek + ev)
     state = max(_rms(want["final_state"]), 0.0 if h0 is None else _rms(_as_numpy(h0)), writes)
     q = np.asarray(_as_numpy(inputs["q"]), np.float64)
     k_q = _exp2(float(np.max(np.abs(q), initial=0.0)))
