@@ -15,9 +15,11 @@
 #include <catch2/catch.hpp>
 #include <rapidcheck/catch.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -1007,4 +1009,49 @@ TEST_CASE("CUDA chunked forward rejects bad arguments with a linattn Error namin
                cuda::forward_device(a);
              }),
              Contains("'k'") && !Contains("'g'") && !Contains("'beta'"));
+}
+
+// The host functions refuse a result that is not finite when every input was (the project's bad-input rule, as the
+// CPU kernels do: proofs_tests/test_overflow.cpp). The classic cause: float32 keys that are not L2-normalised, with
+// beta ||k||^2 ~ 64 > 2, so the delta rule's state grows ~63-fold per token and leaves float32's range within a few
+// dozen tokens. The same inputs with normalised keys must run and give finite results, so the check is about the
+// overflow and not about the inputs.
+TEST_CASE("CUDA chunked forward and backward refuse an overflowed result with an error naming 'k, beta'") {
+  SKIP_WITHOUT_GPU();
+  using Catch::Matchers::Contains;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  auto normal = [&](std::vector<index_t> shape) {
+    Tensor<float> t(std::move(shape));
+    for (float& x : t) x = nd(rng);
+    return t;
+  };
+  const Tensor<float> q = normal({1, 100, 1, 64}), k = normal({1, 100, 1, 64}), v = normal({1, 100, 1, 64}),
+                      do_ = normal({1, 100, 1, 64}), beta({1, 100, 1}, 1.0f);
+  auto all_finite = [](const Tensor<float>& t) {
+    for (index_t i = 0; i < t.numel(); ++i)
+      if (!std::isfinite(t.data()[i])) return false;
+    return true;
+  };
+  auto overflow = [&](const std::string& fn) {
+    return Contains("linattn::cuda::" + fn + ": argument 'k, beta'") && Contains("beta ||k||^2 > 2") &&
+           Contains("but got an overflow") && Contains("left it unwritten");
+  };
+  for (const DType dt : {DType::f32, DType::bf16}) {
+    INFO((dt == DType::f32 ? "float32" : "bfloat16"));
+    ref::RecurrentOptions<float> opt;
+    opt.output_final_state = true;
+    REQUIRE_THROWS_AS(cuda::chunk_delta_rule(q, k, v, beta, opt, dt), Error);
+    REQUIRE_THROWS_WITH(cuda::chunk_delta_rule(q, k, v, beta, opt, dt), overflow("chunk_delta_rule"));
+    REQUIRE_THROWS_WITH(cuda::chunk_delta_rule_backward(q, k, v, beta, do_, Tensor<float>(), opt, dt),
+                        overflow("chunk_delta_rule_backward") && Contains("(or the cotangents 'do', 'dht')"));
+    opt.use_qk_l2norm = true;  // the same inputs with unit keys: beta ||k||^2 = 1
+    const ref::RecurrentOutput<float> out = cuda::chunk_delta_rule(q, k, v, beta, opt, dt);
+    CHECK(all_finite(out.o));
+    CHECK(all_finite(out.final_state));
+    const ref::RecurrentGrads<float> gr = cuda::chunk_delta_rule_backward(q, k, v, beta, do_, Tensor<float>(), opt, dt);
+    CHECK(all_finite(gr.dq));
+    CHECK(all_finite(gr.dk));
+    CHECK(all_finite(gr.dbeta));
+  }
 }

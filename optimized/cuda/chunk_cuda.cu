@@ -496,6 +496,20 @@ Tensor<float> download(const void* p, std::vector<index_t> shape, DType dt) {
   return t;
 }
 
+/// A call whose inputs are all finite (validated first) must return finite results: the project's rule, which the
+/// CPU kernels keep with the same ref::require_finite_results. On the device a value that is not finite has two
+/// possible causes, and the error names both: an overflow (the delta rule's state grows when beta ||k||^2 > 2), or an
+/// element no kernel wrote (the host functions fill every result with NaN before the launch).
+void require_finite_device_results(const std::string& fn, Op op, bool backward,
+                                   std::initializer_list<std::pair<const char*, const Tensor<float>*>> what) {
+  try {
+    ref::require_finite_results<float>(fn, op, backward, what);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) +
+                " (or a kernel left it unwritten: the host functions fill every result with NaN before the launch)");
+  }
+}
+
 Tensor<float> l2norm_rows(const Tensor<float>& x) {
   Tensor<float> y = x.clone();
   const index_t D = x.size(3), rows = x.numel() / (D ? D : 1);
@@ -558,6 +572,7 @@ ref::RecurrentOutput<float> chunk_forward(Op op, const Tensor<float>& q, const T
   ref::RecurrentOutput<float> out;
   out.o = download(dout.p, {B, Tn, H, V}, dtype);
   if (opt.output_final_state) out.final_state = download(dht.p, {N, H, K, V}, DType::f32);
+  require_finite_device_results(fn, op, false, {{"o", &out.o}, {"final_state", &out.final_state}});
   return out;
 }
 
@@ -998,6 +1013,9 @@ ref::RecurrentGrads<float> chunk_backward(Op op, const Tensor<float>& q, const T
     gr.dq = l2norm_backward_rows(q, gr.dq);
     gr.dk = l2norm_backward_rows(k, gr.dk);
   }
+  require_finite_device_results(fn, op, /*backward=*/true,
+                                {{"dq", &gr.dq}, {"dk", &gr.dk}, {"dv", &gr.dv}, {"dg", &gr.dg}, {"dbeta", &gr.dbeta},
+                                 {"db", &gr.db}, {"dw", &gr.dw}, {"dh0", &gr.dh0}});
   return gr;
 }
 

@@ -53,11 +53,26 @@ if has 1; then
     done
     unset LINATTN_MUTANT
   fi
+  if [ -f /tmp/b/test_cuda_forward ]; then  # session 30: the host functions refuse a result that is not finite
+    OV="CUDA chunked forward and backward refuse an overflowed result with an error naming 'k, beta'"
+    timeout $(left 60) /tmp/b/test_cuda_forward -w NoTests --durations yes "$OV" > /tmp/l/overflow.log 2>&1
+    note "host overflow test rc $?: $(res /tmp/l/overflow.log)"
+    grep -E "FAILED|with expansion" /tmp/l/overflow.log | head -10 >> /tmp/l/summary.log
+    LINATTN_MUTANT=310 timeout $(left 60) /tmp/b/mut310_test_cuda_forward -w NoTests "$OV" > /tmp/l/mut_310.log 2>&1
+    note "mutant 310 (the host check skipped) rc $? (must fail): $(res /tmp/l/mut_310.log)"
+    timeout $(left 60) /tmp/b/mut310_test_cuda_forward -w NoTests "$OV" > /tmp/l/mut_310_unset.log 2>&1
+    note "mutant 310's binary without LINATTN_MUTANT rc $?: $(res /tmp/l/mut_310_unset.log)"
+  fi
   timeout $(left 100) $B -w NoTests --durations yes "CUDA v31 bf16 hand-over keeps every gradient*" > /tmp/l/v31_fixed.log 2>&1
   note "rung 31's fixed-case test rc $?: $(res /tmp/l/v31_fixed.log)"
   timeout $(left 100) /tmp/b/test_cuda_saved -w NoTests --durations yes > /tmp/l/saved.log 2>&1
   note "test_cuda_saved rc $?: $(res /tmp/l/saved.log)"
   grep -E "FAILED|with expansion" /tmp/l/saved.log | head -20 >> /tmp/l/summary.log
+  if [ -f /tmp/b/test_cuda_forward ]; then  # every forward case through the host functions' new result check
+    timeout $(left 120) /tmp/b/test_cuda_forward -w NoTests --durations yes > /tmp/l/forward_all.log 2>&1
+    note "test_cuda_forward (every case) rc $?: $(res /tmp/l/forward_all.log)"
+    grep -E "FAILED|with expansion" /tmp/l/forward_all.log | head -20 >> /tmp/l/summary.log
+  fi
   cp /tmp/l/summary.log "$OUT/"
   timeout $(left 200) python3 optimized/cuda/bench/bench_backward.py --lib /tmp/b/liblinattn_cuda_capi.so --fla .fla \
     --shapes 8x4096x16x128x128 --ops delta_rule --bwd-versions 32,33,32,33,32,33 --rep 50 --json /tmp/l/bench_dn.json \
