@@ -1016,7 +1016,7 @@ TEST_CASE("CUDA chunked forward rejects bad arguments with a linattn Error namin
 // beta ||k||^2 ~ 64 > 2, so the delta rule's state grows ~63-fold per token and leaves float32's range within a few
 // dozen tokens. The same inputs with normalised keys must run and give finite results, so the check is about the
 // overflow and not about the inputs.
-TEST_CASE("CUDA chunked forward and backward refuse an overflowed result with an error naming 'k, beta'") {
+TEST_CASE("CUDA chunked forward and backward refuse an overflowed result with an error blaming the keys and beta") {
   SKIP_WITHOUT_GPU();
   using Catch::Matchers::Contains;
   std::mt19937 rng(5);

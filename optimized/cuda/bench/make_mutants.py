@@ -994,7 +994,7 @@ MUTANTS = [
      "      if (kSt && s > 0 && p.mutant != 309) copy_dv(vv - 64);",
      "bwd v33: G2' never copies out the staged dv of every value slab but the last (dv of those columns never written)"),
     # The host functions' check of their results (chunk_cuda.cu); the test: test_cuda_forward's "CUDA chunked forward
-    # and backward refuse an overflowed result with an error naming 'k, beta'".
+    # and backward refuse an overflowed result with an error blaming the keys and beta".
     (310, "optimized/cuda/chunk_cuda.cu",
      "  try {\n    ref::require_finite_results<float>(fn, op, backward, what);",
      "  if (std::getenv(\"LINATTN_MUTANT\") && std::atoi(std::getenv(\"LINATTN_MUTANT\")) == 310) return;\n"

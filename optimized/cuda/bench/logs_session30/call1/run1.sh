@@ -54,7 +54,7 @@ if has 1; then
     unset LINATTN_MUTANT
   fi
   if [ -f /tmp/b/test_cuda_forward ]; then  # session 30: the host functions refuse a result that is not finite
-    OV="CUDA chunked forward and backward refuse an overflowed result with an error naming 'k, beta'"
+    OV="CUDA chunked forward and backward refuse an overflowed result with an error blaming the keys and beta"
     timeout $(left 60) /tmp/b/test_cuda_forward -w NoTests --durations yes "$OV" > /tmp/l/overflow.log 2>&1
     note "host overflow test rc $?: $(res /tmp/l/overflow.log)"
     grep -E "FAILED|with expansion" /tmp/l/overflow.log | head -10 >> /tmp/l/summary.log
