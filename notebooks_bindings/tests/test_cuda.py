@@ -204,6 +204,24 @@ def test_cuda_bad_input_raises_linattn_error():
     with pytest.raises(linattn.Error, match="'g'"):
         lc.chunk_gated_delta_rule(f32[0], f32[1], f32[2], f32[3][:, :10], f32[4])
 
+
+@gpu
+def test_cuda_overflow_from_unnormalised_keys_raises_linattn_error():
+    # Finite inputs whose result leaves float32's range are an error, as on the CPU: with N(0, 1) keys, K = 64
+    # and beta = 1, beta ||k||^2 ~ 64 > 2 and the delta rule's state grows ~63-fold per token.
+    rng = np.random.default_rng(5)
+    q, k, v, do = (rng.standard_normal((1, 100, 1, 64)).astype(np.float32) for _ in range(4))
+    beta = np.ones((1, 100, 1), np.float32)
+    for dtype in ("float32", "bfloat16"):
+        with pytest.raises(linattn.Error, match=r"chunk_delta_rule: argument 'k, beta'.*but got an overflow"):
+            lc.chunk_delta_rule(q, k, v, beta, dtype=dtype)
+        with pytest.raises(linattn.Error, match=r"argument 'k, beta'.*but got an overflow"):
+            lc.chunk_backward("delta_rule", q, k, v, beta=beta, do=do, dtype=dtype)
+        o, _ = lc.chunk_delta_rule(q, k, v, beta, dtype=dtype, use_qk_l2norm_in_kernel=True)  # unit keys: runs
+        assert np.isfinite(o).all()
+        grads = lc.chunk_backward("delta_rule", q, k, v, beta=beta, do=do, dtype=dtype, use_qk_l2norm_in_kernel=True)
+        assert all(np.isfinite(x).all() for x in grads.values() if x is not None)
+
 @gpu
 def test_cuda_backward_rungs_on_float32_inputs_run_rung_1_bit_for_bit():
     # Rungs 2-7 take bf16 inputs; on float32 inputs every one runs rung 1's kernels (chunk_cuda.hpp),
