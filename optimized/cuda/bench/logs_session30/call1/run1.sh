@@ -44,8 +44,12 @@ if has 1; then
   note "memcheck rc $?: $(grep -E 'ERROR SUMMARY' /tmp/l/v33_memcheck.log | tail -1)"
   timeout $(left 90) $CS --tool racecheck $B "CUDA v33 on small cases for the sanitizers" > /tmp/l/v33_racecheck.log 2>&1
   note "racecheck rc $?: $(grep -E 'RACECHECK SUMMARY' /tmp/l/v33_racecheck.log | tail -1)"
-  if [ -f .cudabin/mut.tar.xz ]; then
+  # The mutant build's test_cuda_backward: in bins.tar.xz since session 30 (mut_test_cuda_backward), else mut.tar.xz.
+  if [ -f /tmp/b/mut_test_cuda_backward ]; then mkdir -p /tmp/m && cp /tmp/b/mut_test_cuda_backward /tmp/m/test_cuda_backward; fi
+  if [ ! -f /tmp/m/test_cuda_backward ] && [ -f .cudabin/mut.tar.xz ]; then
     mkdir -p /tmp/m && tar -xJf .cudabin/mut.tar.xz -C /tmp/m
+  fi
+  if [ -f /tmp/m/test_cuda_backward ]; then
     for m in 309 0; do
       if [ $m = 0 ]; then unset LINATTN_MUTANT; else export LINATTN_MUTANT=$m; fi
       timeout $(left 60) /tmp/m/test_cuda_backward -w NoTests "CUDA v33 gradients equal v32 gradients bit for bit" > /tmp/l/mut_$m.log 2>&1
@@ -86,9 +90,16 @@ if has 2; then
   grep -E "FAILED|with expansion" /tmp/l/backward_all.log | head -20 >> /tmp/l/summary.log
 fi
 if has 4; then
-  mkdir -p /tmp/wh && tar -xJf .cudabin/wheel.tar.xz -C /tmp/wh
-  python3 -m pip install -q --no-deps --no-index --target /tmp/pylib /tmp/wh/*.whl > /tmp/l/pip.log 2>&1
-  note "pip install of the wheel rc $?"
+  # The wheel's contents unzipped (what pip install --target does for a wheel without scripts): in bins.tar.xz since
+  # session 30 (pylib/), else .cudabin/wheel.tar.xz's wheel is installed with pip.
+  if [ -d /tmp/b/pylib/linattn ]; then
+    rm -rf /tmp/pylib && cp -r /tmp/b/pylib /tmp/pylib
+    note "the unzipped wheel copied to /tmp/pylib"
+  else
+    mkdir -p /tmp/wh && tar -xJf .cudabin/wheel.tar.xz -C /tmp/wh
+    python3 -m pip install -q --no-deps --no-index --target /tmp/pylib /tmp/wh/*.whl > /tmp/l/pip.log 2>&1
+    note "pip install of the wheel rc $?"
+  fi
   python3 -c "import numpy, sys; print('python', sys.version.split()[0], 'numpy', numpy.__version__)" >> /tmp/l/env.log 2>&1
   PYTHONPATH=/tmp/pylib timeout $(left 300) python3 -m pytest -v -p no:cacheprovider notebooks_bindings/tests/test_cuda.py \
     > /tmp/l/test_cuda_py.log 2>&1
