@@ -1,6 +1,6 @@
 // optimized/cuda/bwd_v22_kq8.cu -- rung 22 of the CUDA backward ladder: rung 21 (bwd_v21_duvsmem.cu) with the state-side
-// kernel G1' staging B9's k and q slabs by 16-byte octets (issue 6; written in session 20 after that session's device
-// time was spent: not yet run on a GPU, so not `best`).
+// kernel G1' staging B9's k and q slabs by 16-byte octets (issue 6; written in session 20, first run on the GPU in
+// session 21, `best` in sessions 21-22; RESULTS.md "Rung 22").
 //
 // Why: G1' (bwd12_g1, bwd_v12_g1slab.cu) stages its 64 x 64 slabs of k and q for B9's P half (dq^P = M2 k, dk^P =
 // scale M2^T q) by two-byte loads: 16 per array and thread, in two batches of 8, so two dependent global round trips

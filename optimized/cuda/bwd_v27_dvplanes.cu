@@ -1,6 +1,6 @@
 // optimized/cuda/bwd_v27_dvplanes.cu -- rung 27 of the CUDA backward ladder: rung 26 (bwd_v26_wyasync.cu) with DeltaNet's
 // dv_new handed from the dstates kernel to both gradient kernels as two bf16 planes, hi and lo, instead of float32 plus
-// a bf16 copy (issue 6; written in session 24 after its device time was spent: not yet run on a GPU, not `best`).
+// a bf16 copy (issue 6; written in session 24, first run on the GPU in session 25; RESULTS.md "Rung 27").
 //
 // Why: since rung 25 the dstates kernel (bwd3_dstates, bwd_v3_async.cu) stores dv_new twice: float32 for G2' (which
 // multiplies its hi and lo bf16 parts) and a bf16 copy of its hi part for G1' (rung 20's kDvH, so that G1' can copy it

@@ -1,5 +1,6 @@
 // optimized/cuda/bwd_v30_dsw2.cu -- rung 30 of the CUDA backward ladder: rung 29 (bwd_v29_b1hi.cu) with the 128-column
-// dstates kernel keeping DeltaNet's w_aux and Qg tiles in two stages (issue 6; written in session 26, not yet run on a GPU).
+// dstates kernel keeping DeltaNet's w_aux and Qg tiles in two stages (issue 6; written in session 26, first run in
+// session 27: no faster).
 //
 // Why: at K = V = 128 the dstates kernel (bwd3_dstates, bwd_v3_async.cu) runs one block per (sequence, head) over all 128
 // value columns (rung 24's width, the benchmark's), with rung 23's single stage of the w_aux, Qg and Kd tiles (193,536

@@ -1,5 +1,5 @@
 // optimized/cuda/bwd_v33_g2stage.cu -- rung 33 of the CUDA backward ladder: rung 32 (bwd_v32_g1stage.cu) with DeltaNet's
-// WY-side kernel G2' writing dv and dk as whole rows too (issue 6; written in session 27, not yet run on a GPU).
+// WY-side kernel G2' writing dv and dk as whole rows too (issue 6; written in session 27, first run in session 30).
 //
 // Why: rung 32's whole-row stores took G1' from 0.65-0.71 to 0.58-0.61 ms (bench/logs_session27/, calls 3-4): its bf16
 // outputs had left the MMA fragments as pairs, half a 32-byte sector per row and store instruction. G2' (0.68-0.72

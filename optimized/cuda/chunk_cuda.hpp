@@ -382,7 +382,9 @@ enum class BwdVersion : int {
                        ///< saved states 2.715-2.829 ms over five runs against fla's 2.836-2.838 (bwd_v32_g1stage.cu,
                        ///< RESULTS.md "Rung 32")
   v33_g2stage = 33,    ///< v32 with G2''s dv and dk stored as whole rows too (through shared memory it leaves free); bit
-                       ///< for bit with v32. Written in session 27, not yet run on a GPU (bwd_v33_g2stage.cu)
+                       ///< for bit with v32. Written in session 27; session 30: passes every test, DeltaNet with bf16
+                       ///< saved states 2.640-2.652 ms against v32's 2.667-2.677 in one process (bwd_v33_g2stage.cu,
+                       ///< RESULTS.md "Rung 33"); `best` once the `best` tests have run with it
 };
 
 /// Whether backward rung v reads a SavedForward whose states are bf16 (forward_device's states_bf16): rungs 28 to 33
