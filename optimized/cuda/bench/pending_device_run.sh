@@ -13,9 +13,11 @@
 #   the bad-argument case, then rung 24's SM-sized reference test (214 s in session 26).
 # STEP=3 (about 300 s): GDN, KDA and GDN2 forward + backward beside fla with `best` (fla's Triton kernels compile in the
 #   process on a fresh machine).
-# STEP=5 (about 330 s), after `best` = rung 33 in chunk_cuda.cu (the line `version = BwdVersion::v32_g1stage`, its
-#   comment, test_cuda_saved's best checks, README/RESULTS) and a rebuild of bins.tar.xz: every test_cuda_saved case,
-#   the test_cuda_backward cases that run `best` (as session 27's call 4), and DeltaNet with fla beside `best` three times.
+# STEP=5 (about 330 s), after `best` = rung 33 (`git apply optimized/cuda/bench/pending_best33.patch`: chunk_cuda.cu's
+#   mapping and comment, chunk_cuda.hpp, test_cuda_saved's best checks, bench_backward.py's help; then README.md,
+#   optimized/cuda/README.md, docs/python.md and docs/derivation-backward.md by hand, with the call's figures) and a
+#   rebuild of bins.tar.xz: every test_cuda_saved case, the test_cuda_backward cases that run `best` (as session 27's
+#   call 4), and DeltaNet with fla beside `best` three times.
 # Needs .cudabin/bins.tar.xz built at HEAD on the project's machine (cmake --preset cuda; build test_cuda_forward,
 # test_cuda_backward, test_cuda_saved, linattn_cuda_capi; strip; mut310_test_cuda_forward: the same test_cuda_forward
 # built with make_mutants.py's mutant 310 text planted; one xz stream with --lzma2=preset=9,dict=512MiB), and .fla
