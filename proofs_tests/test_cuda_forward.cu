@@ -35,6 +35,17 @@ using cuda::Version;
 
 namespace {
 
+/// The message of the linattn::Error that `call` throws ("no error" when it throws none).
+template <class F>
+std::string error_of(F&& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 const Op kOps[] = {Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2};
 const Version kVersions[] = {Version::v1_simple, Version::v2_tensorcore, Version::v3_async, Version::v4_levels,
                              Version::v5_split, Version::v6_lean, Version::v7_overlap,
@@ -896,51 +907,43 @@ TEST_CASE("CUDA best version runs rung 9 where its state kernel takes 64 column 
 
 TEST_CASE("CUDA chunked forward rejects bad arguments with a linattn Error naming the argument") {
   const Problem<float> p = cast_problem<float>(make_problem<double>(Op::kda, fixed_case(1, 10, 2, 8, 8, GateMode::random, false, 1)));
-  auto err = [&](auto&& f) -> std::string {
-    try {
-      f();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "no error";
-  };
   using Catch::Matchers::Contains;
-  CHECK_THAT(err([&] {
+  CHECK_THAT(error_of([&] {
                Tensor<float> q({1, 10, 2, 257}), k({1, 10, 2, 257}), g({1, 10, 2, 257});
                cuda::chunk_kda(q, k, p.v, g, p.gates.beta);
              }),
              Contains("'q.shape[3] (K)'") && Contains("K <= 256") && Contains("257"));
-  CHECK_THAT(err([&] {
+  CHECK_THAT(error_of([&] {
                Tensor<float> v({1, 10, 2, 300});
                cuda::chunk_kda(p.q, p.k, v, p.gates.g, p.gates.beta);
              }),
              Contains("'v.shape[3] (V)'") && Contains("300"));
-  CHECK_THAT(err([&] {
+  CHECK_THAT(error_of([&] {
                ref::RecurrentOptions<float> opt;
                opt.return_trace = true;
                cuda::chunk_kda(p.q, p.k, p.v, p.gates.g, p.gates.beta, opt);
              }),
              Contains("'return_trace'"));
-  CHECK_THAT(err([&] { cuda::chunk_forward(Op::linear_attn, p.q, p.k, p.v, {}, {}); }),
+  CHECK_THAT(error_of([&] { cuda::chunk_forward(Op::linear_attn, p.q, p.k, p.v, {}, {}); }),
              Contains("'op'") && Contains("linear_attn"));
-  CHECK_THAT(err([&] {
+  CHECK_THAT(error_of([&] {
                Tensor<float> g = p.gates.g.clone();
                g.data()[5] = 0.5f;  // a log-decay must be <= 0
                cuda::chunk_kda(p.q, p.k, p.v, g, p.gates.beta);
              }),
              Contains("chunk_kda") && Contains("'g'") && Contains("0.5"));
-  CHECK_THAT(err([&] {
+  CHECK_THAT(error_of([&] {
                Tensor<float> beta({1, 10, 3});
                cuda::chunk_kda(p.q, p.k, p.v, p.gates.g, beta);
              }),
              Contains("'beta'") && Contains("[1, 10, 3]"));
-  CHECK_THAT(err([&] {
+  CHECK_THAT(error_of([&] {
                ref::RecurrentOptions<float> opt;
                opt.cu_seqlens = {0, 4, 9};  // must end at T = 10
                cuda::chunk_kda(p.q, p.k, p.v, p.gates.g, p.gates.beta, opt);
              }),
              Contains("'cu_seqlens'") && Contains("9"));
-  CHECK_THAT(err([&] {
+  CHECK_THAT(error_of([&] {
                cuda::DeviceArgs a;
                a.op = Op::gated_delta_rule;
                a.B = 1, a.T = 4, a.H = 1, a.K = 4, a.V = 4;
@@ -963,13 +966,13 @@ TEST_CASE("CUDA chunked forward rejects bad arguments with a linattn Error namin
     a.scale = 1;
     return a;
   };
-  CHECK_THAT(err([&] {
+  CHECK_THAT(error_of([&] {
                cuda::DeviceArgs a = kda_args();
                a.k = buf + 1;
                cuda::forward_device(a);
              }),
              Contains("'k'") && Contains("16 bytes") && Contains("4 bytes past"));
-  CHECK_THAT(err([&] {
+  CHECK_THAT(error_of([&] {
                cuda::DeviceArgs a = kda_args();
                a.g = reinterpret_cast<const char*>(buf) + 8;
                cuda::forward_device(a);
@@ -977,20 +980,20 @@ TEST_CASE("CUDA chunked forward rejects bad arguments with a linattn Error namin
              Contains("'g'") && Contains("8 bytes past"));
   // One grid row per head: H past the CUDA grid's y extent is refused before any launch (review9),
   // forward and backward (both plan the call with plan_call).
-  CHECK_THAT(err([&] {
+  CHECK_THAT(error_of([&] {
                cuda::DeviceArgs a = kda_args();
                a.H = 65536;
                cuda::forward_device(a);
              }),
              Contains("'q.shape[2] (H)'") && Contains("65535") && Contains("65536"));
-  CHECK_THAT(err([&] {
+  CHECK_THAT(error_of([&] {
                cuda::DeviceBwdArgs a;
                a.fwd = kda_args();
                a.fwd.H = 70000;
                cuda::backward_device(a);
              }),
              Contains("backward_device") && Contains("'q.shape[2] (H)'") && Contains("70000"));
-  CHECK_THAT(err([&] {
+  CHECK_THAT(error_of([&] {
                cuda::DeviceBwdArgs a;
                a.fwd = kda_args();
                a.do_ = buf + 2;
@@ -1000,7 +1003,7 @@ TEST_CASE("CUDA chunked forward rejects bad arguments with a linattn Error namin
              }),
              Contains("'do_'") && Contains("8 bytes past"));
   // GDN's per-token g and beta need no more than their own alignment: not refused for it.
-  CHECK_THAT(err([&] {
+  CHECK_THAT(error_of([&] {
                cuda::DeviceArgs a = kda_args();
                a.op = Op::gated_delta_rule;
                a.g = buf + 1;
@@ -1033,16 +1036,8 @@ TEST_CASE("CUDA chunked forward and backward refuse an overflowed result with an
       if (!std::isfinite(t.data()[i])) return false;
     return true;
   };
-  // The message of the Error that `call` throws ("no error" when it throws none). The matchers are composed inside
-  // each CHECK_THAT: Catch2's `a && b` keeps references to its operands, so a composed matcher must not outlive them.
-  auto error_of = [](auto&& call) -> std::string {
-    try {
-      call();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "no error";
-  };
+  // The matchers are composed inside each CHECK_THAT: Catch2's `a && b` keeps references to its operands, so a
+  // composed matcher must not outlive them.
   for (const DType dt : {DType::f32, DType::bf16}) {
     INFO((dt == DType::f32 ? "float32" : "bfloat16"));
     ref::RecurrentOptions<float> opt;
