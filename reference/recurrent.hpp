@@ -153,10 +153,13 @@ inline Error overflow_error(const std::string& fn, Op op, index_t n, index_t h, 
 /// The results of a call whose inputs were all finite must be finite too; a value that is not came from an
 /// overflow (overflow_error). One pass over each result, after the computation, so that no caller gets a silent
 /// NaN or Inf. `what` names the results, e.g. {{"o", &out.o}, {"final_state", &out.final_state}}; undefined ones
-/// are skipped. Used by the reference backward and the CPU kernels (optimized/cpu).
+/// are skipped. `also` is appended to the message: a further cause the caller knows of (the CUDA host functions name
+/// an element no kernel wrote). Used by the reference backward, the CPU kernels (optimized/cpu) and the CUDA host
+/// functions (optimized/cuda/chunk_cuda.cu).
 template <class T>
 void require_finite_results(const std::string& fn, Op op, bool backward,
-                            std::initializer_list<std::pair<const char*, const Tensor<T>*>> what) {
+                            std::initializer_list<std::pair<const char*, const Tensor<T>*>> what,
+                            const std::string& also = "") {
   for (const auto& [name, t] : what) {
     if (!t->defined()) continue;
     const T* p = t->data();
@@ -164,7 +167,7 @@ void require_finite_results(const std::string& fn, Op op, bool backward,
       if (!std::isfinite(p[i]))
         throw overflow_error(fn, op, backward,
                              ": '" + std::string(name) + "' of shape " + shape_str(t->shape()) + " is not finite at " +
-                                 index_str(t->shape(), i) + " although every input is finite");
+                                 index_str(t->shape(), i) + " although every input is finite" + also);
   }
 }
 

@@ -502,12 +502,9 @@ Tensor<float> download(const void* p, std::vector<index_t> shape, DType dt) {
 /// element no kernel wrote (the host functions fill every result with NaN before the launch).
 void require_finite_device_results(const std::string& fn, Op op, bool backward,
                                    std::initializer_list<std::pair<const char*, const Tensor<float>*>> what) {
-  try {
-    ref::require_finite_results<float>(fn, op, backward, what);
-  } catch (const Error& e) {
-    throw Error(std::string(e.what()) +
-                " (or a kernel left it unwritten: the host functions fill every result with NaN before the launch)");
-  }
+  ref::require_finite_results<float>(
+      fn, op, backward, what,
+      " (or a kernel left it unwritten: the host functions fill every result with NaN before the launch)");
 }
 
 Tensor<float> l2norm_rows(const Tensor<float>& x) {

@@ -996,9 +996,9 @@ MUTANTS = [
     # The host functions' check of their results (chunk_cuda.cu); the test: test_cuda_forward's "CUDA chunked forward
     # and backward refuse an overflowed result with an error blaming the keys and beta".
     (310, "optimized/cuda/chunk_cuda.cu",
-     "  try {\n    ref::require_finite_results<float>(fn, op, backward, what);",
+     "  ref::require_finite_results<float>(\n      fn, op, backward, what,",
      "  if (std::getenv(\"LINATTN_MUTANT\") && std::atoi(std::getenv(\"LINATTN_MUTANT\")) == 310) return;\n"
-     "  try {\n    ref::require_finite_results<float>(fn, op, backward, what);",
+     "  ref::require_finite_results<float>(\n      fn, op, backward, what,",
      "host functions: a result that is not finite is returned without an error (a silent NaN)"),
 ]
 
