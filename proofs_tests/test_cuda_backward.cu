@@ -1,7 +1,6 @@
-// proofs_tests/test_cuda_backward.cu -- the CUDA chunked backward (optimized/cuda: rung 1
-// bwd_v1_simple.cu, rung 2 bwd_v2_tensorcore.cu, rung 3 bwd_v3_async.cu, rung 4 bwd_v4_tc_tail.cu,
-// rung 5 bwd_v5_levels_front.cu, rung 6 bwd_v6_tc_b9.cu, rung 7 bwd_v7_rowbase.cu, rung 8 bwd_v8_wide.cu, rung 9 bwd_v9_noextras.cu, rung 10 bwd_v10_split.cu, rung 11 bwd_v11_wyfast.cu, rung 12 bwd_v12_g1slab.cu, rung 13 bwd_v13_g1g2.cu, rung 15 bwd_v15_hionly.cu, rung 16 bwd_v16_b9one.cu, rung 17 bwd_v17_hybrid.cu, rung 18 bwd_v18_lean.cu, rung 19 bwd_v19_dsbf16.cu, rung 20 bwd_v20_dvbf16.cu, rung 21 bwd_v21_duvsmem.cu, rung 22 bwd_v22_kq8.cu, rung 23 bwd_v23_dsone.cu, rung 24 bwd_v24_dswide.cu, rung 25 bwd_v25_g1async.cu, rung 26 bwd_v26_wyasync.cu, rung 27 bwd_v27_dvplanes.cu; host API
-// cuda::chunk_backward) equals the
+// proofs_tests/test_cuda_backward.cu -- the CUDA chunked backward (optimized/cuda: every rung of the backward
+// ladder, 1 = bwd_v1_simple.cu to 33 = bwd_v33_g2stage.cu, each in kRungs below; the table of rungs is
+// optimized/cuda/README.md; host API cuda::chunk_backward) equals the
 // float64 reference backward
 // (reference/recurrent_backward.hpp, itself proven by finite differences in
 // test_gradcheck_reference.cpp) for DeltaNet, GDN, KDA and GDN2, in float32 and bfloat16.

@@ -1,6 +1,7 @@
 // optimized/cuda/bwd_v14_pchan.cu -- rung 14 of the CUDA backward ladder: the split of the chunk-gradient
 // kernel into a state side (G1) and a WY side (G2), rungs 10-13's, extended to per-channel gates, KDA and
-// GDN2 (issue 6; bench/analysis_bwd_plan.md sections 3.1-3.3). WRITTEN IN SESSION 9, NOT YET RUN ON A GPU.
+// GDN2 (issue 6; bench/analysis_bwd_plan.md sections 3.1-3.3). Written in session 9 and run in session 9
+// calls 3-4: correct, slower than rung 8 for KDA, not adopted (RESULTS.md "Rung 14").
 //
 // DeltaNet and GDN run rung 13 unchanged (bwd_v13_launch), so rung 14 is a superset of rung 13. For KDA
 // and GDN2, rungs 10-13 ran rung 8 (one grads kernel, 7.75 / 7.11 ms at B=8 T=4096 H=16 K=V=128). Here:

@@ -360,8 +360,8 @@ enum class BwdVersion : int {
                        ///< DeltaNet saved with states 3.47-3.49 -> 3.12-3.17 ms, G2' 1.00-1.06 -> 0.72-0.76 at B=8
                        ///< T=4096 H=16 K=V=128 (RESULTS.md, "Rung 26")
   v27_dvplanes = 27,   ///< v26 with DeltaNet's dv_new handed from the dstates kernel as bf16 hi and lo planes (no
-                       ///< float32 dv_new, no bf16 copy); bit for bit with v26. Written in session 24, not yet run
-                       ///< on a GPU (bwd_v27_dvplanes.cu)
+                       ///< float32 dv_new, no bf16 copy); bit for bit with v26. Written in session 24, first run in
+                       ///< session 25 (bwd_v27_dvplanes.cu; RESULTS.md "Rung 27")
   v28_sbf16 = 28,      ///< v27 with DeltaNet's state entering every chunk kept as its bf16 hi part (the backward's
                        ///< states kernel, or the saving forward with states_bf16) and copied by G1' straight into its
                        ///< tile; bit for bit with v27. `best` since session 25 call 2: DeltaNet with bf16 saved states

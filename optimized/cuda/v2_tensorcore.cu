@@ -36,9 +36,10 @@
 // pipeline at BV = 16: B=1 1.04 -> 1.03 ms), LINATTN_STATE_PREFETCH=1 (next k-step's fragments
 // before this k-step's mma: B=8 0.49-0.50 -> 0.48-0.49 ms, B=1 1.04 -> 1.09, the backward's states
 // kernel 0.68 -> 0.73). All three keep the arithmetic (and so the bits) of the default kernel.
-// A fourth, LINATTN_STATE_BULK=1 (tile rows by cp.async.bulk on mbarriers, v2_state's kBulk), is
-// written and compile-checked but NOT YET RUN ON A GPU (see v2_state), and so is a fifth,
-// LINATTN_STATE_OCC2=1 (v2_state with NS = 1: 32 value columns, one stage, two blocks per SM).
+// A fourth, LINATTN_STATE_BULK=1 (tile rows by cp.async.bulk on mbarriers, v2_state's kBulk), and a
+// fifth, LINATTN_STATE_OCC2=1 (v2_state with NS = 1: 32 value columns, one stage, two blocks per SM),
+// were written in session 6 and run in session 7 call 1: every forward test passes with each, and each
+// is slower (state kernel at B=8: bulk 0.602-0.608 ms, OCC2 0.576-0.583, default 0.499; RESULTS.md).
 #include <cstdlib>
 #include <string>
 #include <type_traits>
@@ -429,8 +430,9 @@ struct StateBwdOut {
   float* vn = nullptr;  // [B * T * H, V]
 };
 
-/// kBulk (LINATTN_STATE_BULK=1; NS = 2; with or without kBwd / kHt / kPF). WRITTEN AND COMPILE-CHECKED
-/// ONLY, NOT YET RUN ON A GPU; off by default (the default instantiations' PTX is unchanged). issue()
+/// kBulk (LINATTN_STATE_BULK=1; NS = 2; with or without kBwd / kHt / kPF). Written in session 6, run in
+/// session 7 call 1 (tests and synccheck pass; slower: 0.602-0.608 ms at B=8 against the default's 0.499,
+/// 1.616-1.635 at B=1 against 1.03-1.04); off by default (the default instantiations' PTX is unchanged). issue()
 /// loads each chunk's tiles with one cp.async.bulk per tile row (64 rows each of W, Qg, Kd, P, u and
 /// one gC copy: 321 copies, 193 with kBwd) completing on stage stg's mbarrier (arrival count 1:
 /// thread 0's arrive.expect_tx of state_bulk_tx bytes, posted before the block barrier after which
@@ -448,7 +450,7 @@ struct StateBwdOut {
 /// a handful per chunk: a workspace whose rows are padded to ldk(KP) as in shared memory (one 1-D
 /// copy per tile; the intra kernels write it), or cp.async.bulk.tensor.2d (if its box may be KP + 8
 /// wide over a KP-wide tensor, the 8 columns past the end zero-filled; unchecked).
-/// Next session, on the H200 (B = build/<dir>; one command per line):
+/// How to run it on the H200 (B = build/<dir>; one command per line; session 7 call 1 ran these):
 ///   LINATTN_STATE_BULK=1 $B/proofs_tests/test_cuda_forward                    (every forward test)
 ///   LINATTN_STATE_BULK=1 compute-sanitizer --tool memcheck (then racecheck, synccheck)
 ///     $B/proofs_tests/test_cuda_forward "CUDA chunked forward of a packed batch of many short
@@ -458,8 +460,8 @@ struct StateBwdOut {
 ///     --fla .fla --versions 4 --sweep-versions 4 --split, with and without LINATTN_STATE_BULK=1.
 ///
 /// NS = 1 (LINATTN_STATE_OCC2=1; tc_state_launch, the forward only: not kBwd, so neither the
-/// backward's states pass nor v5's split state pass). WRITTEN AND COMPILE-CHECKED ONLY, NOT YET RUN
-/// ON A GPU; off by default (the default instantiations' PTX is unchanged: 84 of 84 entries,
+/// backward's states pass nor v5's split state pass). Written in session 6, run in session 7 call 1 (every
+/// forward test passes; slower: 0.576-0.583 ms at B=8 against the default's 0.499); off by default (the default instantiations' PTX is unchanged: 84 of 84 entries,
 /// bench/ptx_identity.py against HEAD; minBlocks 0 in __launch_bounds__ emits no .minnctapersm).
 /// What: where pick_bv gives 64 or 32 columns, BV = 32 with one pipeline stage -- chunk ci's tiles
 /// are waited for at the loop top, used, and chunk ci + 1's issued only after a barrier at the end of
@@ -494,7 +496,7 @@ struct StateBwdOut {
 /// bytes per block and chunk against 74,240, so 1.78x the L2-to-SM bytes; the BV sweep (header:
 /// 2.62 ms at BV = 32 against 2.43 at 64, whole v2 forward, one block per SM) is that cost. With one
 /// stage a block alone on its SM (the tail of the last wave, small grids) waits for every load.
-/// Next session, on the H200 (B = build/<dir>; one command per line):
+/// How to run it on the H200 (B = build/<dir>; one command per line; session 7 call 1 ran these):
 ///   LINATTN_STATE_OCC2=1 $B/proofs_tests/test_cuda_forward                    (every forward test)
 ///   LINATTN_STATE_OCC2=1 LINATTN_V2_BV=64 $B/proofs_tests/test_cuda_forward   (pick_bv gives 16 in
 ///     most test cases, where NS = 1 does not apply; forced to 64 every case runs it, and the v5-v4
