@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# optimized/cuda/bench/pending_device_run.sh -- the device calls waiting after session 30.
+# optimized/cuda/bench/pending_device_run.sh -- the device calls waiting after session 30 (and 31, which had none).
 # Session 30 (logs_session30/) ran, on the H200: every rung 33 test (all pass), its sanitizer case under memcheck and
 # racecheck (clean), mutant 309 (caught), rung 31's fixed-case test, every test_cuda_saved case (all pass), every
 # test_cuda_forward case through the host functions' new result check (46 pass; the 47th, the new overflow test,
@@ -7,27 +7,33 @@
 # Python module's CUDA tests (35 pass, the new overflow test among them), DeltaNet beside fla with rungs 32 and 33
 # (rung 33 faster in each of three pairs: 2.640-2.652 ms against 2.667-2.677), and 148 of the 151 test_cuda_backward
 # cases asked for before the call's time ran out.
-# What waits:
+# What waits (session 31 had no device: new loans were paused; it built the binaries for all three steps instead):
 # STEP=1 (about 420 s): the fixed overflow test, mutant 310 against it, the three test_cuda_backward cases session 30
 #   did not reach ("66 sequences of two heads", "K = V = 128 with 64 and 32 column value tiles", "deterministic") and
 #   the bad-argument case, then rung 24's SM-sized reference test (214 s in session 26).
 # STEP=3 (about 300 s): GDN, KDA and GDN2 forward + backward beside fla with `best` (fla's Triton kernels compile in the
 #   process on a fresh machine).
-# STEP=5 (about 330 s), after `best` = rung 33 (`git apply optimized/cuda/bench/pending_best33.patch`: chunk_cuda.cu's
-#   mapping and comment, chunk_cuda.hpp, test_cuda_saved's best checks, bench_backward.py's help; then README.md,
-#   optimized/cuda/README.md, docs/python.md and docs/derivation-backward.md by hand, with the call's figures) and a
-#   rebuild of bins.tar.xz: every test_cuda_saved case, the test_cuda_backward cases that run `best` (as session 27's
+# STEP=5 (about 330 s): every test_cuda_saved case, the test_cuda_backward cases that run `best` (as session 27's
 #   call 4), and DeltaNet with fla beside `best` three times.
-# Needs .cudabin/bins.tar.xz built at HEAD on the project's machine (cmake --preset cuda; build test_cuda_forward,
-# test_cuda_backward, test_cuda_saved, linattn_cuda_capi; strip; mut310_test_cuda_forward: the same test_cuda_forward
-# built with make_mutants.py's mutant 310 text planted; one xz stream with --lzma2=preset=9,dict=512MiB), and .fla
-# (git archive bc3b101 fla of fla-org/flash-linear-attention) for STEP=3 and STEP=5.
-# Usage on the device: OUT=$OUT STEP=1 bash optimized/cuda/bench/pending_device_run.sh; STEP may list steps (1,3).
+# Binaries: BINS (default .cudabin/bins33.tar.xz) is built with `best` = rung 33, i.e. with
+#   optimized/cuda/bench/pending_best33.patch applied to the committed tree (chunk_cuda.cu's mapping and comment,
+#   chunk_cuda.hpp, test_cuda_saved's best checks, bench_backward.py's help); .cudabin/BUILT_AT says at which commit.
+#   If every step passes, the patch lands (`git apply`, then README.md, optimized/cuda/README.md, docs/python.md and
+#   docs/derivation-backward.md by hand with the call's figures, and the patch file deleted in the same commit). If a
+#   `best` check fails with rung 33, BINS=.cudabin/bins.tar.xz (session 30's build, `best` = rung 32) reruns a step
+#   with the committed mapping.
+# Both archives come from bench/make_bins.sh (test_cuda_forward, mut310_test_cuda_forward with make_mutants.py's mutant
+# 310 planted, test_cuda_backward, test_cuda_saved, liblinattn_cuda_capi.so; stripped; checked with xz -t). .fla (git archive bc3b101 fla of fla-org/flash-linear-attention) is
+# needed for STEP=3 and STEP=5.
+# Usage on the device: OUT=$OUT STEP=1 bash optimized/cuda/bench/pending_device_run.sh; STEP may list steps (1,3);
+# carry .cudabin/bins33.tar.xz (and .cudabin/bins.tar.xz for the fallback) and .fla.
 set -u
 OUT=${OUT:-/tmp/out}; END=${END:-585}; STEP=${STEP:-1}
 source optimized/cuda/bench/call_lib.sh
 has() { case ",$STEP," in *",$1,"*) return 0;; esac; return 1; }  # STEP may list several: 1,3
-[ -f .cudabin/bins.tar.xz ] && unpack
+BINS=${BINS:-.cudabin/bins33.tar.xz}
+[ -f "$BINS" ] && unpack "$BINS"
+echo "binaries: $BINS" > /tmp/l/summary.log
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv > /tmp/l/env.log
 B=/tmp/b/test_cuda_backward

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# optimized/cuda/bench/make_bins.sh -- build the binaries a device call carries, on the project's CPU machine (nvcc, no
+# GPU): .cudabin/bins.tar.xz from the committed tree and .cudabin/bins33.tar.xz from the tree with
+# pending_best33.patch applied (`best` = rung 33; the patch is reverted afterwards). Each archive holds
+# test_cuda_forward, mut310_test_cuda_forward (make_mutants.py's mutant 310 text planted in chunk_cuda.cu, restored
+# afterwards), test_cuda_backward, test_cuda_saved and liblinattn_cuda_capi.so, stripped, as one xz stream, and is
+# checked with xz -t and listed with tar -t before it replaces the old one (session 30's archive was truncated and
+# nothing noticed). Needs build/cuda configured (cmake --preset cuda). About 8 minutes on 2 cores, most of it xz.
+# Usage: bash optimized/cuda/bench/make_bins.sh   (then update .cudabin/BUILT_AT)
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+mkdir -p .cudabin
+T="test_cuda_forward test_cuda_backward test_cuda_saved linattn_cuda_capi"
+plant310() {  # $1: destination of the mutant test_cuda_forward
+  cp optimized/cuda/chunk_cuda.cu /tmp/chunk_cuda.cu.keep
+  python3 - <<'PY'
+p='optimized/cuda/chunk_cuda.cu'; s=open(p).read()
+a="  ref::require_finite_results<float>(\n      fn, op, backward, what,"
+b="  if (std::getenv(\"LINATTN_MUTANT\") && std::atoi(std::getenv(\"LINATTN_MUTANT\")) == 310) return;\n" + a
+assert s.count(a) == 1; open(p,'w').write(s.replace(a,b))
+PY
+  cmake --build build/cuda --target test_cuda_forward -j2 > /tmp/mkbins_mut.log 2>&1
+  cp build/cuda/proofs_tests/test_cuda_forward "$1"
+  cp /tmp/chunk_cuda.cu.keep optimized/cuda/chunk_cuda.cu
+}
+pack() {  # $1: folder, $2: archive
+  strip "$1"/*
+  (cd "$1" && tar -cf - . | xz -T1 --lzma2=preset=9,dict=512MiB > /tmp/pack.tar.xz)
+  xz -t /tmp/pack.tar.xz; tar -tJf /tmp/pack.tar.xz
+  mv /tmp/pack.tar.xz "$2"
+}
+copy4() {
+  mkdir -p "$1"
+  cp build/cuda/proofs_tests/test_cuda_forward build/cuda/proofs_tests/test_cuda_backward \
+     build/cuda/proofs_tests/test_cuda_saved build/cuda/optimized/cuda/liblinattn_cuda_capi.so "$1"/
+}
+rm -rf /tmp/bins32 /tmp/bins33
+echo "[$(date +%T)] HEAD $(git rev-parse --short HEAD): build"
+cmake --build build/cuda --target $T -j2 > /tmp/mkbins_32.log 2>&1
+copy4 /tmp/bins32
+plant310 /tmp/bins32/mut310_test_cuda_forward
+P=optimized/cuda/bench/pending_best33.patch
+if [ -f $P ]; then  # gone once the switch has landed: then bins.tar.xz alone
+  echo "[$(date +%T)] apply the patch, build"
+  git apply $P
+  cmake --build build/cuda --target $T -j2 > /tmp/mkbins_33.log 2>&1
+  copy4 /tmp/bins33
+  plant310 /tmp/bins33/mut310_test_cuda_forward
+  git apply -R $P
+  echo "[$(date +%T)] patch reverted"
+fi
+pack /tmp/bins32 .cudabin/bins.tar.xz
+[ -d /tmp/bins33 ] && pack /tmp/bins33 .cudabin/bins33.tar.xz
+echo "[$(date +%T)] rebuild HEAD"
+cmake --build build/cuda --target $T -j2 > /tmp/mkbins_head.log 2>&1
+git status --short
+ls -la .cudabin
+echo "[$(date +%T)] done"
