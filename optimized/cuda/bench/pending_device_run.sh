@@ -20,7 +20,7 @@
 #   chunk_cuda.hpp, test_cuda_saved's best checks, bench_backward.py's help); .cudabin/BUILT_AT says at which commit.
 #   If every step passes, the patch lands (`git apply`, then README.md, optimized/cuda/README.md, docs/python.md and
 #   docs/derivation-backward.md by hand with the call's figures, and the patch file deleted in the same commit). If a
-#   `best` check fails with rung 33, BINS=.cudabin/bins.tar.xz (session 30's build, `best` = rung 32) reruns a step
+#   `best` check fails with rung 33, BINS=.cudabin/bins.tar.xz (session 31's build of the committed tree, `best` = rung 32) reruns a step
 #   with the committed mapping.
 # Both archives come from bench/make_bins.sh (test_cuda_forward, mut310_test_cuda_forward with make_mutants.py's mutant
 # 310 planted, test_cuda_backward, test_cuda_saved, liblinattn_cuda_capi.so; stripped; checked with xz -t). .fla (git archive bc3b101 fla of fla-org/flash-linear-attention) is
