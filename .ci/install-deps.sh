@@ -3,9 +3,16 @@
 # silent when everything is already present. Called by ./run.sh before every build.
 set -euo pipefail
 
-# Debian packages: compiler, CMake, the test frameworks (Catch2 v2, RapidCheck), Google Benchmark,
-# Doxygen (the API reference; test docs_build_without_warnings).
-DEB_PACKAGES=(g++ cmake make catch2 librapidcheck-dev libbenchmark-dev doxygen)
+# Debian packages (Debian 12, bookworm: its catch2 is v2, which the tests use): compiler, CMake, the test frameworks
+# (Catch2 v2, RapidCheck), Doxygen (the API reference; test docs_build_without_warnings); Python 3 with pip and its
+# headers (the bindings) unless a python3 with pip is already on PATH (e.g. a pyenv one).
+DEB_PACKAGES=(g++ cmake make catch2 librapidcheck-dev doxygen)
+if ! command -v python3 >/dev/null 2>&1 || ! python3 -m pip --version >/dev/null 2>&1; then
+  DEB_PACKAGES+=(python3 python3-pip python3-dev)
+elif ! python3 -c 'import os, sys, sysconfig
+sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")) else 1)'; then
+  DEB_PACKAGES+=(python3-dev)  # a python3 with pip but without its headers: Debian's own
+fi
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -29,6 +36,6 @@ if ((${#PY_PACKAGES[@]})); then
   done
   if ((${#py_missing[@]})); then
     echo "[install-deps] installing Python packages: ${py_missing[*]}"
-    python3 -m pip install -q --root-user-action=ignore "${py_missing[@]}"
+    bash "$(dirname "$0")/pip-install.sh" "${py_missing[@]}"
   fi
 fi

@@ -1,6 +1,6 @@
 /// reference/backward.hpp -- the reference backward pass of linattn (one header includes every
 /// part), and the finite-difference gradient that proves it (numerical_gradient, grad_error; the
-/// tests proofs_tests/test_gradcheck_*.cpp use them, and so can a kernel author for a new backward).
+/// test proofs_tests/test_gradcheck_reference.cpp uses them, and so can a kernel author for a new backward).
 /// The derivation of each backward is in docs/derivation-backward.md.
 /// @file
 #pragma once

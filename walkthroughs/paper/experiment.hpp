@@ -348,8 +348,11 @@ inline int execute_runs(const Cli& c, const std::vector<Run>& runs) {
     if (c.force || !read_result(c, r).complete) pending.push_back(&r);
   std::cout << runs.size() << " runs, " << runs.size() - pending.size() << " already complete in " << runs_dir(c)
             << ", " << pending.size() << " to run (" << c.jobs << " at a time, " << c.run_threads()
-            << " threads each; 0 = all)\n"
-            << std::flush;
+            << " threads each; 0 = all)\n";
+  if (pending.empty())  // e.g. --quick over the committed walkthroughs/results/<name>_quick: nothing trains
+    std::cout << "Nothing to train: the report below is read from the CSVs already there. To train again, add --force "
+                 "(overwrites them) or --out DIR (a new folder).\n";
+  std::cout << std::flush;
   std::vector<std::string> base;  // the children's arguments: ours minus --jobs/--only/--force/--list
   for (size_t i = 1; i < c.argv.size(); ++i) {
     const std::string& a = c.argv[i];
