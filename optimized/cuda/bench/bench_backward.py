@@ -228,6 +228,25 @@ def saved_rows(lin, op, x, do, dht, scale, ver, s, record, timed, results, run_f
             lin.lib.linattn_cuda_saved_free(handle)
 
 
+def fla_kept(fns, op, xg, scale):
+    """Print the memory fla's forward keeps for its backward (autograd's saved tensors beyond the inputs, o and the
+    final state), to set beside linattn's 'saved N MiB': the memory side of the comparison. Never fails the run."""
+    try:
+        for t in xg.values():
+            t.grad = None
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        o, ht = fla_call(fns, op, xg, scale)
+        torch.cuda.synchronize()
+        outs = sum(t.numel() * t.element_size() for t in (o, ht) if t is not None)
+        kept = torch.cuda.memory_allocated() - base - outs
+        print(f"[fla] {op}: its forward keeps {kept / 2**20:.1f} MiB for the backward (beyond the inputs, o and the "
+              f"final state)", flush=True)
+        del o, ht
+    except Exception as e:  # a measurement only
+        print(f"[fla] {op}: kept memory not measured ({type(e).__name__}: {e})", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -292,6 +311,7 @@ def main():
                     ref = {n: xg[n].grad.clone() for n in names}
                     record(s, op, "fla forward", timed(lambda: fla_call(fns, op, fla_x, scale)))
                     record(s, op, "fla forward + backward", timed(fla_fb))
+                    fla_kept(fns, op, xg, scale)
                 except Exception:
                     print(f"[fla] {op} forward + backward failed:\n{traceback.format_exc()}", flush=True)
                     ref = None
