@@ -12,7 +12,8 @@
 #   did not reach ("66 sequences of two heads", "K = V = 128 with 64 and 32 column value tiles", "deterministic") and
 #   the bad-argument case, then rung 24's SM-sized reference test (214 s in session 26).
 # STEP=3 (about 300 s): GDN, KDA and GDN2 forward + backward beside fla with `best` (fla's Triton kernels compile in the
-#   process on a fresh machine).
+#   process on a fresh machine), and (new in session 31, never run yet) the memory fla's forward keeps for its
+#   backward, to set beside linattn's "saved N MiB" in RESULTS.md's first table.
 # STEP=5 (about 330 s): every test_cuda_saved case, the test_cuda_backward cases that run `best` (as session 27's
 #   call 4), and DeltaNet with fla beside `best` three times.
 # Binaries: BINS (default .cudabin/bins33.tar.xz) is built with `best` = rung 33, i.e. with
