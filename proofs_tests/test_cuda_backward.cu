@@ -2698,51 +2698,43 @@ TEST_CASE("CUDA chunked backward is deterministic: two runs give bitwise equal g
 TEST_CASE("CUDA chunked backward rejects bad arguments with a linattn Error naming the argument") {
   const Problem<float> p = cast_problem<float>(make_problem<double>(Op::kda, fixed_case(1, 10, 2, 8, 8, GateMode::random, false, 1)));
   const Tensor<float> do_({1, 10, 2, 8});
-  auto err = [&](auto&& f) -> std::string {
-    try {
-      f();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "no error";
-  };
   using Catch::Matchers::Contains;
-  CHECK_THAT(err([&] {
+  CHECK_THAT(error_of([&] {
                Tensor<float> q({1, 10, 2, 257}), k({1, 10, 2, 257}), g({1, 10, 2, 257});
                cuda::chunk_kda_backward(q, k, p.v, g, p.gates.beta, do_, {});
              }),
              Contains("'q.shape[3] (K)'") && Contains("K <= 256") && Contains("257"));
-  CHECK_THAT(err([&] {
+  CHECK_THAT(error_of([&] {
                Tensor<float> bad({1, 10, 2, 7});
                cuda::chunk_kda_backward(p.q, p.k, p.v, p.gates.g, p.gates.beta, bad, {});
              }),
              Contains("chunk_kda_backward") && Contains("'do'") && Contains("[1, 10, 2, 7]"));
-  CHECK_THAT(err([&] {
+  CHECK_THAT(error_of([&] {
                Tensor<float> bad = do_.clone();
                bad.data()[3] = NAN;
                cuda::chunk_kda_backward(p.q, p.k, p.v, p.gates.g, p.gates.beta, bad, {});
              }),
              Contains("'do'"));
-  CHECK_THAT(err([&] {
+  CHECK_THAT(error_of([&] {
                Tensor<float> dht({1, 2, 8, 9});
                cuda::chunk_kda_backward(p.q, p.k, p.v, p.gates.g, p.gates.beta, do_, dht);
              }),
              Contains("'dht'") && Contains("[1, 2, 8, 9]"));
-  CHECK_THAT(err([&] { cuda::chunk_backward(Op::linear_attn, p.q, p.k, p.v, {}, do_, {}, {}); }),
+  CHECK_THAT(error_of([&] { cuda::chunk_backward(Op::linear_attn, p.q, p.k, p.v, {}, do_, {}, {}); }),
              Contains("'op'") && Contains("linear_attn"));
-  CHECK_THAT(err([&] {
+  CHECK_THAT(error_of([&] {
                Tensor<float> g = p.gates.g.clone();
                g.data()[5] = 0.5f;  // a log-decay must be <= 0
                cuda::chunk_kda_backward(p.q, p.k, p.v, g, p.gates.beta, do_, {});
              }),
              Contains("'g'") && Contains("0.5"));
-  CHECK_THAT(err([&] {
+  CHECK_THAT(error_of([&] {
                ref::RecurrentOptions<float> opt;
                opt.return_trace = true;
                cuda::chunk_kda_backward(p.q, p.k, p.v, p.gates.g, p.gates.beta, do_, {}, opt);
              }),
              Contains("'return_trace'"));
-  CHECK_THAT(err([&] {
+  CHECK_THAT(error_of([&] {
                cuda::DeviceBwdArgs a;
                a.fwd.op = Op::kda;
                a.fwd.B = 1, a.fwd.T = 4, a.fwd.H = 1, a.fwd.K = 4, a.fwd.V = 4;

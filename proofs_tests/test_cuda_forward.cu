@@ -35,17 +35,6 @@ using cuda::Version;
 
 namespace {
 
-/// The message of the linattn::Error that `call` throws ("no error" when it throws none).
-template <class F>
-std::string error_of(F&& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
 const Op kOps[] = {Op::delta_rule, Op::gated_delta_rule, Op::kda, Op::gdn2};
 const Version kVersions[] = {Version::v1_simple, Version::v2_tensorcore, Version::v3_async, Version::v4_levels,
                              Version::v5_split, Version::v6_lean, Version::v7_overlap,

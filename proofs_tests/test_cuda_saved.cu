@@ -436,17 +436,6 @@ void check_saved_states_case(const BwdCase& b, Op op, DType gdt, cuda::SavedForw
   }
 }
 
-/// The text of the linattn::Error f throws, or "no error".
-template <class F>
-std::string err_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -525,10 +514,10 @@ TEST_CASE("CUDA saved backward refuses an empty or moved-from SavedForward with 
   using Catch::Matchers::Contains;
   cuda::SavedForward never_filled;
   CHECK(never_filled.empty());
-  CHECK_THAT(err_of([&] { cuda::backward_device(a, BwdVersion::best, &never_filled); }),
+  CHECK_THAT(error_of([&] { cuda::backward_device(a, BwdVersion::best, &never_filled); }),
              Contains("backward_device") && Contains("'saved'") && Contains("empty SavedForward"));
   cuda::SavedForward moved_to(std::move(never_filled));
-  CHECK_THAT(err_of([&] { cuda::backward_device(a, BwdVersion::v8_wide, &moved_to); }),
+  CHECK_THAT(error_of([&] { cuda::backward_device(a, BwdVersion::v8_wide, &moved_to); }),
              Contains("'saved'") && Contains("empty SavedForward"));
 }
 
@@ -543,16 +532,16 @@ TEST_CASE("CUDA saving forward refuses a rung or a call whose intra kernel is no
   f.scale = 0.25f;
   cuda::SavedForward s;
   using Catch::Matchers::Contains;
-  CHECK_THAT(err_of([&] { cuda::forward_device(f, Version::v1_simple, &s); }),
+  CHECK_THAT(error_of([&] { cuda::forward_device(f, Version::v1_simple, &s); }),
              Contains("forward_device") && Contains("'version'") && Contains("v1_simple"));
-  CHECK_THAT(err_of([&] { cuda::forward_device(f, Version::v6_lean, &s); }), Contains("'version'") && Contains("v6_lean"));
+  CHECK_THAT(error_of([&] { cuda::forward_device(f, Version::v6_lean, &s); }), Contains("'version'") && Contains("v6_lean"));
   f.dtype = DType::f32;  // best would run v1 for float32 inputs
-  CHECK_THAT(err_of([&] { cuda::forward_device(f, Version::best, &s); }), Contains("'save'") && Contains("bfloat16"));
+  CHECK_THAT(error_of([&] { cuda::forward_device(f, Version::best, &s); }), Contains("'save'") && Contains("bfloat16"));
   f.dtype = DType::bf16, f.K = 8;  // K < 16: v1 too
-  CHECK_THAT(err_of([&] { cuda::forward_device(f, Version::v4_levels, &s); }),
+  CHECK_THAT(error_of([&] { cuda::forward_device(f, Version::v4_levels, &s); }),
              Contains("'save'") && Contains("forward rung 4's range") && Contains("K = 8"));
   f.K = 16;  // a version outside the ladder is named by its number
-  CHECK_THAT(err_of([&] { cuda::forward_device(f, static_cast<Version>(42), &s); }),
+  CHECK_THAT(error_of([&] { cuda::forward_device(f, static_cast<Version>(42), &s); }),
              Contains("'version'") && Contains("got 42"));
   CHECK(s.empty());
 }
@@ -580,13 +569,13 @@ TEST_CASE("CUDA saved backward refuses every backward rung outside saved_bwd_ver
   cuda::SavedForward empty;
   for (BwdVersion v : ladder_rungs()) {
     INFO(cuda::bwd_version_name(v));
-    const std::string e = err_of([&] { cuda::backward_device(a, v, &empty); });
+    const std::string e = error_of([&] { cuda::backward_device(a, v, &empty); });
     if (is_listed(v)) CHECK_THAT(e, Contains("'saved'") && Contains("empty SavedForward") && !Contains(rung_msg));
     else CHECK_THAT(e, Contains("'saved'") && Contains(rung_msg) && Contains(cuda::bwd_version_name(v)));
   }
   // Rung 5 with its rung 3 front (any value of the variable, as bwd_v5_levels_front.cu reads it).
   ::setenv("LINATTN_BWD5_V3_FRONT", "", 1);
-  const std::string e5 = err_of([&] { cuda::backward_device(a, BwdVersion::v5_levels_front, &empty); });
+  const std::string e5 = error_of([&] { cuda::backward_device(a, BwdVersion::v5_levels_front, &empty); });
   ::unsetenv("LINATTN_BWD5_V3_FRONT");
   CHECK_THAT(e5, Contains("'saved'") && Contains(rung_msg) && Contains("LINATTN_BWD5_V3_FRONT"));
 }
@@ -602,36 +591,36 @@ TEST_CASE("CUDA saved backward refuses a saved forward of another op or T or dty
   cuda::SavedForward saved;
   kda.forward(Version::best, &saved);
   // Another op (and its inputs).
-  CHECK_THAT(err_of([&] { gdn2.backward(BwdVersion::best, &saved); }),
+  CHECK_THAT(error_of([&] { gdn2.backward(BwdVersion::best, &saved); }),
              Contains("backward_device") && Contains("'saved'") && Contains("op (kda against gdn2)"));
   // Another T (the same buffers, a shorter call).
   cuda::DeviceBwdArgs shorter = kda.a;
   shorter.fwd.T = 65;
-  CHECK_THAT(err_of([&] { cuda::backward_device(shorter, BwdVersion::best, &saved); }),
+  CHECK_THAT(error_of([&] { cuda::backward_device(shorter, BwdVersion::best, &saved); }),
              Contains("'saved'") && Contains("shape"));
   // Another gate dtype.
   cuda::DeviceBwdArgs other_dtype = kda.a;
   other_dtype.fwd.gate_dtype = DType::bf16;
-  CHECK_THAT(err_of([&] { cuda::backward_device(other_dtype, BwdVersion::best, &saved); }),
+  CHECK_THAT(error_of([&] { cuda::backward_device(other_dtype, BwdVersion::best, &saved); }),
              Contains("'saved'") && Contains("dtype"));
   // Another scale.
   cuda::DeviceBwdArgs other_scale = kda.a;
   other_scale.fwd.scale *= 2;
-  CHECK_THAT(err_of([&] { cuda::backward_device(other_scale, BwdVersion::best, &saved); }),
+  CHECK_THAT(error_of([&] { cuda::backward_device(other_scale, BwdVersion::best, &saved); }),
              Contains("'saved'") && Contains("scale"));
   // Rungs whose prepare is not rung 4's intra kernel.
   for (BwdVersion ver : {BwdVersion::v1_simple, BwdVersion::v2_tensorcore, BwdVersion::v3_async, BwdVersion::v4_tc_tail}) {
     INFO(cuda::bwd_version_name(ver));
-    CHECK_THAT(err_of([&] { kda.backward(ver, &saved); }), Contains("'saved'") && Contains(cuda::bwd_version_name(ver)));
+    CHECK_THAT(error_of([&] { kda.backward(ver, &saved); }), Contains("'saved'") && Contains(cuda::bwd_version_name(ver)));
   }
   // Moved from after filling: empty; the object moved to works.
   cuda::SavedForward moved_to = std::move(saved);
   CHECK(saved.empty());
-  CHECK_THAT(err_of([&] { kda.backward(BwdVersion::best, &saved); }), Contains("'saved'") && Contains("empty"));
+  CHECK_THAT(error_of([&] { kda.backward(BwdVersion::best, &saved); }), Contains("'saved'") && Contains("empty"));
   check_same_grads(kda.backward(BwdVersion::best), kda.backward(BwdVersion::best, &moved_to));
   moved_to.release();
   CHECK(moved_to.empty());
-  CHECK_THAT(err_of([&] { kda.backward(BwdVersion::best, &moved_to); }), Contains("'saved'") && Contains("empty"));
+  CHECK_THAT(error_of([&] { kda.backward(BwdVersion::best, &moved_to); }), Contains("'saved'") && Contains("empty"));
 }
 
 TEST_CASE("CUDA saved backward refuses other sequences or another q or v buffer or another B H K V with a linattn Error naming what differs") {
@@ -646,7 +635,7 @@ TEST_CASE("CUDA saved backward refuses other sequences or another q or v buffer 
   packed.forward(Version::best, &saved_packed);
   REQUIRE(packed.a.fwd.cu_seqlens == packed.cu.data());
   packed.cu[1] = 31;  // same pointer, same N, other content
-  CHECK_THAT(err_of([&] { packed.backward(BwdVersion::best, &saved_packed); }),
+  CHECK_THAT(error_of([&] { packed.backward(BwdVersion::best, &saved_packed); }),
              Contains("'saved'") && Contains("sequences"));
   packed.cu[1] = 30;
   check_same_grads(packed.backward(BwdVersion::best), packed.backward(BwdVersion::best, &saved_packed));
@@ -661,9 +650,9 @@ TEST_CASE("CUDA saved backward refuses other sequences or another q or v buffer 
   other.alloc(std::max(kda.q.bytes, kda.v.bytes));
   cuda::DeviceBwdArgs other_q = kda.a, other_v = kda.a;
   other_q.fwd.q = other.p, other_v.fwd.v = other.p;
-  CHECK_THAT(err_of([&] { cuda::backward_device(other_q, BwdVersion::best, &saved); }),
+  CHECK_THAT(error_of([&] { cuda::backward_device(other_q, BwdVersion::best, &saved); }),
              Contains("'saved'") && Contains("the device pointer q "));
-  CHECK_THAT(err_of([&] { cuda::backward_device(other_v, BwdVersion::best, &saved); }),
+  CHECK_THAT(error_of([&] { cuda::backward_device(other_v, BwdVersion::best, &saved); }),
              Contains("'saved'") && Contains("the device pointer v "));
   // Another B, H, K or V (the same buffers: refused before any launch).
   using Dim = std::int64_t cuda::DeviceArgs::*;
@@ -672,7 +661,7 @@ TEST_CASE("CUDA saved backward refuses other sequences or another q or v buffer 
     cuda::DeviceBwdArgs x = kda.a;
     x.fwd.*dim += 1;
     INFO("another " << name);
-    CHECK_THAT(err_of([&] { cuda::backward_device(x, BwdVersion::best, &saved); }), Contains("'saved'") && Contains("shape"));
+    CHECK_THAT(error_of([&] { cuda::backward_device(x, BwdVersion::best, &saved); }), Contains("'saved'") && Contains("shape"));
   }
   // Pointers KDA does not read (GDN2's b and w) may differ: accepted, the same gradients.
   cuda::DeviceBwdArgs stale = kda.a;
@@ -854,7 +843,7 @@ TEST_CASE("CUDA saved backward with states refuses another initial state and wit
   dev.forward(Version::best, &with_states, true);
   REQUIRE(with_states.has_states());
   for (const cuda::DeviceBwdArgs* x : {&moved, &none})
-    CHECK_THAT(err_of([&] { cuda::backward_device(*x, BwdVersion::best, &with_states); }),
+    CHECK_THAT(error_of([&] { cuda::backward_device(*x, BwdVersion::best, &with_states); }),
                Contains("'saved'") && Contains("initial_state"));
   const auto want = dev.backward(BwdVersion::best);
   check_same_grads(want, dev.backward(BwdVersion::best, &with_states));  // the same pointer: accepted
@@ -880,7 +869,7 @@ TEST_CASE("CUDA saving forward with states but no SavedForward is a linattn Erro
   f.o = x;
   f.scale = 0.25f;
   using Catch::Matchers::Contains;
-  CHECK_THAT(err_of([&] { cuda::forward_device(f, Version::best, nullptr, true); }),
+  CHECK_THAT(error_of([&] { cuda::forward_device(f, Version::best, nullptr, true); }),
              Contains("forward_device") && Contains("'save'") && Contains("with_states") && Contains("null"));
   cuda::SavedForward s;
   CHECK(!s.has_states());
@@ -920,7 +909,7 @@ TEST_CASE("CUDA saving forward with states in bf16 is read by rungs 28 to 33 onl
     f.o = x;
     f.scale = 0.25f;
     cuda::SavedForward s;
-    CHECK_THAT(err_of([&] { cuda::forward_device(f, Version::best, &s, false, true); }),
+    CHECK_THAT(error_of([&] { cuda::forward_device(f, Version::best, &s, false, true); }),
                Contains("forward_device") && Contains("'states_bf16'") && Contains("with_states"));
     CHECK(s.empty());
   }
@@ -974,7 +963,7 @@ TEST_CASE("CUDA saving forward with states in bf16 is read by rungs 28 to 33 onl
     for (BwdVersion ver : {BwdVersion::v27_dvplanes, BwdVersion::v18_lean, BwdVersion::v5_levels_front}) {
       INFO(cuda::bwd_version_name(ver));
       if (op == Op::delta_rule) {
-        CHECK_THAT(err_of([&] { cuda::backward_device(dev.a, ver, &saved); }),
+        CHECK_THAT(error_of([&] { cuda::backward_device(dev.a, ver, &saved); }),
                    Contains("'saved'") && Contains("bwd_v28_sbf16") && Contains("states_bf16"));
       } else {  // GDN: float32 states, read by every rung
         check_same_grads(dev.backward(ver), dev.backward(ver, &saved));
