@@ -40,18 +40,13 @@ nvidia-smi --query-gpu=name,driver_version --format=csv > /tmp/l/env.log
 B=/tmp/b/test_cuda_backward
 if has 1; then
   OV="CUDA chunked forward and backward refuse an overflowed result with an error blaming the keys and beta"
-  timeout $(left 60) /tmp/b/test_cuda_forward -w NoTests --durations yes "$OV" > /tmp/l/overflow.log 2>&1
-  note "host overflow test rc $?: $(res /tmp/l/overflow.log)"
-  grep -E "FAILED|with expansion" /tmp/l/overflow.log | head -10 >> /tmp/l/summary.log
-  LINATTN_MUTANT=310 timeout $(left 60) /tmp/b/mut310_test_cuda_forward -w NoTests "$OV" > /tmp/l/mut_310.log 2>&1
-  note "mutant 310 (the host check skipped) rc $? (must fail): $(res /tmp/l/mut_310.log)"
-  timeout $(left 60) /tmp/b/mut310_test_cuda_forward -w NoTests "$OV" > /tmp/l/mut_310_unset.log 2>&1
-  note "mutant 310's binary without LINATTN_MUTANT rc $?: $(res /tmp/l/mut_310_unset.log)"
-  timeout $(left 250) $B -w NoTests --durations yes "CUDA chunked backward of 66 sequences*,CUDA chunked backward at K = V = 128*,CUDA chunked backward is deterministic*,CUDA chunked backward rejects bad arguments*" > /tmp/l/backward_rest.log 2>&1
-  note "the four test_cuda_backward cases session 30 did not reach rc $?: $(res /tmp/l/backward_rest.log)"
-  grep -E "FAILED|with expansion" /tmp/l/backward_rest.log | head -20 >> /tmp/l/summary.log
-  timeout $(left 250) $B -w NoTests --durations yes "CUDA v24 with its own widths*" > /tmp/l/backward_v24w.log 2>&1
-  note "rung 24's SM-sized reference test rc $?: $(res /tmp/l/backward_v24w.log)"
+  catch_run 60 overflow.log "host overflow test" /tmp/b/test_cuda_forward -w NoTests --durations yes "$OV"
+  catch_run 60 mut_310.log "mutant 310 (the host check skipped; must fail)" \
+    env LINATTN_MUTANT=310 /tmp/b/mut310_test_cuda_forward -w NoTests "$OV"
+  catch_run 60 mut_310_unset.log "mutant 310's binary without LINATTN_MUTANT" /tmp/b/mut310_test_cuda_forward -w NoTests "$OV"
+  catch_run 250 backward_rest.log "the four test_cuda_backward cases session 30 did not reach" $B -w NoTests --durations yes \
+    "CUDA chunked backward of 66 sequences*,CUDA chunked backward at K = V = 128*,CUDA chunked backward is deterministic*,CUDA chunked backward rejects bad arguments*"
+  catch_run 250 backward_v24w.log "rung 24's SM-sized reference test" $B -w NoTests --durations yes "CUDA v24 with its own widths*"
   cp /tmp/l/summary.log "$OUT/"
 fi
 if has 3; then
@@ -62,13 +57,10 @@ if has 3; then
   grep -E "backward|saving|fla" /tmp/l/bench_ops.log | grep -v "^summary\|kernels" | cut -c1-230 >> /tmp/l/summary.log
 fi
 if has 5; then
-  timeout $(left 120) /tmp/b/test_cuda_saved -w NoTests --durations yes > /tmp/l/saved.log 2>&1
-  note "test_cuda_saved rc $?: $(res /tmp/l/saved.log)"
-  grep -E "FAILED|with expansion" /tmp/l/saved.log | head -20 >> /tmp/l/summary.log
+  catch_run 120 saved.log "test_cuda_saved" /tmp/b/test_cuda_saved -w NoTests --durations yes
   # The cases that run `best` (as session 27's call 4 chose them) and the short shared fixed cases.
-  timeout $(left 150) $B -w NoTests --durations yes "CUDA dstates kernel over 128 value columns*,CUDA v13 chunked backward equals the float64 reference backward at odd*,CUDA chunked backward is deterministic*,CUDA chunked backward at T = 1*,CUDA chunked backward rejects*,CUDA chunked backward with ragged*,CUDA chunked backward stays finite*,CUDA chunked backward of a packed batch*" > /tmp/l/backward_best.log 2>&1
-  note "test_cuda_backward cases that run best rc $?: $(res /tmp/l/backward_best.log)"
-  grep -E "FAILED|with expansion" /tmp/l/backward_best.log | head -20 >> /tmp/l/summary.log
+  catch_run 150 backward_best.log "test_cuda_backward cases that run best" $B -w NoTests --durations yes \
+    "CUDA dstates kernel over 128 value columns*,CUDA v13 chunked backward equals the float64 reference backward at odd*,CUDA chunked backward is deterministic*,CUDA chunked backward at T = 1*,CUDA chunked backward rejects*,CUDA chunked backward with ragged*,CUDA chunked backward stays finite*,CUDA chunked backward of a packed batch*"
   cp /tmp/l/summary.log "$OUT/"
   timeout $(left 150) python3 optimized/cuda/bench/bench_backward.py --lib /tmp/b/liblinattn_cuda_capi.so --fla .fla \
     --shapes 8x4096x16x128x128 --ops delta_rule --bwd-versions 0,0,0 --rep 50 --json /tmp/l/bench_dn.json \
