@@ -13,11 +13,14 @@ mkdir -p .cudabin
 T="test_cuda_forward test_cuda_backward test_cuda_saved linattn_cuda_capi"
 plant310() {  # $1: destination of the mutant test_cuda_forward
   cp optimized/cuda/chunk_cuda.cu /tmp/chunk_cuda.cu.keep
-  python3 - <<'PY'
-p='optimized/cuda/chunk_cuda.cu'; s=open(p).read()
-a="  ref::require_finite_results<float>(\n      fn, op, backward, what,"
-b="  if (std::getenv(\"LINATTN_MUTANT\") && std::atoi(std::getenv(\"LINATTN_MUTANT\")) == 310) return;\n" + a
-assert s.count(a) == 1; open(p,'w').write(s.replace(a,b))
+  python3 - <<'PY'  # make_mutants.py's own text for mutant 310 (one definition of it)
+import sys
+sys.path.insert(0, "optimized/cuda/bench")
+from make_mutants import MUTANTS
+_, p, a, b, _ = next(m for m in MUTANTS if m[0] == 310)
+s = open(p).read()
+assert s.count(a) == 1, "mutant 310's anchor is not once in " + p
+open(p, "w").write(s.replace(a, b))
 PY
   cmake --build build/cuda --target test_cuda_forward -j2 > /tmp/mkbins_mut.log 2>&1
   cp build/cuda/proofs_tests/test_cuda_forward "$1"
