@@ -11,8 +11,10 @@
 #include <rapidcheck/catch.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -134,6 +136,30 @@ TEST_CASE("LM corpus loader accepts tiny Shakespeare and refuses missing or alte
   CHECK(error_of([&] { load_tinyshakespeare(altered); }).find("sha256 86c4e6aa") != std::string::npos);
   std::remove(altered.c_str());
   std::remove(small.c_str());
+}
+
+TEST_CASE("LM default corpus path is LINATTN_DATA, else LINATTN_SHARED/data, else the project's ../shared/data") {
+  // Save and restore both variables: other tests in this process read them.
+  auto saved = [](const char* name) -> std::optional<std::string> {
+    const char* e = std::getenv(name);
+    return e ? std::optional<std::string>(e) : std::nullopt;
+  };
+  const auto data0 = saved("LINATTN_DATA"), shared0 = saved("LINATTN_SHARED");
+  const auto restore = [](const char* name, const std::optional<std::string>& v) {
+    if (v) ::setenv(name, v->c_str(), 1); else ::unsetenv(name);
+  };
+  ::unsetenv("LINATTN_DATA");
+  ::unsetenv("LINATTN_SHARED");
+  const std::string root_default = default_data_path();
+  CHECK(root_default == std::string(LINATTN_PROJECT_ROOT) + "/../shared/data/tinyshakespeare.txt");
+  ::setenv("LINATTN_SHARED", "/elsewhere/shared", 1);
+  CHECK(default_data_path() == "/elsewhere/shared/data/tinyshakespeare.txt");
+  ::setenv("LINATTN_DATA", "/my/corpus.txt", 1);  // the file itself wins over the folder
+  CHECK(default_data_path() == "/my/corpus.txt");
+  ::setenv("LINATTN_DATA", "", 1);                 // empty counts as unset
+  CHECK(default_data_path() == "/elsewhere/shared/data/tinyshakespeare.txt");
+  restore("LINATTN_DATA", data0);
+  restore("LINATTN_SHARED", shared0);
 }
 
 TEST_CASE("LM training batches depend only on seed and step and target the next byte") {

@@ -2,7 +2,7 @@
 // check the corpus, the one configurable data path, the 90/10 split and deterministic batches.
 //
 // Data path (shared/data/README.md): option --data, else environment variable LINATTN_DATA, else
-// <project root>/../shared/data/tinyshakespeare.txt. The file is checked by size (1,115,394 bytes)
+// $LINATTN_SHARED/data/tinyshakespeare.txt, else <project root>/../shared/data/tinyshakespeare.txt. The file is checked by size (1,115,394 bytes)
 // and sha256 before use; a missing or different file is a linattn::Error saying what was expected.
 //
 // Tokens are bytes (vocabulary 256; the corpus is ASCII, so one token is one character and the
@@ -125,9 +125,11 @@ inline constexpr std::uint64_t kShakespeareSize = 1115394;
 inline constexpr const char* kShakespeareSha256 =
     "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed";
 
-/// LINATTN_DATA if set, else <project root>/../shared/data/tinyshakespeare.txt.
+/// LINATTN_DATA if set, else $LINATTN_SHARED/data/tinyshakespeare.txt if LINATTN_SHARED is set, else
+/// <project root>/../shared/data/tinyshakespeare.txt (the paper-table programs resolve it the same way).
 inline std::string default_data_path() {
   if (const char* e = std::getenv("LINATTN_DATA"); e && *e) return e;
+  if (const char* e = std::getenv("LINATTN_SHARED"); e && *e) return std::string(e) + "/data/tinyshakespeare.txt";
   return std::string(LINATTN_PROJECT_ROOT) + "/../shared/data/tinyshakespeare.txt";
 }
 

@@ -91,7 +91,7 @@ inline const std::vector<OptionSpec>& option_table() {
   using namespace detail;
   using O = TrainOptions;
   static const std::vector<OptionSpec> table = {
-      {"data", "corpus path (else env LINATTN_DATA, else <root>/../shared/data/tinyshakespeare.txt)", false,
+      {"data", "corpus path (else env LINATTN_DATA, else $LINATTN_SHARED/data/tinyshakespeare.txt, else <root>/../shared/data/tinyshakespeare.txt)", false,
        [](const O& o) { return o.data_path.empty() ? default_data_path() : o.data_path; },
        [](O& o, const std::string& s) { o.data_path = s; }},
       {"seed", "seed of the initialisation and of the batch order", true,

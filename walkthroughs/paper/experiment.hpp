@@ -172,7 +172,7 @@ inline Cli parse_cli(int argc, char** argv, const std::string& prog, const std::
                 << "                     program's own cost even on a loaded machine) [wall]\n"
                 << "  --list             print the runs and exit\n"
                 << "  --only NAME        run one run in this process (what the driver's children do)\n"
-                << "  --data PATH        corpus [env LINATTN_DATA, else <root>/../shared/data/tinyshakespeare.txt]\n";
+                << "  --data PATH        corpus [env LINATTN_DATA, else <shared>/data/tinyshakespeare.txt; <shared> = env LINATTN_SHARED, else <root>/../shared]\n";
       for (const ExtraOption& e : c.extra) {
         std::string left = "  --" + e.name + " V";
         if (left.size() < 21) left.resize(21, ' ');
