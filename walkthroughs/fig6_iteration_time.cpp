@@ -20,7 +20,7 @@ namespace {
 
 const char* kIntro = R"(Fig.6 at small scale: how the cost of an iteration grows with the context length
 
-The paper (Sec.6.3, Fig.6; 350M models on H200 GPUs, constant tokens per step) measures seconds
+The paper (Sec.6.3, Fig.6; 350M models on GH200 nodes; SPEC: constant tokens per step) measures seconds
 per iteration at 4k, 16k and 32k tokens of context: softmax attention grows by 192% from 4k to 32k
 (3.37 s at 32k), the GDN hybrid (a third of the layers softmax) by 65% (1.56 s), GDN pure by 8%
 (0.96 s). With the tokens per step fixed, softmax attention's cost per token grows linearly in T

@@ -5,7 +5,8 @@
 //   lr_sweep --quick                          CI: tiny model, lr 1e-3 and 1e-2, 1 seed
 //   lr_sweep --jobs 8 --threads 2             full: lr 3e-4 ... 3e-2 (5 values), 1 seed
 // In Muon mode --lr is the peak lr of the hidden matrices; the Adam group (embedding, head, norms,
-// gates) keeps --adam-lr, so the sweep moves the Muon part alone, as the paper's sweep does.
+// gates) keeps --adam-lr, so the sweep moves the Muon part alone (our choice: the paper does not
+// say which parameter group its sweep moved).
 // Output (--out, default walkthroughs/results/lr_sweep or .../lr_sweep_quick): lr_sweep.md,
 // lr_sweep.csv, runs.csv, runs/<run>.csv, logs/.
 #include <iostream>

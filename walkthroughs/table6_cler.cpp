@@ -24,7 +24,8 @@ namespace {
 
 const char* kIntro = R"(Table 6 at small scale: does routing the write error into the next layer's value target help?
 
-The paper (Sec.6.5, Table 6; 350M hybrid models, about 1B tokens, one seed per row) compares
+The paper (Sec.6.5, Table 6; 350M models, about 1B tokens, one seed per row; the
+stack is not stated, the walkthrough uses hybrid stacks) compares
 CLER -- v~_l = v_l + Gamma_l r_{p(l)}, Gamma_l a learnable scalar initialised to 0 -- with the
 matched baseline. Deltas (CLER - baseline): Muon/GDN +0.0013 (printed; the printed values differ
 by +0.0014, SPEC erratum 2), Muon/DeltaNet -0.0004, AdamW/GDN +0.0008, AdamW/DeltaNet +0.0190.

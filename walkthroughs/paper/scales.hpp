@@ -6,7 +6,9 @@
 //          produces every table with finite numbers and that training lowers the loss.
 //   full:  d_model 96, 6 layers (hybrid: L L S L L S, SPEC section 5's 2:1 pattern), softmax 4
 //          query heads / 2 KV heads (head dim 24), linear layers 2 key heads x 32 and 4 value heads
-//          x 32 (GVA, as the 350M model's 4 x 64 / 8 x 64), 8 x 128-byte sequences per step.
+//          x 32 (GVA, as the 350M model's 4 x 64 / 8 x 64; DeltaNet too, where the 350M DeltaNet
+//          has 4 heads with d_v 128 and no sharing: walkthroughs/lm/README.md, "Choices"),
+//          8 x 128-byte sequences per step.
 //          The paper's 350M model has 20 layers and d_model 1024, trained on 15B tokens: ours have
 //          658,656 to 985,272 parameters (by mixer, stack and routing; the counts are in the full
 //          runs' logs under walkthroughs/results/), 355-531x fewer, and see 150-450 steps of 1,024
