@@ -33,6 +33,8 @@ namespace {
 constexpr double kTol64 = 1e-10;  // float64, relative RMS (observed: below 1e-14)
 constexpr double kTol32 = 1e-5;   // float32 vs the float64 reference, relative RMS (observed: < 1e-6)
 constexpr double kExact = 1e-12;  // float64 identities between two runs of the kernels
+constexpr double kTolGate32 = 2e-6;  // float32 after a gate of -1000 (observed: 2.6e-7 in 4,000 cases;
+                                     // a difference of cumulative sums gives up to 6e-5)
 
 /// An rc::prop with `cases` tests when RC_PARAMS asks for the default 100 (scaled otherwise):
 /// for the properties whose naive reference is slow.
@@ -158,6 +160,28 @@ TEST_CASE("Chunked forward equals the naive recurrence over sequences of up to 3
   });
 }
 
+TEST_CASE("Chunked forward equals the naive recurrence when V spans several column panels of the state") {
+  // Stage 6 updates the state and writes o / v_bar in column panels of 256 bytes (32 doubles, 64
+  // floats); the other properties draw V <= 19, so only the first panel would ever run. V in
+  // [33, 140] reaches the second and third panels in both precisions (a panel offset dropped from the
+  // output or the trace was caught only here).
+  prop_few("chunked == naive with V in [33, 140] (float64 1e-10, float32 1e-5, trace included)", 30, [] {
+    CaseLimits lim;
+    lim.max_B = 2, lim.max_T = 40, lim.max_H = 2, lim.max_K = 9, lim.max_V = 1;
+    Case c = *gen_case(lim);
+    c.V = *rc::gen::inRange<index_t>(33, 141);
+    const Op op = *gen_op();
+    const index_t C = *gen_chunk();
+    Problem<double> p = make_problem<double>(op, c);
+    draw_options(p);
+    p.opt.return_trace = true;
+    RC_LOG() << c << " op=" << ref::op_name(op) << " C=" << C << "\n";
+    assert_close(run_chunk(p, C), run_reference(p), kTol64, /*trace=*/true);
+    const Problem<float> pf = cast_problem<float>(p);
+    assert_close(run_chunk(pf, C), run_reference(cast_problem<double>(pf)), kTol32, /*trace=*/true);
+  });
+}
+
 TEST_CASE("Chunked float32 forward is within relative RMS 1e-5 of the float64 recurrence") {
   rc::prop("chunked float32 == naive float64", [] {
     const Case c = *gen_case();
@@ -167,6 +191,30 @@ TEST_CASE("Chunked float32 forward is within relative RMS 1e-5 of the float64 re
     const Problem<double> pd = cast_problem<double>(pf);  // the same (float) inputs in float64
     RC_LOG() << c << " op=" << ref::op_name(op) << " C=" << C << "\n";
     assert_close(run_chunk(pf, C), run_reference(pd), kTol32);
+  });
+}
+
+TEST_CASE("Chunked float32 forward keeps its accuracy after a log-gate of -1000 inside a chunk") {
+  // The within-chunk decays exp(G_i - G_j) are built from the gates between j and i, never as a
+  // difference of two cumulative sums (SPEC section 4): after a gate of -1000 such a difference
+  // cancels in float32 (the ulp of 1000 is 6e-5) and the decays lose four digits. Random gates
+  // rarely build a large cumulative sum inside one chunk, so this property puts one there.
+  prop_few("float32 chunked ~ float64 recurrence with g = -1000 early in the chunk", 40, [] {
+    CaseLimits lim;
+    lim.max_B = 2, lim.max_H = 2, lim.max_K = 9, lim.max_V = 9, lim.allow_packed = false;
+    Case c = *gen_case(lim);
+    c.T = *rc::gen::inRange<index_t>(16, 65);
+    c.K = *rc::gen::inRange<index_t>(4, 10), c.V = *rc::gen::inRange<index_t>(4, 10);  // K = V = 1: ill-conditioned
+    c.gates = GateMode::random;
+    const Op op = *rc::gen::element(Op::gated_delta_rule, Op::kda, Op::gdn2);
+    const index_t t0 = *rc::gen::inRange<index_t>(0, c.T / 4);
+    Problem<double> p = make_problem<double>(op, c);
+    const index_t per_token = p.gates.g.numel() / (c.B * c.T);  // H, or H * K per-channel
+    for (index_t b = 0; b < c.B; ++b)
+      for (index_t e = 0; e < per_token; ++e) p.gates.g.data()[(b * c.T + t0) * per_token + e] = -1000.0;
+    RC_LOG() << c << " op=" << ref::op_name(op) << " t0=" << t0 << "\n";
+    const Problem<float> pf = cast_problem<float>(p);
+    assert_close(run_chunk(pf, 64), run_reference(cast_problem<double>(pf)), kTolGate32);
   });
 }
 

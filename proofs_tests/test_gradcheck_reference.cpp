@@ -17,6 +17,7 @@
 #include <catch2/catch.hpp>
 #include <rapidcheck/catch.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -387,19 +388,23 @@ TEST_CASE("Per-head RMSNorm backward equals finite differences for x and the wei
 // Cross-layer routing (Sec.4): CLER's value-target injection and CLER-H/CLVR's residual injection.
 // ---------------------------------------------------------------------------------------------
 
-TEST_CASE("CLER injection backward equals finite differences for v r_prev and Gamma with either rho") {
+TEST_CASE("CLER injection backward equals finite differences for v r_prev and Gamma with either rho and any eps") {
   Worst worst;
   rc::prop("gradcheck", [&] {
     const index_t B = *rc::gen::inRange<index_t>(1, 3), Tn = *rc::gen::inRange<index_t>(1, 5);
     const index_t H = *rc::gen::inRange<index_t>(1, 3), V = *rc::gen::inRange<index_t>(1, 6);
     const ref::Rho rho = *rc::gen::element(ref::Rho::identity, ref::Rho::rms_norm);
+    // rho's eps, passed to the forward and the backward alike (the default 1e-6 and two large ones,
+    // where a backward that ignored its eps argument would differ from the forward's)
+    const double eps = *rc::gen::element(1e-6, 1e-2, 1.0);
     std::mt19937_64 rng(*rc::gen::arbitrary<std::uint64_t>());
-    RC_LOG() << "B=" << B << " T=" << Tn << " H=" << H << " V=" << V << " rho=" << ref::to_string(rho) << "\n";
+    RC_LOG() << "B=" << B << " T=" << Tn << " H=" << H << " V=" << V << " rho=" << ref::to_string(rho)
+             << " eps=" << eps << "\n";
     const Tensor<double> v = random_normal(rng, {B, Tn, H, V}), r_prev = random_normal(rng, {B, Tn, H, V});
     const Tensor<double> dy = random_normal(rng, {B, Tn, H, V}), Gamma = random_normal(rng, {1});
     lift_short_rows(r_prev, 0.25);  // RMS normalisation turns over the row length
-    const auto an = ref::cler_inject_backward(v, r_prev, Gamma(0), dy, rho);
-    const auto L = [&] { return dot(dy, ref::cler_inject(v, r_prev, Gamma(0), rho)); };
+    const auto an = ref::cler_inject_backward(v, r_prev, Gamma(0), dy, rho, eps);
+    const auto L = [&] { return dot(dy, ref::cler_inject(v, r_prev, Gamma(0), rho, eps)); };
     expect_gradient(worst, "v", v, an.dv, L);
     expect_gradient(worst, "r_prev", r_prev, an.dr_prev, L);
     expect_gradient(worst, "Gamma", Gamma, Tensor<double>::from({1}, {an.dGamma}), L);
@@ -459,7 +464,7 @@ TEST_CASE("An empty packed sequence hands the final-state gradient to its initia
   }
 }
 
-TEST_CASE("The backward functions reject mis-shaped gradients naming the argument") {
+TEST_CASE("The backward functions reject mis-shaped or non-finite gradients naming the argument") {
   using Catch::Matchers::Contains;
   Case c;
   c.B = 1, c.T = 3, c.H = 1, c.K = 2, c.V = 3, c.seed = 3;
@@ -472,6 +477,16 @@ TEST_CASE("The backward functions reject mis-shaped gradients naming the argumen
   REQUIRE_THROWS_WITH(ref::naive_recurrent_gdn2_backward(p.q, p.k, p.v, p.gates.g, p.gates.b,
                                                          p.gates.w, do_ok, dht_bad, p.opt),
                       Contains("'dht'") && Contains("[1, 1, 2, 3]") && Contains("[2, 1, 2, 3]"));
+  // a NaN in do or an Inf in dht is named as such (not blamed on k and beta as an overflow)
+  Tensor<double> do_nan = do_ok.clone(), dht_inf({1, 1, 2, 3});
+  do_nan(0, 1, 0, 2) = NAN;
+  dht_inf(0, 0, 1, 1) = INFINITY;
+  REQUIRE_THROWS_WITH(ref::naive_recurrent_gdn2_backward(p.q, p.k, p.v, p.gates.g, p.gates.b,
+                                                         p.gates.w, do_nan, Tensor<double>(), p.opt),
+                      Contains("argument 'do' expected finite values") && Contains("[0, 1, 0, 2]"));
+  REQUIRE_THROWS_WITH(ref::naive_recurrent_gdn2_backward(p.q, p.k, p.v, p.gates.g, p.gates.b,
+                                                         p.gates.w, do_ok, dht_inf, p.opt),
+                      Contains("argument 'dht' expected finite values") && Contains("[0, 0, 1, 1]"));
   Tensor<double> g_pos = p.gates.g.clone();
   g_pos(0, 1, 0, 1) = 0.5;  // log-decays must be <= 0, also for the backward
   REQUIRE_THROWS_WITH(ref::naive_recurrent_gdn2_backward(p.q, p.k, p.v, g_pos, p.gates.b, p.gates.w,

@@ -440,6 +440,51 @@ TEST_CASE("Every linear layer of the toy stack writes v = r + v_bar") {
   });
 }
 
+// The other toy-stack properties compare the stack with itself (routed against baseline, float32
+// against float64), so a change to the layer's definition would reach both sides: this one writes the
+// definition out (Sec.4's toy layer: pre-norm, GDN with L2-normalised q and k, gates from x).
+TEST_CASE("One linear layer of the toy stack equals its definition written out") {
+  rc::prop("h1 = h0 + Wo GDN(q, k, v, g = -softplus(Wa x), beta = sigmoid(Wbeta x)), x = h0 / rms(h0)", [] {
+    const index_t B = *rc::gen::inRange<index_t>(1, 3), Tn = *rc::gen::inRange<index_t>(1, 8);
+    const index_t D = *rc::gen::inRange<index_t>(2, 9), H = *rc::gen::inRange<index_t>(1, 3);
+    const index_t K = *rc::gen::inRange<index_t>(1, 6), V = *rc::gen::inRange<index_t>(1, 6);
+    const std::uint64_t seed = *rc::gen::arbitrary<std::uint64_t>();
+    const ToyStack<double> s = ToyStack<double>::random({LayerKind::linear}, D, H, K, V, seed);
+    const ToyLayer<double>& ly = s.layers[0];
+    std::mt19937_64 rng(seed + 1);
+    const Tensor<double> h0 = normal(rng, {B, Tn, D}, 3.0);
+    Tensor<double> q({B, Tn, H, K}), k({B, Tn, H, K}), v({B, Tn, H, V}), g({B, Tn, H}), beta({B, Tn, H});
+    for (index_t b = 0; b < B; ++b)
+      for (index_t t = 0; t < Tn; ++t) {
+        double ms = 0;
+        for (index_t d = 0; d < D; ++d) ms += h0(b, t, d) * h0(b, t, d) / D;
+        std::vector<double> x(D);
+        for (index_t d = 0; d < D; ++d) x[d] = h0(b, t, d) / std::sqrt(ms + 1e-6);
+        auto row = [&](const Tensor<double>& M, index_t r) {
+          double a = 0;
+          for (index_t d = 0; d < D; ++d) a += M(r, d) * x[d];
+          return a;
+        };
+        for (index_t h = 0; h < H; ++h) {
+          for (index_t i = 0; i < K; ++i) q(b, t, h, i) = row(ly.Wq, h * K + i), k(b, t, h, i) = row(ly.Wk, h * K + i);
+          for (index_t j = 0; j < V; ++j) v(b, t, h, j) = row(ly.Wv, h * V + j);
+          beta(b, t, h) = 1.0 / (1.0 + std::exp(-row(ly.Wbeta, h)));
+          g(b, t, h) = -std::log1p(std::exp(row(ly.Wa, h)));
+        }
+      }
+    RecurrentOptions<double> opt;
+    opt.use_qk_l2norm = true;
+    const Tensor<double> o = naive_recurrent_gated_delta_rule(q, k, v, g, beta, opt).o;
+    Tensor<double> want = h0.clone();
+    for (index_t b = 0; b < B; ++b)
+      for (index_t t = 0; t < Tn; ++t)
+        for (index_t d = 0; d < D; ++d)
+          for (index_t h = 0; h < H; ++h)
+            for (index_t j = 0; j < V; ++j) want(b, t, d) += ly.Wo(d, h * V + j) * o(b, t, h, j);
+    RC_ASSERT(compare(s.forward(h0).out(), want).within(1e-12));
+  });
+}
+
 // Bound 2e-4: the worst of 40,000 cases (seeds 1-4, 10,000 each) was 4.0e-5. d_model >= 4 and
 // K >= 2 because with d_model = 1 (pre-norm) or K = 1 (key L2 norm) the normalisation is nearly a
 // sign function that amplifies float32 rounding of a near-zero input (worst seen there: 6e-4).
