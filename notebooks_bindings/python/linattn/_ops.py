@@ -6,6 +6,8 @@ import functools
 import inspect
 import re
 
+import numpy as np
+
 from . import _core
 
 _PUBLIC = {}
@@ -120,6 +122,37 @@ _FUSED = {
 }
 
 
+def _expand_gva(who, q, k, v):
+    """fla's grouped value attention (GVA): q, k [B, T, H, K] and v [B, T, HV, V] with HV a multiple of
+    H, value head j reading query/key head j // (HV // H); the gates, states and outputs have HV heads.
+    Returns (q, k, G): with G = HV // H > 1, q and k repeated to HV heads (np.repeat along axis 2:
+    heads 0, 0, 1, 1, ... for G = 2), which makes GVA the ordinary per-head recurrence; G = 1 (no GVA,
+    or shapes the compiled function will reject with its own message) returns them untouched."""
+    sq, sk, sv = np.shape(q), np.shape(k), np.shape(v)
+    if len(sq) != 4 or len(sk) != 4 or len(sv) != 4 or sq[2] != sk[2] or sq[2] == sv[2] or sq[2] < 1:
+        return q, k, 1
+    H, HV = sq[2], sv[2]
+    if HV % H:
+        raise ValueError(f"{who}: argument 'v' expected [B, T, HV, V] with HV = H = {H} or a multiple of it (fla's "
+                         f"grouped value attention, value head j reading q/k head j // (HV // H)) but got shape "
+                         f"{list(sv)}")
+    G = HV // H
+    return np.repeat(np.asarray(q), G, axis=2), np.repeat(np.asarray(k), G, axis=2), G
+
+
+def _reduce_gva(grads, G, H):
+    """dq, dk of the repeated q and k summed back over each group of G value heads (the chain rule
+    of the repeat in _expand_gva)."""
+    if G == 1:
+        return grads
+    for key in ("dq", "dk"):
+        x = grads.get(key)
+        if x is not None:
+            B, T, _, K = x.shape
+            grads[key] = np.ascontiguousarray(x.reshape(B, T, H, G, K).sum(axis=3))
+    return grads
+
+
 def check_op(op):
     if op not in GATES:
         raise ValueError(f"unknown operator {op!r}; expected one of {', '.join(OPS)}")
@@ -132,6 +165,7 @@ def _call(table, who, op, q, k, v, gates, kwargs):
     extra = [n for n, x in gates.items() if x is not None and n not in GATES[op]]
     if extra:
         raise ValueError(f"{who}: operator {op!r} takes gates {GATES[op]} but got {extra}")
+    q, k, _ = _expand_gva(who, q, k, v)
     return table[op](q, k, v, *[gates[n] for n in GATES[op]], **kwargs)
 
 
@@ -149,14 +183,16 @@ def fused_recurrent(op, q, k, v, *, g=None, beta=None, b=None, w=None, **kwargs)
 def reference(op, q, k, v, *, g=None, beta=None, b=None, w=None, **kwargs):
     """Run the naive recurrent reference of `op` (one of OPS) with fla's keyword arguments.
 
-    Gates that `op` does not take must be None. Returns what naive_recurrent_<op> returns:
-    (o, final_state) or, with return_trace=True, (o, final_state, trace)."""
+    Gates that `op` does not take must be None. Grouped value attention as in fla: v, the gates, the
+    states and o may have HV = G H heads (value head j reads q/k head j // G). Returns what
+    naive_recurrent_<op> returns: (o, final_state) or, with return_trace=True, (o, final_state, trace)."""
     check_op(op)
     given = {"g": g, "beta": beta, "b": b, "w": w}
     extra = [n for n, x in given.items() if x is not None and n not in GATES[op]]
     if extra:
         raise ValueError(f"reference: operator {op!r} takes gates {GATES[op]} but got {extra}")
     gates = [given[n] for n in GATES[op]]
+    q, k, _ = _expand_gva("reference", q, k, v)
     return _REFERENCE[op](q, k, v, *gates, **kwargs)
 
 
@@ -181,7 +217,9 @@ def reference_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, 
     kwargs.pop("output_final_state", None)
     kwargs.pop("return_trace", None)
     gates = [given[n] for n in GATES[op]]
-    return _BACKWARD[op](q, k, v, *gates, do, dht, **kwargs)
+    H = np.shape(q)[2] if np.ndim(q) == 4 else 0
+    q, k, G = _expand_gva("reference_backward", q, k, v)
+    return _reduce_gva(_BACKWARD[op](q, k, v, *gates, do, dht, **kwargs), G, H)
 
 
 def routed_error(trace, which="paper_error"):
@@ -213,5 +251,7 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     unknown = sorted(set(ignored) - {"output_final_state", "return_trace"})
     if unknown:
         raise TypeError(f"chunk_backward() got unexpected keyword arguments {unknown}")
-    return _core._chunk_backward(op, q, k, v, g, beta, b, w, do, dht, scale, initial_state, cu_seqlens,
-                                 use_qk_l2norm_in_kernel, copy, chunk_size, num_threads)
+    H = np.shape(q)[2] if np.ndim(q) == 4 else 0
+    q, k, G = _expand_gva("chunk_backward", q, k, v)
+    return _reduce_gva(_core._chunk_backward(op, q, k, v, g, beta, b, w, do, dht, scale, initial_state, cu_seqlens,
+                                             use_qk_l2norm_in_kernel, copy, chunk_size, num_threads), G, H)

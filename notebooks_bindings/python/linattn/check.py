@@ -16,6 +16,8 @@ inputs.npz (np.savez key names, fla's layout and argument names; linattn.testing
     scale           0-d array (optional; default K**-0.5)
     use_qk_l2norm_in_kernel   0-d bool (optional; default False)
     output_final_state        ignored (the reference always returns the final state)
+  Grouped value attention (fla's GVA): v, the gates and initial_state may have HV = G H heads (value head j
+  reads q/k head j // G); then o, final_state, do, dht, dv, the gates' gradients and dh0 have HV heads too.
   softmax_attn takes q, k, v (k, v may have fewer heads, GQA), scale and an additive mask [T, T].
 outputs.npz:
     o               [B, T, H, V]        required

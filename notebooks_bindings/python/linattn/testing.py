@@ -556,6 +556,7 @@ def random_inputs(
     initial_state: bool = False,
     scale: Optional[float] = None,
     seed: int = 0,
+    HV: Optional[int] = None,
 ) -> dict:
     """Random fla-style keyword arguments for `op` (one of linattn.OPS).
 
@@ -564,11 +565,15 @@ def random_inputs(
     gates by GATE_DIM, initial_state [N, H, K, V] or None. cu_seqlens: None, an int (that many
     ragged sequences packed into B = 1) or explicit integer offsets [0, ..., T]. Arrays are C-contiguous `dtype`
     (float64, float32, float16 or ml_dtypes.bfloat16). gates: one of GATE_MODES; gate_range only with
-    gates="uniform", for an operator with a log-decay g."""
+    gates="uniform", for an operator with a log-decay g. HV (default H): value heads, a multiple of H, for fla's
+    grouped value attention: v, the gates and initial_state then have HV heads, q and k keep H."""
     check_op(op)
     fn = "random_inputs"
     B, T = _int_arg(fn, "B", B, 1), _int_arg(fn, "T", T, 0)
     H, K, V = _int_arg(fn, "H", H, 1), _int_arg(fn, "K", K, 1), _int_arg(fn, "V", V, 1)
+    HV = H if HV is None else _int_arg(fn, "HV", HV, 1)
+    if HV % H:
+        raise ValueError(f"{fn}: argument 'HV' expected a multiple of H = {H} (grouped value attention) but got {HV}")
     dt = _harness_dtype(fn, dtype)
     _scale_arg(fn, scale)
     if gates not in GATE_MODES:
@@ -599,17 +604,17 @@ def random_inputs(
     k = rng.standard_normal((B, T, H, K))
     if unit_keys:
         k = l2_normalize(k)
-    v = rng.standard_normal((B, T, H, V))
+    v = rng.standard_normal((B, T, HV, V))
     out = {"q": q.astype(dt), "k": k.astype(dt), "v": v.astype(dt)}
     for name in GATES[op]:
         last = GATE_DIM[(op, name)]
-        shape = (B, T, H) + ((K,) if last == "K" else (V,) if last == "V" else ())
+        shape = (B, T, HV) + ((K,) if last == "K" else (V,) if last == "V" else ())
         if name == "g":
             out[name] = log_gates(rng, shape, gates, gate_range, dt)
         else:
             out[name] = unit_gates(rng, shape, gates, dt)
     out["scale"] = scale
-    out["initial_state"] = (0.5 * rng.standard_normal((N, H, K, V))).astype(dt) if initial_state else None
+    out["initial_state"] = (0.5 * rng.standard_normal((N, HV, K, V))).astype(dt) if initial_state else None
     out["output_final_state"] = True
     out["cu_seqlens"] = cu
     return out
@@ -855,7 +860,7 @@ def check_outputs(op: str, inputs: dict, outputs, *, rtol_rms=None, atol_rms=Non
 
 
 def random_cotangents(op: str, inputs: dict, seed: int = 0) -> dict:
-    """Random upstream gradients for a backward check: {'do' [B, T, H, V], 'dht' [N, H, K, V]},
+    """Random upstream gradients for a backward check: {'do' [B, T, HV, V], 'dht' [N, HV, K, V]} (HV: v's heads),
     standard normal, in the dtype of v (bf16 v: float32)."""
     check_op(op)
     missing = [k for k in ("q", "v") if not isinstance(inputs, dict) or inputs.get(k) is None]
@@ -868,7 +873,7 @@ def random_cotangents(op: str, inputs: dict, seed: int = 0) -> dict:
     cu = inputs.get("cu_seqlens")
     N = B if cu is None else len(cu) - 1
     return {"do": rng.standard_normal(v.shape).astype(v.dtype),
-            "dht": rng.standard_normal((N, H, K, v.shape[3])).astype(v.dtype)}
+            "dht": rng.standard_normal((N, v.shape[2], K, v.shape[3])).astype(v.dtype)}
 
 
 def reference_gradients(op: str, inputs: dict, do, dht=None) -> dict:
@@ -1059,13 +1064,14 @@ class Case:
     dtype: str = "float32"
     scale: Optional[float] = None
     gate_range: Optional[tuple] = None
+    HV: Optional[int] = None  #: value heads (grouped value attention); None: H
 
     def inputs(self) -> dict:
         return random_inputs(
             self.op, B=self.B, T=self.T, H=self.H, K=self.K, V=self.V, dtype=np.dtype(self.dtype),
             gates=self.gates, gate_range=self.gate_range if self.gates == "uniform" else None,
             cu_seqlens=None if self.cu_seqlens is None else np.asarray(self.cu_seqlens, np.int64),
-            initial_state=self.initial_state, scale=self.scale, seed=self.seed)
+            initial_state=self.initial_state, scale=self.scale, seed=self.seed, HV=self.HV)
 
 
 class KernelMismatch(AssertionError):
@@ -1078,7 +1084,7 @@ class KernelMismatch(AssertionError):
 
 
 #: The least value of each dimension (T = 0, an empty sequence, is allowed).
-_DIM_MIN = {"B": 1, "T": 0, "H": 1, "K": 1, "V": 1}
+_DIM_MIN = {"B": 1, "T": 0, "H": 1, "K": 1, "V": 1, "groups": 1}
 
 
 def _dim_strategy(st, spec, name):
@@ -1100,14 +1106,15 @@ def _dim_strategy(st, spec, name):
 
 def cases(op: str, *, B=(1, 2), T=(1, 160), H=(1, 2), K=(1, 9), V=(1, 9), gate_modes: Sequence[str] = ("random", "zero", "extreme", "mixed"),
           varlen: bool = True, initial_state: bool = True, dtype=np.float32, scale=None, gate_range=None,
-          chunk_size: Optional[int] = 64):
+          chunk_size: Optional[int] = 64, groups=1):
     """A hypothesis strategy of Case for `op`. Each dimension is an int, a (low, high) range or a
     strategy; V="K" draws V equal to K (for kernels that need K == V). Packed variable-length batches (B = 1, up to 4 ragged sequences, empty ones
     included) are drawn one time in four when varlen=True; initial states half the time.
     chunk_size (a chunked kernel's chunk length; None: off): when T is a range, half the cases draw T at a chunk
     boundary, m * chunk_size + {-1, 0, 1} for m = 1..3 (clipped to the range), where a state carried wrongly from
     one chunk to the next shows; the default T range (1, 160) spans two boundaries of 64-token chunks. Kernels with
-    a minimum head size (e.g. K >= 16) pass K=(16, 64) and the like."""
+    a minimum head size (e.g. K >= 16) pass K=(16, 64) and the like. groups (int, range or strategy; default 1):
+    value heads per q/k head, for a kernel with fla's grouped value attention (HV = groups * H value heads)."""
     import hypothesis.strategies as st
 
     check_op(op)
@@ -1127,7 +1134,8 @@ def cases(op: str, *, B=(1, 2), T=(1, 160), H=(1, 2), K=(1, 9), V=(1, 9), gate_m
     if gate_range is not None and ("uniform" not in gate_modes or "g" not in GATES[op]):
         raise ValueError(f"cases: argument 'gate_range' is used only with the gate mode 'uniform' for an operator "
                          f"with a log-decay g, but got gate_modes={list(gate_modes)} for {op!r}")
-    dims = {name: _dim_strategy(st, spec, name) for name, spec in (("B", B), ("T", T), ("H", H), ("K", K))}
+    dims = {name: _dim_strategy(st, spec, name)
+            for name, spec in (("B", B), ("T", T), ("H", H), ("K", K), ("groups", groups))}
     if not (isinstance(V, str) and V == "K"):
         dims["V"] = _dim_strategy(st, V, "V")
 
@@ -1144,6 +1152,7 @@ def cases(op: str, *, B=(1, 2), T=(1, 160), H=(1, 2), K=(1, 9), V=(1, 9), gate_m
             m = min(max(int(round(t / chunk_size)), 1), 3)
             t = min(max(m * chunk_size + draw(st.sampled_from((0, 1, -1))), int(T[0])), int(T[1]))
         h = draw(dims["H"])
+        grp = draw(dims["groups"])
         kd = draw(dims["K"])
         vd = kd if "V" not in dims else draw(dims["V"])
         mode = draw(st.sampled_from(gate_modes))
@@ -1158,7 +1167,7 @@ def cases(op: str, *, B=(1, 2), T=(1, 160), H=(1, 2), K=(1, 9), V=(1, 9), gate_m
         else:
             b = draw(dims["B"])
         return Case(op=op, B=b, T=t, H=h, K=kd, V=vd, gates=mode, cu_seqlens=cu, initial_state=init,
-                    seed=seed, dtype=dt, scale=scale, gate_range=gate_range)
+                    seed=seed, dtype=dt, scale=scale, gate_range=gate_range, HV=None if grp == 1 else grp * h)
 
     return draw_case()
 
@@ -1185,7 +1194,7 @@ def check_kernel(
     check_gradients; atol_rms: the absolute floor, default as there); final_state is required. `dtype` may be
     np.float64, np.float32, np.float16 or ml_dtypes.bfloat16. A kernel that raises, or that modifies an input in place, counts
     as failing. `case_options` go to `cases()` (B, T, H, K, V, gate_modes, varlen, initial_state, scale,
-    gate_range, chunk_size). Deterministic for a given `seed`. For a torch kernel, wrap it:
+    gate_range, chunk_size, groups: value heads per q/k head for fla's grouped value attention). Deterministic for a given `seed`. For a torch kernel, wrap it:
     ``lambda **kw: my_kernel(**{k: torch.as_tensor(x).cuda() if isinstance(x, np.ndarray) else x for k, x in kw.items()})``.
 
     backward (optional): `backward(**inputs, do=..., dht=...)` returns a dict of gradients of the
