@@ -410,7 +410,7 @@ void check_saved_states_case(const BwdCase& b, Op op, DType gdt, cuda::SavedForw
   for (BwdVersion ver : rungs) {
     INFO(cuda::bwd_version_name(ver));
     cuda::SavedForward saved;
-    // rungs 28 to 33 and best (rung 32 since session 27) read bf16 states (chunk_cuda.hpp)
+    // rungs 28 to 33 and best (rung 33 since session 32) read bf16 states (chunk_cuda.hpp)
     const bool s_bf16 = cuda::bwd_reads_bf16_states(ver);
     const auto with_save = dev.forward(Version::best, &saved, true, s_bf16);
     REQUIRE(saved.has_states());
@@ -897,7 +897,7 @@ TEST_CASE("CUDA saving forward with states but no SavedForward is a linattn Erro
 
 TEST_CASE("CUDA saving forward with states in bf16 is read by rungs 28 to 33 only and states_bf16 needs with_states") {
   // An object whose states are bf16 (forward_device's states_bf16; rung 28, bwd_v28_sbf16.cu) is read by rungs 28 to 33
-  // and best (rung 32 since session 27) and refused by every other saved rung with a linattn::Error naming 'saved' and rung 28; states_bf16 without with_states is refused before any
+  // and best (rung 33 since session 32) and refused by every other saved rung with a linattn::Error naming 'saved' and rung 28; states_bf16 without with_states is refused before any
   // device work; outside rung 28's range (GDN, or V % 8 != 0) the states stay float32 and every rung reads them.
   using Catch::Matchers::Contains;
   {
@@ -952,14 +952,14 @@ TEST_CASE("CUDA saving forward with states in bf16 is read by rungs 28 to 33 onl
     const auto want31 = dev.backward(BwdVersion::v31_dkbf16);
     check_same_grads(want31, dev.backward(BwdVersion::v31_dkbf16, &saved));
     check_same_grads(want31, dev.backward(BwdVersion::v31_dkbf16, &f32_states));
-    // Rung 32 (bwd_v32_g1stage.cu, `best` since session 27) is rung 31 bit for bit, from either object.
+    // Rung 32 (bwd_v32_g1stage.cu, `best` in sessions 27-31) is rung 31 bit for bit, from either object.
     check_same_grads(want31, dev.backward(BwdVersion::v32_g1stage, &saved));
     check_same_grads(want31, dev.backward(BwdVersion::v32_g1stage, &f32_states));
-    check_same_grads(want31, dev.backward(BwdVersion::best, &saved));
-    check_same_grads(want31, dev.backward(BwdVersion::best, &f32_states));
-    // Rung 33 (bwd_v33_g2stage.cu) is rung 32 bit for bit, from either object.
+    // Rung 33 (bwd_v33_g2stage.cu, `best` since session 32) is rung 32 bit for bit, from either object.
     check_same_grads(want31, dev.backward(BwdVersion::v33_g2stage, &saved));
     check_same_grads(want31, dev.backward(BwdVersion::v33_g2stage, &f32_states));
+    check_same_grads(want31, dev.backward(BwdVersion::best, &saved));
+    check_same_grads(want31, dev.backward(BwdVersion::best, &f32_states));
     for (BwdVersion ver : {BwdVersion::v27_dvplanes, BwdVersion::v18_lean, BwdVersion::v5_levels_front}) {
       INFO(cuda::bwd_version_name(ver));
       if (op == Op::delta_rule) {

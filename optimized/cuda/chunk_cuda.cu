@@ -818,7 +818,10 @@ void backward_device(const DeviceBwdArgs& a, BwdVersion version, const SavedForw
   // Since session 27: best = rung 32, rung 29 with bf16 dk_part and G2' on dv_new's hi plane (rung 31, not bit for bit,
   // held to the same bounds) and G1''s bf16 outputs stored as whole rows: G1' 0.60-0.62 ms against rung 29's
   // 0.67-0.71, G2' 0.70-0.72 against 0.72-0.77 in the same processes (RESULTS.md "Rung 32").
-  if (version == BwdVersion::best) version = BwdVersion::v32_g1stage;
+  // Since session 32: best = rung 33, rung 32 with G2''s dv and dk stored as whole rows too, bit for bit with rung 32:
+  // DeltaNet with bf16 saved states 2.640-2.652 ms against rung 32's 2.667-2.677 in one process (session 30 call 1;
+  // G2' 0.642-0.657 against 0.666-0.715; RESULTS.md "Rung 33"); session 32 ran every `best` test with it.
+  if (version == BwdVersion::best) version = BwdVersion::v33_g2stage;
   const BwdRung* rung = nullptr;
   for (const BwdRung& r : kBwdLadder)
     if (r.version == version) rung = &r;

@@ -143,7 +143,7 @@ class SavedForward;
 /// allows (DeltaNet, bf16 inputs, 16 <= K <= 128, K % 8 == 0, V % 8 == 0, H max(K, V, 64) < 2^25, num_chunks
 /// ceil(K / 64) < 2^31, q, k, v 16-byte aligned: bwd_v28_keeps_s_bf16; SavedForward::states_bf16() says whether it
 /// did; elsewhere float32 as without it). 268 MB less written at B=8 T=4096 H=16 K=V=128 (saving forward 1.049 -> 0.986 ms, and the
-/// fastest backward: best). Such an object is read by backward rungs 28 to 33 (32 is `best` since session 27; bwd_reads_bf16_states) only:
+/// fastest backward: best). Such an object is read by backward rungs 28 to 33 (33 is `best` since session 32; bwd_reads_bf16_states) only:
 /// backward_device refuses it for the others (linattn::Error naming 'saved').
 /// states_bf16 without with_states is a linattn::Error naming 'states_bf16'.
 void forward_device(const DeviceArgs& args, Version version, SavedForward* save, bool with_states = false,
@@ -216,7 +216,8 @@ ref::RecurrentOutput<float> chunk_gdn2(const Tensor<float>& q, const Tensor<floa
 // float32 (cumulative log-decays in float64) whatever the input type.
 // ------------------------------------------------------------------------------------------------
 
-/// The rungs of the backward ladder. `best` picks v32_g1stage since session 27 (earlier: v29_b1hi in session 26,
+/// The rungs of the backward ladder. `best` picks v33_g2stage since session 32 (earlier: v32_g1stage in sessions 27-31,
+/// v29_b1hi in session 26,
 /// v28_sbf16 in session 25, v26_wyasync in session 24, v24_dswide in session 23, v22_kq8 in sessions 21-22,
 /// v21_duvsmem in session 20, v20_dvbf16 in session 19, v19_dsbf16 in session 18, v18_lean in sessions 11-17).
 /// Its path: KDA and GDN2 run v17_hybrid (v8_wide's chunk-gradient kernel with one bf16 MMA per product except the
@@ -378,17 +379,17 @@ enum class BwdVersion : int {
                        ///< only (as fla's dqkwg and wy_bwd); not bit for bit with v29, held to rung 3's bounds. Reads
                        ///< v28's bf16 saved states. Session 27: G2' 0.03 ms faster, G1' 0.02 slower (bwd_v31_dkbf16.cu)
   v32_g1stage = 32,    ///< v31 with G1''s bf16 outputs (dq, dk_part, dw_aux) staged in shared memory and stored as
-                       ///< whole 128-byte rows; bit for bit with v31. `best` since session 27: DeltaNet with bf16
+                       ///< whole 128-byte rows; bit for bit with v31. `best` in sessions 27-31: DeltaNet with bf16
                        ///< saved states 2.715-2.829 ms over five runs against fla's 2.836-2.838 (bwd_v32_g1stage.cu,
                        ///< RESULTS.md "Rung 32")
   v33_g2stage = 33,    ///< v32 with G2''s dv and dk stored as whole rows too (through shared memory it leaves free); bit
                        ///< for bit with v32. Written in session 27; session 30: passes every test, DeltaNet with bf16
                        ///< saved states 2.640-2.652 ms against v32's 2.667-2.677 in one process (bwd_v33_g2stage.cu,
-                       ///< RESULTS.md "Rung 33"); `best` once the `best` tests have run with it
+                       ///< RESULTS.md "Rung 33"); `best` since session 32
 };
 
 /// Whether backward rung v reads a SavedForward whose states are bf16 (forward_device's states_bf16): rungs 28 to 33
-/// and best (rung 32 since session 27). The others refuse such an object (backward_device).
+/// and best (rung 33 since session 32). The others refuse such an object (backward_device).
 bool bwd_reads_bf16_states(BwdVersion v);
 
 const char* bwd_version_name(BwdVersion v);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # optimized/cuda/bench/make_bins.sh -- build the binaries a device call carries, on the project's CPU machine (nvcc, no
-# GPU): .cudabin/bins.tar.xz from the committed tree and .cudabin/bins33.tar.xz from the tree with
-# pending_best33.patch applied (`best` = rung 33; the patch is reverted afterwards). Each archive holds
+# GPU): .cudabin/bins.tar.xz from the committed tree (and, while a pending_best33.patch existed, .cudabin/bins33.tar.xz
+# from the tree with it applied; it landed in session 32, so bins.tar.xz alone is built now). Each archive holds
 # test_cuda_forward, mut310_test_cuda_forward (make_mutants.py's mutant 310 text planted in chunk_cuda.cu, restored
 # afterwards), test_cuda_backward, test_cuda_saved and liblinattn_cuda_capi.so, stripped, as one xz stream, and is
 # checked with xz -t and listed with tar -t before it replaces the old one (session 30's archive was truncated and

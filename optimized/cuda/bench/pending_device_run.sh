@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# optimized/cuda/bench/pending_device_run.sh -- the device calls waiting after session 30 (and 31, which had none).
+# optimized/cuda/bench/pending_device_run.sh -- the device calls that waited after session 30 (and 31, which had none).
+# Session 32 ran all three steps (logs_session32/call1-3; this file is call1/run1.sh there): everything passed and rung 33
+# became `best` (pending_best33.patch landed and is gone; bins.tar.xz from make_bins.sh now has `best` = rung 33).
+# Nothing waits now; the next pending call gets a script of its own. The text below is as it was run.
 # Session 30 (logs_session30/) ran, on the H200: every rung 33 test (all pass), its sanitizer case under memcheck and
 # racecheck (clean), mutant 309 (caught), rung 31's fixed-case test, every test_cuda_saved case (all pass), every
 # test_cuda_forward case through the host functions' new result check (46 pass; the 47th, the new overflow test,
@@ -32,7 +35,7 @@ set -u
 OUT=${OUT:-/tmp/out}; END=${END:-585}; STEP=${STEP:-1}
 source optimized/cuda/bench/call_lib.sh
 has() { case ",$STEP," in *",$1,"*) return 0;; esac; return 1; }  # STEP may list several: 1,3
-BINS=${BINS:-.cudabin/bins33.tar.xz}
+BINS=${BINS:-.cudabin/bins33.tar.xz}  # as run in session 32; since then .cudabin/bins.tar.xz is the same tree
 [ -f "$BINS" ] && unpack "$BINS"
 echo "binaries: $BINS" > /tmp/l/summary.log
 export PYTHONUNBUFFERED=1
