@@ -111,6 +111,26 @@ def test_gva_value_heads_not_a_multiple_of_the_query_heads_are_refused_naming_v(
             call()
     with pytest.raises(ValueError, match="argument 'HV' expected a multiple of H = 2"):
         lt.random_inputs("kda", H=2, HV=3)
+    # no silent copy of q or k for the repeat (as without GVA), and an empty v is not a group of zero heads
+    with pytest.raises(linattn.Error, match=r"argument 'q' expected a C-contiguous aligned NumPy array .* list"):
+        linattn.reference("gated_delta_rule", **dict(inp, q=inp["q"].tolist()))
+    with pytest.raises(linattn.Error, match=r"argument 'k' expected a C-contiguous .* non-C-contiguous"):
+        linattn.reference("gated_delta_rule", **dict(inp, k=np.asfortranarray(inp["k"])))
+    with pytest.raises(linattn.Error, match=r"argument 'v' expected \[B, T, HV, V\]"):
+        linattn.reference("gated_delta_rule", **dict(inp, v=inp["v"][:, :, :0]))
+
+
+def test_gva_floors_count_each_value_head_write():
+    """The default floors of final_state and dg see the key of each value head under GVA (a float32 GDN2 case whose
+    final state cancels, found by a review: it failed with the floors computed on H heads and passes with q and k
+    repeated by hand)."""
+    op = "gdn2"
+    inp = lt.random_inputs(op, B=1, T=17, H=1, HV=2, K=1, V=1, gates="mixed", seed=42)
+    o, S = linattn.chunk(op, **inp)
+    rep = dict(inp, q=np.repeat(inp["q"], 2, axis=2), k=np.repeat(inp["k"], 2, axis=2))
+    by_hand = lt.check_outputs(op, rep, (o, S))
+    assert all(c.ok for c in by_hand)
+    assert all(c.ok for c in lt.check_outputs(op, inp, (o, S))), [c.report() for c in lt.check_outputs(op, inp, (o, S))]
 
 
 def gva_kernel_wrong_mapping(G):
@@ -151,4 +171,4 @@ def test_check_cli_accepts_gva_inputs_and_gradients(tmp_path):
     np.savez(tmp_path / "g.npz", do=cot["do"], dht=cot["dht"], **{k: x for k, x in wrong.items() if x is not None})
     p = subprocess.run([sys.executable, "-m", "linattn.check", "--op", op, str(tmp_path / "in.npz"),
                         "--grads", str(tmp_path / "g.npz")], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 1 and "dq" in p.stdout, p.stdout + p.stderr
+    assert p.returncode == 1 and "dq: MISMATCH" in p.stdout and "dv: ok" in p.stdout, p.stdout + p.stderr

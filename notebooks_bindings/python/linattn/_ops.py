@@ -132,12 +132,17 @@ def _expand_gva(who, q, k, v):
     if len(sq) != 4 or len(sk) != 4 or len(sv) != 4 or sq[2] != sk[2] or sq[2] == sv[2] or sq[2] < 1:
         return q, k, 1
     H, HV = sq[2], sv[2]
-    if HV % H:
-        raise ValueError(f"{who}: argument 'v' expected [B, T, HV, V] with HV = H = {H} or a multiple of it (fla's "
-                         f"grouped value attention, value head j reading q/k head j // (HV // H)) but got shape "
-                         f"{list(sv)}")
+    if HV % H or HV == 0:
+        raise _core.Error(f"{who}: argument 'v' expected [B, T, HV, V] with HV = H = {H} or a multiple of it (fla's "
+                          f"grouped value attention, value head j reading q/k head j // (HV // H)) but got shape "
+                          f"{list(sv)}")
+    for name, x in (("q", q), ("k", k)):  # the repeat copies: only what the compiled functions would take as it is
+        if not (isinstance(x, np.ndarray) and x.flags.c_contiguous and x.flags.aligned):
+            what = type(x).__name__ if not isinstance(x, np.ndarray) else f"a non-C-contiguous array, strides {list(x.strides)}"
+            raise _core.Error(f"{who}: argument '{name}' expected a C-contiguous aligned NumPy array but got {what} "
+                              f"(linattn never copies silently: pass np.ascontiguousarray({name}))")
     G = HV // H
-    return np.repeat(np.asarray(q), G, axis=2), np.repeat(np.asarray(k), G, axis=2), G
+    return np.repeat(q, G, axis=2), np.repeat(k, G, axis=2), G
 
 
 def _reduce_gva(grads, G, H):

@@ -733,6 +733,9 @@ def _output_floor_scales(inputs: dict, want: dict) -> dict:
     k = np.asarray(_as_numpy(inputs["k"]), np.float64)
     v = np.asarray(_as_numpy(inputs["v"]), np.float64)
     writes = 0.0
+    if k.ndim == 4 and v.ndim == 4 and k.shape[:2] == v.shape[:2] and 0 < k.shape[2] < v.shape[2] \
+            and v.shape[2] % k.shape[2] == 0:  # grouped value attention: value head j writes with key head j // G
+        k = np.repeat(k, v.shape[2] // k.shape[2], axis=2)
     if k.size and v.size and k.shape[:3] == v.shape[:3]:
         ek, ev = _exp2(float(np.max(np.abs(k)))), _exp2(float(np.max(np.abs(v))))
         rk = np.sqrt(np.mean(np.ldexp(k, -ek) ** 2, axis=-1))  # rms(k_t) / 2^ek
@@ -762,6 +765,9 @@ def _floor_scale(key: str, want: dict, inputs: dict, magnitude: float) -> float:
         q = np.asarray(_as_numpy(inputs["q"]), np.float64)
         k = np.asarray(_as_numpy(inputs["k"]), np.float64)
         terms = np.abs(q * want["dq"]) + np.abs(k * want["dk"])
+        hv = np.shape(want["dg"])[2] if np.ndim(want["dg"]) >= 3 else 0
+        if terms.ndim == 4 and 0 < terms.shape[2] < hv and hv % terms.shape[2] == 0:  # grouped value attention
+            terms = np.repeat(terms, hv // terms.shape[2], axis=2)
         if np.ndim(want["dg"]) == 3:  # scalar gate [B, T, H]
             terms = terms.sum(axis=-1)
         if terms.shape == np.shape(want["dg"]):
