@@ -126,7 +126,7 @@ inline constexpr const char* kShakespeareSha256 =
     "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed";
 
 /// LINATTN_DATA if set, else $LINATTN_SHARED/data/tinyshakespeare.txt if LINATTN_SHARED is set, else
-/// <project root>/../shared/data/tinyshakespeare.txt (the paper-table programs resolve it the same way).
+/// <project root>/../shared/data/tinyshakespeare.txt (also the paper-table programs' default: paper::corpus_path).
 inline std::string default_data_path() {
   if (const char* e = std::getenv("LINATTN_DATA"); e && *e) return e;
   if (const char* e = std::getenv("LINATTN_SHARED"); e && *e) return std::string(e) + "/data/tinyshakespeare.txt";

@@ -68,12 +68,9 @@ inline std::string shared_dir() {
   return project_root() + "/../shared";
 }
 
-/// The corpus: --data, else env LINATTN_DATA, else <shared>/data/tinyshakespeare.txt.
-inline std::string corpus_path(const std::string& given) {
-  if (!given.empty()) return given;
-  if (const char* e = std::getenv("LINATTN_DATA"); e && *e) return e;
-  return shared_dir() + "/data/tinyshakespeare.txt";
-}
+/// The corpus: --data, else the trainer's default (env LINATTN_DATA, else <shared>/data/tinyshakespeare.txt,
+/// lm::default_data_path: one definition of the order for train_lm and these programs).
+inline std::string corpus_path(const std::string& given) { return given.empty() ? lm::default_data_path() : given; }
 
 inline std::string read_text(const std::string& path, const std::string& what) {
   return lm::read_file("read_text", what, "a readable file", path);
