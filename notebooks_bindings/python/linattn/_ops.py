@@ -145,16 +145,16 @@ def _expand_gva(who, q, k, v):
     return np.repeat(q, G, axis=2), np.repeat(k, G, axis=2), G
 
 
-def _reduce_gva(grads, G, H):
-    """dq, dk of the repeated q and k summed back over each group of G value heads (the chain rule
-    of the repeat in _expand_gva)."""
+def _reduce_gva(grads, G):
+    """dq, dk of the repeated q and k (HV heads) summed back over each group of G value heads to HV // G
+    heads (the chain rule of the repeat in _expand_gva)."""
     if G == 1:
         return grads
     for key in ("dq", "dk"):
         x = grads.get(key)
         if x is not None:
-            B, T, _, K = x.shape
-            grads[key] = np.ascontiguousarray(x.reshape(B, T, H, G, K).sum(axis=3))
+            B, T, HV, K = x.shape
+            grads[key] = np.ascontiguousarray(x.reshape(B, T, HV // G, G, K).sum(axis=3))
     return grads
 
 
@@ -222,9 +222,8 @@ def reference_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, 
     kwargs.pop("output_final_state", None)
     kwargs.pop("return_trace", None)
     gates = [given[n] for n in GATES[op]]
-    H = np.shape(q)[2] if np.ndim(q) == 4 else 0
     q, k, G = _expand_gva("reference_backward", q, k, v)
-    return _reduce_gva(_BACKWARD[op](q, k, v, *gates, do, dht, **kwargs), G, H)
+    return _reduce_gva(_BACKWARD[op](q, k, v, *gates, do, dht, **kwargs), G)
 
 
 def routed_error(trace, which="paper_error"):
@@ -256,7 +255,6 @@ def chunk_backward(op, q, k, v, *, do, dht=None, g=None, beta=None, b=None, w=No
     unknown = sorted(set(ignored) - {"output_final_state", "return_trace"})
     if unknown:
         raise TypeError(f"chunk_backward() got unexpected keyword arguments {unknown}")
-    H = np.shape(q)[2] if np.ndim(q) == 4 else 0
     q, k, G = _expand_gva("chunk_backward", q, k, v)
     return _reduce_gva(_core._chunk_backward(op, q, k, v, g, beta, b, w, do, dht, scale, initial_state, cu_seqlens,
-                                             use_qk_l2norm_in_kernel, copy, chunk_size, num_threads), G, H)
+                                             use_qk_l2norm_in_kernel, copy, chunk_size, num_threads), G)

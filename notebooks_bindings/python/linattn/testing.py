@@ -718,6 +718,13 @@ def _longest_sequence(inputs: dict) -> int:
     return int(shape[1]) if len(shape) == 4 else 0
 
 
+def _to_value_heads(x: np.ndarray, hv: int) -> np.ndarray:
+    """x [B, T, H, ...] repeated to hv heads along axis 2 (head h to heads h G .. h G + G - 1, G = hv // H) when hv
+    is a larger multiple of H, as grouped value attention reads q/k head j // G for value head j; else x itself."""
+    H = x.shape[2] if x.ndim >= 3 else 0
+    return np.repeat(x, hv // H, axis=2) if 0 < H < hv and hv % H == 0 else x
+
+
 def _output_floor_scales(inputs: dict, want: dict) -> dict:
     """The sizes the default floors of o and final_state scale with, each its output's natural size, so that
     scaling inputs down cannot make zero or doubled outputs pass on the floor:
@@ -733,9 +740,8 @@ def _output_floor_scales(inputs: dict, want: dict) -> dict:
     k = np.asarray(_as_numpy(inputs["k"]), np.float64)
     v = np.asarray(_as_numpy(inputs["v"]), np.float64)
     writes = 0.0
-    if k.ndim == 4 and v.ndim == 4 and k.shape[:2] == v.shape[:2] and 0 < k.shape[2] < v.shape[2] \
-            and v.shape[2] % k.shape[2] == 0:  # grouped value attention: value head j writes with key head j // G
-        k = np.repeat(k, v.shape[2] // k.shape[2], axis=2)
+    if v.ndim == 4:
+        k = _to_value_heads(k, v.shape[2])  # grouped value attention: value head j writes with key head j // G
     if k.size and v.size and k.shape[:3] == v.shape[:3]:
         ek, ev = _exp2(float(np.max(np.abs(k)))), _exp2(float(np.max(np.abs(v))))
         rk = np.sqrt(np.mean(np.ldexp(k, -ek) ** 2, axis=-1))  # rms(k_t) / 2^ek
@@ -765,9 +771,8 @@ def _floor_scale(key: str, want: dict, inputs: dict, magnitude: float) -> float:
         q = np.asarray(_as_numpy(inputs["q"]), np.float64)
         k = np.asarray(_as_numpy(inputs["k"]), np.float64)
         terms = np.abs(q * want["dq"]) + np.abs(k * want["dk"])
-        hv = np.shape(want["dg"])[2] if np.ndim(want["dg"]) >= 3 else 0
-        if terms.ndim == 4 and 0 < terms.shape[2] < hv and hv % terms.shape[2] == 0:  # grouped value attention
-            terms = np.repeat(terms, hv // terms.shape[2], axis=2)
+        if np.ndim(want["dg"]) >= 3:
+            terms = _to_value_heads(terms, np.shape(want["dg"])[2])  # grouped value attention
         if np.ndim(want["dg"]) == 3:  # scalar gate [B, T, H]
             terms = terms.sum(axis=-1)
         if terms.shape == np.shape(want["dg"]):
