@@ -191,6 +191,15 @@ Problem<T> make_problem(Op op, const Case& c, bool unit_keys = true) {
   return p;
 }
 
+/// Set every log-gate of token t0 (every batch row, head and, for per-channel gates, key channel) of a
+/// log-decay g [B, T, H] or [B, T, H, K] to `value` (e.g. -1000: the state is wiped there).
+template <class T>
+void set_token_log_gate(Tensor<T>& g, index_t t0, T value) {
+  const index_t B = g.size(0), Tn = g.size(1), per_token = B > 0 && Tn > 0 ? g.numel() / (B * Tn) : 0;
+  for (index_t b = 0; b < B; ++b)
+    for (index_t e = 0; e < per_token; ++e) g.data()[(b * Tn + t0) * per_token + e] = value;
+}
+
 /// Run the reference operator of a problem (dispatch on p.op).
 template <class T>
 ref::RecurrentOutput<T> run_reference(const Problem<T>& p) {

@@ -298,10 +298,7 @@ TEST_CASE("Chunked float32 backward keeps its accuracy after a log-gate of -1000
     b.with_dht = *rc::gen::arbitrary<bool>();
     const index_t t0 = *rc::gen::inRange<index_t>(0, b.c.T / 4);
     BwdProblem pb = make_bwd_problem(op, b);
-    Tensor<double>& g = pb.p.gates.g;
-    const index_t per_token = g.numel() / (b.c.B * b.c.T);  // H, or H * K per-channel
-    for (index_t bb = 0; bb < b.c.B; ++bb)
-      for (index_t e = 0; e < per_token; ++e) g.data()[(bb * b.c.T + t0) * per_token + e] = -1000.0;
+    set_token_log_gate(pb.p.gates.g, t0, -1000.0);
     RC_LOG() << ref::op_name(op) << " " << b << " t0=" << t0 << "\n";
     // the float64 reference of the float32-rounded problem: only the kernel's own rounding counts
     BwdProblem pr = pb;

@@ -209,9 +209,7 @@ TEST_CASE("Chunked float32 forward keeps its accuracy after a log-gate of -1000 
     const Op op = *rc::gen::element(Op::gated_delta_rule, Op::kda, Op::gdn2);
     const index_t t0 = *rc::gen::inRange<index_t>(0, c.T / 4);
     Problem<double> p = make_problem<double>(op, c);
-    const index_t per_token = p.gates.g.numel() / (c.B * c.T);  // H, or H * K per-channel
-    for (index_t b = 0; b < c.B; ++b)
-      for (index_t e = 0; e < per_token; ++e) p.gates.g.data()[(b * c.T + t0) * per_token + e] = -1000.0;
+    set_token_log_gate(p.gates.g, t0, -1000.0);
     RC_LOG() << c << " op=" << ref::op_name(op) << " t0=" << t0 << "\n";
     const Problem<float> pf = cast_problem<float>(p);
     assert_close(run_chunk(pf, 64), run_reference(cast_problem<double>(pf)), kTolGate32);
