@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # optimized/cuda/bench/make_bins.sh -- build the binaries a device call carries, on the project's CPU machine (nvcc, no
-# GPU): .cudabin/bins.tar.xz from the committed tree (and, while a pending_best33.patch existed, .cudabin/bins33.tar.xz
-# from the tree with it applied; it landed in session 32, so bins.tar.xz alone is built now). Each archive holds
+# GPU): .cudabin/bins.tar.xz from the committed tree (session 31's version also built bins33.tar.xz with
+# pending_best33.patch applied; the patch landed in session 32 and that branch is gone). The archive holds
 # test_cuda_forward, mut310_test_cuda_forward (make_mutants.py's mutant 310 text planted in chunk_cuda.cu, restored
 # afterwards), test_cuda_backward, test_cuda_saved and liblinattn_cuda_capi.so, stripped, as one xz stream, and is
 # checked with xz -t and listed with tar -t before it replaces the old one (session 30's archive was truncated and
@@ -37,24 +37,13 @@ copy4() {
   cp build/cuda/proofs_tests/test_cuda_forward build/cuda/proofs_tests/test_cuda_backward \
      build/cuda/proofs_tests/test_cuda_saved build/cuda/optimized/cuda/liblinattn_cuda_capi.so "$1"/
 }
-rm -rf /tmp/bins32 /tmp/bins33
+rm -rf /tmp/bins
 echo "[$(date +%T)] HEAD $(git rev-parse --short HEAD): build"
-cmake --build build/cuda --target $T -j2 > /tmp/mkbins_32.log 2>&1
-copy4 /tmp/bins32
-plant310 /tmp/bins32/mut310_test_cuda_forward
-P=optimized/cuda/bench/pending_best33.patch
-if [ -f $P ]; then  # gone once the switch has landed: then bins.tar.xz alone
-  echo "[$(date +%T)] apply the patch, build"
-  git apply $P
-  cmake --build build/cuda --target $T -j2 > /tmp/mkbins_33.log 2>&1
-  copy4 /tmp/bins33
-  plant310 /tmp/bins33/mut310_test_cuda_forward
-  git apply -R $P
-  echo "[$(date +%T)] patch reverted"
-fi
-pack /tmp/bins32 .cudabin/bins.tar.xz
-[ -d /tmp/bins33 ] && pack /tmp/bins33 .cudabin/bins33.tar.xz
-echo "[$(date +%T)] rebuild HEAD"
+cmake --build build/cuda --target $T -j2 > /tmp/mkbins_build.log 2>&1
+copy4 /tmp/bins
+plant310 /tmp/bins/mut310_test_cuda_forward
+pack /tmp/bins .cudabin/bins.tar.xz
+echo "[$(date +%T)] rebuild HEAD (build/cuda holds the mutant test_cuda_forward until then)"
 cmake --build build/cuda --target $T -j2 > /tmp/mkbins_head.log 2>&1
 git status --short
 ls -la .cudabin
